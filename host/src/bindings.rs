@@ -1,0 +1,11 @@
+//! Host-side bindings of `wit/world.wit`.
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "toolkit",
+    imports: { default: trappable },
+    exports: { default: async },
+});
+
+pub use wasm_agent::tool::host as imported;
+pub use wasm_agent::tool::types;

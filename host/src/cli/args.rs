@@ -1,0 +1,163 @@
+//! Command-line arguments. Policy flags mirror the policy keys one to one.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use wasm_agent::policy::{ByteSize, DirGrant, PolicyLayer};
+
+/// Run LLM-agent tools as WebAssembly components under an enforced policy.
+#[derive(Debug, Parser)]
+#[command(name = "wasm-agent", version, about, max_term_width = 100)]
+pub struct Cli {
+    /// More log output on stderr (-v: info, -vv: debug); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the tools of components (files, folders of .wasm files, or config aliases).
+    Tools {
+        /// Component files, folders or aliases from the config; none = every configured tool.
+        targets: Vec<String>,
+        /// Print the full specs as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        host: HostFlags,
+    },
+    /// Call one tool once.
+    Call {
+        /// The component file or config alias.
+        component: String,
+        /// The tool's name.
+        tool: String,
+        /// Arguments as JSON text, or `-` to read them from stdin (default `{}`).
+        arguments: Option<String>,
+        /// Print exactly one JSON object: tool, content, artifacts, error, duration_ms.
+        #[arg(long)]
+        json: bool,
+        /// Session id (tools keep state per session).
+        #[arg(long, default_value = "default")]
+        session: String,
+        /// User id given to the tool.
+        #[arg(long)]
+        user: Option<String>,
+        /// Tenant id given to the tool.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Metadata given to the tool (a JSON object).
+        #[arg(long, value_name = "JSON")]
+        metadata: Option<String>,
+        #[command(flatten)]
+        host: HostFlags,
+    },
+}
+
+/// Flags shared by every command that loads components.
+#[derive(Debug, Args)]
+pub struct HostFlags {
+    /// Config file with [defaults] and [tools.<alias>] sections.
+    #[arg(long, value_name = "FILE", env = "WASM_AGENT_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Where compiled components are cached (default ~/.cache/wasm-agent).
+    #[arg(long, value_name = "DIR", env = "WASM_AGENT_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Compile every component afresh; write no cache.
+    #[arg(long)]
+    pub no_cache: bool,
+    #[command(flatten)]
+    pub policy: PolicyFlags,
+}
+
+/// Policy keys as flags; each overrides the config (lists and maps extend it).
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Policy")]
+pub struct PolicyFlags {
+    /// Wall-clock limit per call, e.g. 500ms, 5s (default 10s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Instruction budget per call (default unlimited).
+    #[arg(long, value_name = "N")]
+    pub fuel: Option<u64>,
+    /// Memory limit per call, e.g. 32MiB (default 64MiB).
+    #[arg(long, value_name = "SIZE")]
+    pub memory: Option<ByteSize>,
+    /// Grant a host directory: HOST[:GUEST][:ro|:rw] (default guest = absolute host path, ro).
+    #[arg(long = "allow-dir", value_name = "HOST[:GUEST][:ro|:rw]")]
+    pub dirs: Vec<DirGrant>,
+    /// Set an environment variable of the tool (nothing is inherited).
+    #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_pair)]
+    pub env: Vec<(String, String)>,
+    /// Set a dependency value served by host.dependency(NAME).
+    #[arg(long = "dependency", value_name = "NAME=VALUE", value_parser = parse_pair)]
+    pub dependencies: Vec<(String, String)>,
+    /// Largest result (content + artifacts), e.g. 1MiB (default 1MiB).
+    #[arg(long, value_name = "SIZE")]
+    pub max_output: Option<ByteSize>,
+}
+
+impl PolicyFlags {
+    /// The flags as a policy layer over the config.
+    pub fn layer(&self) -> PolicyLayer {
+        PolicyLayer {
+            timeout: self.timeout,
+            fuel: self.fuel,
+            memory: self.memory,
+            dirs: self.dirs.clone(),
+            env: self.env.iter().cloned().collect::<BTreeMap<_, _>>(),
+            dependencies: self.dependencies.iter().cloned().collect(),
+            max_output: self.max_output,
+            network: Vec::new(),
+        }
+    }
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text.trim())
+        .map_err(|e| format!("{e}: expected a duration such as 500ms, 5s or 2m"))
+}
+
+fn parse_pair(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
+        _ => Err(format!("expected KEY=VALUE, got {text:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    /// Every policy key has a flag: the layer built from flags covers them all.
+    #[test]
+    fn every_policy_key_has_a_flag() {
+        let cli = Cli::try_parse_from([
+            "wasm-agent", "call", "c.wasm", "t", "--timeout", "1s", "--fuel", "5", "--memory",
+            "2MiB", "--allow-dir", "/tmp", "--env", "A=1", "--dependency", "B=2",
+            "--max-output", "1KiB",
+        ])
+        .unwrap();
+        let Command::Call { host, .. } = cli.command else { panic!("not a call") };
+        let layer = serde_json::to_value(host.policy.layer()).unwrap();
+        let policy = serde_json::to_value(wasm_agent::Policy::default()).unwrap();
+        let flag_keys: Vec<_> = layer.as_object().unwrap().keys().cloned().collect();
+        let missing: Vec<_> = policy
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| !flag_keys.contains(k) && k.as_str() != "network")
+            .collect();
+        assert!(missing.is_empty(), "policy keys without a flag: {missing:?}");
+    }
+}

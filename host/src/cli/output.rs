@@ -1,0 +1,69 @@
+//! How results and tool lists are printed.
+
+use std::io::Write;
+
+use wasm_agent::{ToolCallResult, ToolInfo};
+
+/// Prints a call's result: the content (or one JSON object with `--json`).
+pub fn print_call(result: &ToolCallResult, json: bool) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    if json {
+        let value = serde_json::json!({
+            "tool": result.tool,
+            "content": result.content,
+            "artifacts": result.artifacts,
+            "error": result.error,
+            "duration_ms": (result.duration.as_secs_f64() * 1_000_000.0).round() / 1000.0,
+        });
+        writeln!(stdout, "{value}")?;
+        return Ok(());
+    }
+    match &result.error {
+        None => {
+            stdout.write_all(result.content.as_bytes())?;
+            if !result.content.ends_with('\n') {
+                writeln!(stdout)?;
+            }
+            for artifact in &result.artifacts {
+                eprintln!(
+                    "artifact: {} ({}, {} bytes)",
+                    artifact.kind,
+                    artifact.mime_type.as_deref().unwrap_or("no MIME type"),
+                    artifact.data.len()
+                );
+            }
+        }
+        Some(error) => eprintln!("error: {}: {}", error.kind, error.message),
+    }
+    Ok(())
+}
+
+/// A table of names, descriptions and annotations.
+pub fn tools_table(tools: &[ToolInfo]) -> String {
+    let name_width = tools.iter().map(|t| t.name.len()).max().unwrap_or(4).max(4);
+    let mut out = format!("{:name_width$}  {:60}  ANNOTATIONS\n", "NAME", "DESCRIPTION");
+    for tool in tools {
+        let description = tool.description.lines().next().unwrap_or_default();
+        let description = if description.chars().count() > 60 {
+            format!("{}...", description.chars().take(57).collect::<String>())
+        } else {
+            description.to_string()
+        };
+        let a = &tool.annotations;
+        let flags: Vec<&str> = [
+            (a.read_only, "read-only"),
+            (a.destructive, "destructive"),
+            (a.idempotent, "idempotent"),
+            (a.open_world, "open-world"),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect();
+        out.push_str(&format!(
+            "{:name_width$}  {description:60}  {}\n",
+            tool.name,
+            if flags.is_empty() { "-".to_string() } else { flags.join(", ") }
+        ));
+    }
+    out
+}

@@ -1,0 +1,77 @@
+//! Who and what a call is for.
+
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::bindings::types;
+
+/// The run context of a call, given to the tool as `call-context`.
+#[derive(Clone, Debug)]
+pub struct CallContext {
+    /// The agent run this call belongs to.
+    pub run_id: String,
+    /// The session: tools' state is kept per session.
+    pub session_id: String,
+    /// The end user, if known.
+    pub user_id: Option<String>,
+    /// The tenant, if the host serves several.
+    pub tenant_id: Option<String>,
+    /// Free-form data for tools.
+    pub metadata: Map<String, Value>,
+    /// Fire to stop the call (and any other call sharing the token).
+    pub cancellation: CancellationToken,
+}
+
+impl Default for CallContext {
+    fn default() -> Self {
+        Self {
+            run_id: uuid::Uuid::new_v4().to_string(),
+            session_id: "default".into(),
+            user_id: None,
+            tenant_id: None,
+            metadata: Map::new(),
+            cancellation: CancellationToken::new(),
+        }
+    }
+}
+
+impl CallContext {
+    /// A context with a fresh run id in the `default` session.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the session id.
+    pub fn session(mut self, session_id: impl Into<String>) -> Self {
+        self.session_id = session_id.into();
+        self
+    }
+
+    /// Sets the user id.
+    pub fn user(mut self, user_id: impl Into<String>) -> Self {
+        self.user_id = Some(user_id.into());
+        self
+    }
+
+    /// Sets the tenant id.
+    pub fn tenant(mut self, tenant_id: impl Into<String>) -> Self {
+        self.tenant_id = Some(tenant_id.into());
+        self
+    }
+
+    /// Adds one metadata entry.
+    pub fn metadata(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.metadata.insert(key.into(), value.into());
+        self
+    }
+
+    pub(crate) fn to_wit(&self) -> types::CallContext {
+        types::CallContext {
+            run_id: self.run_id.clone(),
+            session_id: self.session_id.clone(),
+            user_id: self.user_id.clone(),
+            tenant_id: self.tenant_id.clone(),
+            metadata: Value::Object(self.metadata.clone()).to_string(),
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! # wasm-agent
+//!
+//! Runs LLM-agent tools as WebAssembly components, each call in a fresh
+//! sandbox under an enforced [`Policy`]: wall-clock and fuel limits, a memory
+//! cap, only the directories and environment it is granted, a bounded result,
+//! and no network.
+//!
+//! ```no_run
+//! use wasm_agent::{CallContext, Policy, ToolHost};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let host = ToolHost::builder().build()?;
+//! host.load("calculator.wasm", Policy::default()).await?;
+//! let result = host
+//!     .call("calculate", r#"{"expression": "2 * (3 + 4)"}"#, &CallContext::new())
+//!     .await;
+//! println!("{}", result.model_text());
+//! # Ok(()) }
+//! ```
+
+mod bindings;
+pub mod context;
+pub mod events;
+pub mod host;
+pub mod policy;
+pub mod registry;
+pub mod result;
+pub mod sandbox;
+pub mod session;
+
+pub use context::CallContext;
+pub use events::{EventBus, ToolEvent};
+pub use host::{ComponentSource, HostError, LoadOptions, LoadReport, ToolHost, ToolHostBuilder};
+pub use policy::{ByteSize, DirGrant, DirMode, Policy};
+pub use registry::{Annotations, ToolInfo};
+pub use result::{Artifact, CallError, ErrorKind, ToolCallResult};
+pub use session::{InMemorySessionStore, SessionStore};
+pub use tokio_util::sync::CancellationToken;

@@ -1,0 +1,7 @@
+//! The `wasm-agent` binary.
+
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}

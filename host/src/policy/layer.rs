@@ -1,0 +1,116 @@
+//! A partial policy, as written in a config section or given as CLI flags, laid
+//! over a base policy.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{ByteSize, DirGrant, Policy};
+
+/// Policy keys that are set in one place (a config section or the CLI flags).
+///
+/// Applied over a base policy: scalars replace, `dirs` extend, `env` and
+/// `dependencies` merge key by key.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyLayer {
+    #[serde(default, with = "super::duration_text::option", skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fuel: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<ByteSize>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dirs: Vec<DirGrant>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub dependencies: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output: Option<ByteSize>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network: Vec<String>,
+}
+
+impl PolicyLayer {
+    /// Resolves relative directory grants against `base` (a config file's folder).
+    pub fn relative_to(mut self, base: &Path) -> Self {
+        self.dirs = self.dirs.into_iter().map(|d| d.relative_to(base)).collect();
+        self
+    }
+
+    /// Lays this layer over `policy`.
+    pub fn apply_to(&self, mut policy: Policy) -> Policy {
+        let PolicyLayer {
+            timeout,
+            fuel,
+            memory,
+            dirs,
+            env,
+            dependencies,
+            max_output,
+            network,
+        } = self;
+        if let Some(timeout) = timeout {
+            policy.timeout = *timeout;
+        }
+        if fuel.is_some() {
+            policy.fuel = *fuel;
+        }
+        if let Some(memory) = memory {
+            policy.memory = *memory;
+        }
+        policy.dirs.extend(dirs.iter().cloned());
+        policy.env.extend(env.clone());
+        policy.dependencies.extend(dependencies.clone());
+        if let Some(max_output) = max_output {
+            policy.max_output = *max_output;
+        }
+        policy.network.extend(network.iter().cloned());
+        policy
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The policy, its layer (config keys) and its builder must list the same keys.
+    #[test]
+    fn layer_has_every_policy_key() {
+        let policy = serde_json::to_value(Policy::default()).unwrap();
+        let mut policy_keys: Vec<_> = policy.as_object().unwrap().keys().cloned().collect();
+        let full_layer = PolicyLayer {
+            timeout: Some(Duration::from_secs(1)),
+            fuel: Some(1),
+            memory: Some(ByteSize(1)),
+            dirs: vec!["x".parse().unwrap()],
+            env: [("a".into(), "b".into())].into(),
+            dependencies: [("a".into(), "b".into())].into(),
+            max_output: Some(ByteSize(1)),
+            network: vec!["x".into()],
+        };
+        let layer = serde_json::to_value(full_layer).unwrap();
+        let mut layer_keys: Vec<_> = layer.as_object().unwrap().keys().cloned().collect();
+        policy_keys.sort();
+        layer_keys.sort();
+        assert_eq!(policy_keys, layer_keys);
+    }
+
+    #[test]
+    fn scalars_replace_lists_extend_maps_merge() {
+        let base = Policy::default().env("A", "1").env("B", "1");
+        let layer: PolicyLayer = toml::from_str(
+            "timeout = \"500ms\"\nmemory = \"32MiB\"\nenv = { B = \"2\" }\ndirs = [\"/tmp\"]",
+        )
+        .unwrap();
+        let merged = layer.apply_to(base);
+        assert_eq!(merged.timeout, Duration::from_millis(500));
+        assert_eq!(merged.memory, ByteSize::mib(32));
+        assert_eq!(merged.env["A"], "1");
+        assert_eq!(merged.env["B"], "2");
+        assert_eq!(merged.dirs.len(), 1);
+    }
+}

@@ -1,0 +1,253 @@
+//! The policy of a tool: what it may use and how much. One type for the library
+//! builder, the CLI flags and the config file.
+//!
+//! Everything is denied unless granted: no directories, no environment, no
+//! network, and bounded time, memory and output.
+
+mod config;
+mod dirs;
+mod layer;
+mod size;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use config::{ConfigError, ConfigFile, ToolConfig};
+pub use dirs::{DirGrant, DirMode};
+pub use layer::PolicyLayer;
+pub use size::ByteSize;
+
+/// The largest linear memory a 32-bit WebAssembly guest can address.
+pub const MAX_MEMORY: ByteSize = ByteSize::gib(4);
+
+/// What a tool may use and how much, enforced by the sandbox on every call.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    /// Wall-clock limit of one call (default 10 s).
+    #[serde(with = "duration_text")]
+    pub timeout: Duration,
+    /// Instruction budget of one call (unlimited when `None`).
+    pub fuel: Option<u64>,
+    /// Total linear memory of one instance (default 64 MiB).
+    pub memory: ByteSize,
+    /// Host directories the tool may see, read-only or read-write.
+    pub dirs: Vec<DirGrant>,
+    /// The tool's environment; nothing is inherited from the host.
+    pub env: BTreeMap<String, String>,
+    /// Values served to the tool by `host.dependency(name)`.
+    pub dependencies: BTreeMap<String, String>,
+    /// Largest result (content plus artifacts) a call may return (default 1 MiB).
+    pub max_output: ByteSize,
+    /// Network grants. Networking is not available yet: this must stay empty,
+    /// and every socket and HTTP request is denied.
+    pub network: Vec<String>,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(10),
+            fuel: None,
+            memory: ByteSize::mib(64),
+            dirs: Vec::new(),
+            env: BTreeMap::new(),
+            dependencies: BTreeMap::new(),
+            max_output: ByteSize::mib(1),
+            network: Vec::new(),
+        }
+    }
+}
+
+/// A policy that cannot be enforced as written.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PolicyError {
+    /// A limit is zero or out of range.
+    #[error("{key}: {reason}")]
+    Limit { key: &'static str, reason: String },
+    /// A directory grant names a path that is not a directory.
+    #[error("dirs: {path} is not a directory the host can open ({reason})")]
+    MissingDir { path: PathBuf, reason: String },
+    /// A directory grant's guest path is unusable.
+    #[error("dirs: guest path {guest:?} {reason}")]
+    GuestPath { guest: String, reason: String },
+    /// An environment variable name is unusable.
+    #[error("env: {0:?} is not a valid variable name (non-empty, no '=' or NUL)")]
+    EnvName(String),
+    /// A network grant was given, but networking is not available yet.
+    #[error(
+        "network: {0:?} cannot be granted: network access is not available in this version, \
+         every socket and HTTP request is denied"
+    )]
+    NetworkUnsupported(String),
+}
+
+impl Policy {
+    /// Sets the wall-clock limit of one call.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+    /// Sets an instruction budget for one call.
+    pub fn fuel(mut self, fuel: u64) -> Self {
+        self.fuel = Some(fuel);
+        self
+    }
+    /// Sets the memory limit of one instance.
+    pub fn memory(mut self, memory: ByteSize) -> Self {
+        self.memory = memory;
+        self
+    }
+    /// Grants a host directory at a guest path.
+    pub fn allow_dir(
+        mut self,
+        host: impl Into<PathBuf>,
+        guest: impl Into<String>,
+        mode: DirMode,
+    ) -> Self {
+        self.dirs.push(DirGrant {
+            host: host.into(),
+            guest: Some(guest.into()),
+            mode,
+        });
+        self
+    }
+    /// Sets one environment variable of the tool.
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.insert(key.into(), value.into());
+        self
+    }
+    /// Sets a value served by `host.dependency(name)`.
+    pub fn dependency(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.dependencies.insert(name.into(), value.into());
+        self
+    }
+    /// Sets the largest result a call may return.
+    pub fn max_output(mut self, max_output: ByteSize) -> Self {
+        self.max_output = max_output;
+        self
+    }
+
+    /// Checks that the policy can be enforced and resolves directory grants to
+    /// canonical host paths (so a grant cannot later be redirected by a symlink).
+    pub fn validate(mut self) -> Result<Self, PolicyError> {
+        if self.timeout.is_zero() {
+            return Err(limit("timeout", "must be greater than zero"));
+        }
+        if self.fuel == Some(0) {
+            return Err(limit("fuel", "must be greater than zero"));
+        }
+        if self.memory.bytes() < ByteSize::mib(1).bytes() || self.memory > MAX_MEMORY {
+            return Err(limit(
+                "memory",
+                format!("{} is outside 1MiB..=4GiB", self.memory),
+            ));
+        }
+        if self.max_output.bytes() == 0 {
+            return Err(limit("max_output", "must be greater than zero"));
+        }
+        if let Some(grant) = self.network.first() {
+            return Err(PolicyError::NetworkUnsupported(grant.clone()));
+        }
+        if let Some(key) = self
+            .env
+            .keys()
+            .find(|k| k.is_empty() || k.contains(['=', '\0']))
+        {
+            return Err(PolicyError::EnvName(key.clone()));
+        }
+        self.dirs = dirs::resolve(std::mem::take(&mut self.dirs))?;
+        Ok(self)
+    }
+}
+
+fn limit(key: &'static str, reason: impl Into<String>) -> PolicyError {
+    PolicyError::Limit {
+        key,
+        reason: reason.into(),
+    }
+}
+
+/// Durations as text (`500ms`, `5s`, `1m 30s`), as operators write them.
+pub(crate) mod duration_text {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer, de};
+
+    pub fn serialize<S: Serializer>(value: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&humantime::format_duration(*value))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        parse(&text).map_err(de::Error::custom)
+    }
+
+    /// Parses `500ms`, `5s`, `2m`.
+    pub fn parse(text: &str) -> Result<Duration, String> {
+        humantime::parse_duration(text.trim())
+            .map_err(|e| format!("invalid duration {text:?} ({e}): expected e.g. 500ms, 5s or 2m"))
+    }
+
+    /// For optional fields.
+    pub mod option {
+        use super::*;
+
+        pub fn serialize<S: Serializer>(
+            value: &Option<Duration>,
+            serializer: S,
+        ) -> Result<S::Ok, S::Error> {
+            match value {
+                Some(value) => super::serialize(value, serializer),
+                None => serializer.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(
+            deserializer: D,
+        ) -> Result<Option<Duration>, D::Error> {
+            super::deserialize(deserializer).map(Some)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_denies_everything_and_bounds_resources() {
+        let policy = Policy::default();
+        assert!(policy.dirs.is_empty());
+        assert!(policy.env.is_empty());
+        assert!(policy.network.is_empty());
+        assert_eq!(policy.timeout, Duration::from_secs(10));
+        assert_eq!(policy.memory, ByteSize::mib(64));
+        assert_eq!(policy.max_output, ByteSize::mib(1));
+    }
+
+    #[test]
+    fn validation_names_the_key() {
+        let err = Policy::default()
+            .timeout(Duration::ZERO)
+            .validate()
+            .unwrap_err();
+        assert!(err.to_string().starts_with("timeout:"), "{err}");
+        let err = Policy::default()
+            .memory(ByteSize::gib(8))
+            .validate()
+            .unwrap_err();
+        assert!(err.to_string().starts_with("memory:"), "{err}");
+        let err = Policy::default().env("A=B", "1").validate().unwrap_err();
+        assert_eq!(err, PolicyError::EnvName("A=B".into()));
+        let mut policy = Policy::default();
+        policy.network.push("https://example.com".into());
+        assert!(matches!(
+            policy.validate(),
+            Err(PolicyError::NetworkUnsupported(_))
+        ));
+    }
+}

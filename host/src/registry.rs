@@ -1,0 +1,176 @@
+//! The tools a host offers: specs checked at load, schemas compiled once, and
+//! lookups by public name.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::bindings::types;
+use crate::policy::Policy;
+use crate::sandbox::LoadedComponent;
+
+/// Hints about a tool's behaviour (mirroring MCP tool annotations).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Annotations {
+    /// Does not change anything.
+    pub read_only: bool,
+    /// May destroy data.
+    pub destructive: bool,
+    /// Calling twice with the same arguments has no further effect.
+    pub idempotent: bool,
+    /// Talks to the world outside the host.
+    pub open_world: bool,
+}
+
+impl From<types::Annotations> for Annotations {
+    fn from(flags: types::Annotations) -> Self {
+        Self {
+            read_only: flags.contains(types::Annotations::READ_ONLY),
+            destructive: flags.contains(types::Annotations::DESTRUCTIVE),
+            idempotent: flags.contains(types::Annotations::IDEMPOTENT),
+            open_world: flags.contains(types::Annotations::OPEN_WORLD),
+        }
+    }
+}
+
+/// A tool as the host offers it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ToolInfo {
+    /// Public name (with the component's prefix, if any).
+    pub name: String,
+    /// The component that provides it.
+    pub component: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: Value,
+    /// Behaviour hints.
+    pub annotations: Annotations,
+}
+
+/// A loaded component and the policy its calls run under.
+pub(crate) struct ComponentEntry {
+    pub id: Arc<str>,
+    pub loaded: LoadedComponent,
+    pub policy: Policy,
+    pub dependencies: Arc<BTreeMap<String, String>>,
+}
+
+/// One callable tool.
+pub(crate) struct ToolEntry {
+    pub info: ToolInfo,
+    /// The name the component knows it by (without prefix).
+    pub guest_name: String,
+    pub validator: jsonschema::Validator,
+    pub component: Arc<ComponentEntry>,
+}
+
+/// Why a component's tool list is unusable.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SpecError {
+    /// A name outside 1-64 of `[a-zA-Z0-9_-]`.
+    #[error("tool name {0:?} is invalid: use 1-64 characters of [a-zA-Z0-9_-]")]
+    BadName(String),
+    /// An empty description.
+    #[error("tool {0:?} has an empty description; the model needs one to choose it")]
+    NoDescription(String),
+    /// Parameters that are not a usable JSON Schema.
+    #[error("tool {tool:?} has unusable parameters: {reason}")]
+    BadSchema { tool: String, reason: String },
+    /// The same name twice in one component.
+    #[error("tool {0:?} is listed twice by the component")]
+    Repeated(String),
+    /// The component offers nothing.
+    #[error("the component lists no tools")]
+    Empty,
+}
+
+/// Checks a tool name: 1-64 characters of `[a-zA-Z0-9_-]`.
+pub fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Checks the specs a component listed and compiles their schemas.
+pub(crate) fn check_specs(
+    specs: Vec<types::ToolSpec>,
+    prefix: &str,
+    component: &Arc<ComponentEntry>,
+) -> Result<Vec<ToolEntry>, SpecError> {
+    if specs.is_empty() {
+        return Err(SpecError::Empty);
+    }
+    let mut entries: Vec<ToolEntry> = Vec::with_capacity(specs.len());
+    for spec in specs {
+        if !valid_name(&spec.name) {
+            return Err(SpecError::BadName(spec.name));
+        }
+        let public = format!("{prefix}{}", spec.name);
+        if !valid_name(&public) {
+            return Err(SpecError::BadName(public));
+        }
+        if spec.description.trim().is_empty() {
+            return Err(SpecError::NoDescription(spec.name));
+        }
+        if entries.iter().any(|e| e.guest_name == spec.name) {
+            return Err(SpecError::Repeated(spec.name));
+        }
+        let bad_schema = |reason: String| SpecError::BadSchema {
+            tool: spec.name.clone(),
+            reason,
+        };
+        let parameters: Value = serde_json::from_str(&spec.parameters)
+            .map_err(|e| bad_schema(format!("not JSON ({e})")))?;
+        if parameters.get("type") != Some(&Value::from("object")) {
+            return Err(bad_schema(
+                "the schema must describe an object (\"type\": \"object\")".into(),
+            ));
+        }
+        let validator = jsonschema::options()
+            .should_validate_formats(true)
+            .build(&parameters)
+            .map_err(|e| bad_schema(e.to_string()))?;
+        entries.push(ToolEntry {
+            info: ToolInfo {
+                name: public,
+                component: component.id.to_string(),
+                description: spec.description,
+                parameters,
+                annotations: spec.annotations.into(),
+            },
+            guest_name: spec.name,
+            validator,
+            component: component.clone(),
+        });
+    }
+    Ok(entries)
+}
+
+/// Checks arguments against a tool's schema: every violation, by JSON pointer.
+pub(crate) fn validate_arguments(entry: &ToolEntry, arguments: &str) -> Result<(), String> {
+    let value: Value = serde_json::from_str(arguments)
+        .map_err(|e| format!("the arguments are not valid JSON: {e}"))?;
+    let problems: Vec<String> = entry
+        .validator
+        .iter_errors(&value)
+        .take(20)
+        .map(|e| {
+            let pointer = e.instance_path().to_string();
+            let pointer = if pointer.is_empty() { "/".into() } else { pointer };
+            format!("{pointer}: {e}")
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the arguments do not match the schema of {}: {}",
+            entry.info.name,
+            problems.join("; ")
+        ))
+    }
+}

@@ -1,0 +1,173 @@
+//! On-disk cache of compiled components, keyed by the SHA-256 of the component
+//! bytes and the engine's compatibility hash.
+//!
+//! Loading native code from disk is only as safe as the file: entries carry a
+//! checksum, are written atomically with owner-only permissions, and anything
+//! corrupt, foreign or too permissive is recompiled instead of trusted.
+
+use std::fs;
+use std::hash::{Hash, Hasher};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+/// Where a compiled component came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheOutcome {
+    /// Loaded from the cache.
+    Hit,
+    /// Compiled now (and stored, when the cache is on).
+    Compiled,
+}
+
+/// The compiled-component cache (`None` directory: always compile).
+#[derive(Clone, Debug)]
+pub struct CompileCache {
+    dir: Option<PathBuf>,
+}
+
+const CHECKSUM_LEN: usize = 32;
+
+impl CompileCache {
+    /// A cache in `dir`, or none.
+    pub fn new(dir: Option<PathBuf>) -> Self {
+        Self { dir }
+    }
+
+    /// The default folder: `$XDG_CACHE_HOME/wasm-agent` or `~/.cache/wasm-agent`.
+    pub fn default_dir() -> Option<PathBuf> {
+        std::env::var_os("XDG_CACHE_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .map(|d| d.join("wasm-agent"))
+    }
+
+    /// The cache folder, when the cache is on.
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    /// Returns the compiled component for `bytes`, from the cache when a valid
+    /// entry exists; a cache that cannot be written is skipped with a warning.
+    pub fn load_or_compile(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+    ) -> wasmtime::Result<(Component, CacheOutcome)> {
+        let Some(dir) = &self.dir else {
+            return Ok((Component::new(engine, bytes)?, CacheOutcome::Compiled));
+        };
+        let entry = dir.join(format!("{}.cwasm", cache_key(engine, bytes)));
+        if let Some(component) = read_entry(engine, &entry) {
+            return Ok((component, CacheOutcome::Hit));
+        }
+        let compiled = engine.precompile_component(bytes)?;
+        // SAFETY: these bytes were produced just now by this engine.
+        let component = unsafe { Component::deserialize(engine, &compiled)? };
+        if let Err(e) = write_entry(dir, &entry, &compiled) {
+            tracing::warn!(cache = %dir.display(), "cannot write the compile cache: {e}");
+        }
+        Ok((component, CacheOutcome::Compiled))
+    }
+}
+
+/// Feeds `Hash` output into SHA-256.
+struct ShaHasher<'a>(&'a mut Sha256);
+
+impl Hasher for ShaHasher<'_> {
+    fn finish(&self) -> u64 {
+        0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+}
+
+fn cache_key(engine: &Engine, bytes: &[u8]) -> String {
+    let mut sha = Sha256::new();
+    sha.update(Sha256::digest(bytes));
+    engine
+        .precompile_compatibility_hash()
+        .hash(&mut ShaHasher(&mut sha));
+    sha.update(env!("CARGO_PKG_VERSION").as_bytes());
+    hex::encode(sha.finalize())
+}
+
+fn read_entry(engine: &Engine, entry: &Path) -> Option<Component> {
+    let metadata = fs::symlink_metadata(entry).ok()?;
+    if !metadata.is_file() || !owner_only(&metadata) {
+        return None;
+    }
+    let data = fs::read(entry).ok()?;
+    let (code, checksum) = data.split_at_checked(data.len().checked_sub(CHECKSUM_LEN)?)?;
+    if Sha256::digest(code).as_slice() != checksum {
+        tracing::warn!(entry = %entry.display(), "corrupt compile-cache entry; recompiling");
+        return None;
+    }
+    Engine::detect_precompiled(code)?;
+    // SAFETY: the entry was written by this program for this engine
+    // configuration (key), is owner-only, and its checksum matches.
+    match unsafe { Component::deserialize(engine, code) } {
+        Ok(component) => Some(component),
+        Err(e) => {
+            tracing::warn!(entry = %entry.display(), "unusable compile-cache entry ({e}); recompiling");
+            None
+        }
+    }
+}
+
+fn write_entry(dir: &Path, entry: &Path, compiled: &[u8]) -> std::io::Result<()> {
+    create_private_dir(dir)?;
+    let tmp = entry.with_extension(format!("tmp{}", std::process::id()));
+    let mut file = private_file(&tmp)?;
+    file.write_all(compiled)?;
+    file.write_all(&Sha256::digest(compiled))?;
+    file.sync_all()?;
+    fs::rename(&tmp, entry)
+}
+
+#[cfg(unix)]
+fn owner_only(metadata: &fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    metadata.mode() & 0o022 == 0
+}
+
+#[cfg(not(unix))]
+fn owner_only(_: &fs::Metadata) -> bool {
+    true
+}
+
+#[cfg(unix)]
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+#[cfg(not(unix))]
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    fs::create_dir_all(dir)
+}
+
+#[cfg(unix)]
+fn private_file(path: &Path) -> std::io::Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+}
+
+#[cfg(not(unix))]
+fn private_file(path: &Path) -> std::io::Result<fs::File> {
+    fs::File::create(path)
+}

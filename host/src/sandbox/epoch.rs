@@ -1,0 +1,93 @@
+//! One ticker thread advances the engine's epoch while calls are running.
+//!
+//! Each store sets its own deadline and checks the wall clock on every tick, so
+//! one call's timeout never interrupts another; between ticks a running guest
+//! yields to the async runtime, so a looping tool never starves other calls.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use wasmtime::Engine;
+
+/// How often the epoch advances while any call runs.
+pub const TICK: Duration = Duration::from_millis(1);
+
+#[derive(Default)]
+struct Shared {
+    active: AtomicUsize,
+    stop: AtomicBool,
+}
+
+/// The epoch ticker; stops its thread when dropped.
+pub struct EpochTicker {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Keeps the ticker running while a call is in flight.
+pub struct ActiveCall {
+    shared: Arc<Shared>,
+    thread: std::thread::Thread,
+}
+
+impl EpochTicker {
+    /// Starts the ticker thread for `engine`; it sleeps while no call runs.
+    pub fn start(engine: &Engine) -> std::io::Result<Self> {
+        let shared = Arc::new(Shared::default());
+        let engine = engine.weak();
+        let thread_shared = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("wasm-agent-epoch".into())
+            .spawn(move || {
+                while !thread_shared.stop.load(Ordering::Acquire) {
+                    if thread_shared.active.load(Ordering::Acquire) == 0 {
+                        std::thread::park_timeout(Duration::from_millis(250));
+                        continue;
+                    }
+                    std::thread::sleep(TICK);
+                    match engine.upgrade() {
+                        Some(engine) => engine.increment_epoch(),
+                        None => break,
+                    }
+                }
+            })?;
+        Ok(Self {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// Marks a call as running until the returned guard is dropped.
+    pub fn activate(&self) -> ActiveCall {
+        self.shared.active.fetch_add(1, Ordering::AcqRel);
+        let thread = self
+            .thread
+            .as_ref()
+            .map(|t| t.thread().clone())
+            .unwrap_or_else(std::thread::current);
+        thread.unpark();
+        ActiveCall {
+            shared: self.shared.clone(),
+            thread,
+        }
+    }
+}
+
+impl Drop for ActiveCall {
+    fn drop(&mut self) {
+        self.shared.active.fetch_sub(1, Ordering::AcqRel);
+        let _ = &self.thread;
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
+            let _ = thread.join();
+        }
+    }
+}

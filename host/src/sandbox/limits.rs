@@ -1,0 +1,72 @@
+//! Memory and table limits of one call, recording what was refused so a guest
+//! that aborts afterwards is reported as `memory_limit`, not a bare trap.
+
+use wasmtime::ResourceLimiter;
+
+/// Caps the total linear memory of one store.
+#[derive(Debug)]
+pub struct CallLimiter {
+    max_memory: usize,
+    used_memory: usize,
+    refused: Option<usize>,
+}
+
+/// Table elements allowed per table; generous for any real toolchain output.
+const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+
+impl CallLimiter {
+    /// A limiter allowing `max_memory` bytes of linear memory in total.
+    pub fn new(max_memory: u64) -> Self {
+        Self {
+            max_memory: usize::try_from(max_memory).unwrap_or(usize::MAX),
+            used_memory: 0,
+            refused: None,
+        }
+    }
+
+    /// The total size a refused growth asked for, if any growth was refused.
+    pub fn refused_growth(&self) -> Option<usize> {
+        self.refused
+    }
+}
+
+impl ResourceLimiter for CallLimiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let total = self.used_memory - current.min(self.used_memory) + desired;
+        if total > self.max_memory {
+            self.refused = Some(total);
+            return Ok(false);
+        }
+        self.used_memory = total;
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_all_memories_together_and_records_refusal() {
+        let mut limiter = CallLimiter::new(100);
+        assert!(limiter.memory_growing(0, 60, None).unwrap());
+        assert!(limiter.memory_growing(0, 30, None).unwrap());
+        assert!(!limiter.memory_growing(30, 50, None).unwrap());
+        assert_eq!(limiter.refused_growth(), Some(110));
+        assert!(limiter.memory_growing(30, 40, None).unwrap());
+    }
+}

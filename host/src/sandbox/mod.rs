@@ -1,0 +1,473 @@
+//! The sandbox: compiles components, checks they fit the contract, and runs
+//! each call in a fresh store under the call's policy.
+
+mod cache;
+mod engine;
+mod epoch;
+mod limits;
+mod output;
+mod state;
+mod wasi;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Engine, Store, Trap, UpdateDeadline};
+
+pub use cache::{CacheOutcome, CompileCache};
+pub use engine::Allocator;
+pub use output::Captured;
+pub(crate) use state::HostImports;
+
+use crate::bindings::{ToolkitPre, types};
+use crate::policy::Policy;
+use crate::result::{Artifact, CallError, ErrorKind};
+use limits::CallLimiter;
+use output::CappedOutput;
+use state::CallState;
+
+/// Bytes of guest stdout and stderr kept per call (the rest is counted).
+const CAPTURE_CAP: usize = 64 * 1024;
+
+/// Why a component cannot be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The bytes are not WebAssembly at all.
+    #[error("not a WebAssembly component (the file does not start with the wasm magic bytes)")]
+    NotWasm,
+    /// A core module where a component was expected.
+    #[error(
+        "this is a core WebAssembly module, not a component: build the tool for the \
+         wasm32-wasip2 target (cargo build --release --target wasm32-wasip2)"
+    )]
+    CoreModule,
+    /// The component does not compile.
+    #[error("invalid WebAssembly component: {0}")]
+    Invalid(String),
+    /// The component imports something this host does not provide.
+    #[error(
+        "{0}; this host provides WASI 0.2 and wasm-agent:tool/host@0.1.0 only"
+    )]
+    MissingImport(String),
+    /// The component does not export the tool interface.
+    #[error(
+        "the component does not export wasm-agent:tool/tool@0.1.0 (it was built for another \
+         world; build it against wit/world.wit, world `toolkit`)"
+    )]
+    MissingExport,
+    /// `list-tools` failed.
+    #[error("list-tools failed: {0}")]
+    ListTools(CallError),
+    /// The engine could not be set up.
+    #[error("cannot set up the WebAssembly engine: {0}")]
+    Engine(String),
+}
+
+/// A compiled component, ready to be instantiated for each call.
+pub struct LoadedComponent {
+    pre: ToolkitPre<CallState>,
+    /// Whether it came from the compile cache.
+    pub cache: CacheOutcome,
+    /// Time spent compiling or loading from the cache.
+    pub load_time: Duration,
+}
+
+/// What a successful guest call returned.
+pub struct GuestOutput {
+    /// Text for the model.
+    pub content: String,
+    /// Structured data.
+    pub artifacts: Vec<Artifact>,
+}
+
+/// Engine, linker and the shared limits of every call.
+pub struct Sandbox {
+    engine: Engine,
+    linker: Linker<CallState>,
+    cache: CompileCache,
+    allocator: Allocator,
+    permits: Arc<Semaphore>,
+    ticker: epoch::EpochTicker,
+}
+
+impl Sandbox {
+    /// Builds the engine (pooling when possible) with `concurrency` slots.
+    pub fn new(concurrency: u32, pooling: bool, cache: CompileCache) -> Result<Self, LoadError> {
+        let engine_err = |e: &dyn std::fmt::Display| LoadError::Engine(e.to_string());
+        let (engine, allocator) =
+            engine::build(concurrency, pooling).map_err(|e| engine_err(&e))?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| engine_err(&e))?;
+        crate::bindings::Toolkit::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
+            &mut linker,
+            |state| state,
+        )
+        .map_err(|e| engine_err(&e))?;
+        let ticker = epoch::EpochTicker::start(&engine).map_err(|e| engine_err(&e))?;
+        Ok(Self {
+            engine,
+            linker,
+            cache,
+            allocator,
+            permits: Arc::new(Semaphore::new(concurrency as usize)),
+            ticker,
+        })
+    }
+
+    /// How instances are allocated.
+    pub fn allocator(&self) -> Allocator {
+        self.allocator
+    }
+
+    /// The compile cache.
+    pub fn cache(&self) -> &CompileCache {
+        &self.cache
+    }
+
+    /// Compiles (or loads from the cache) and links a component.
+    pub fn load(&self, bytes: &[u8]) -> Result<LoadedComponent, LoadError> {
+        check_header(bytes)?;
+        let started = Instant::now();
+        let (component, cache) = self
+            .cache
+            .load_or_compile(&self.engine, bytes)
+            .map_err(|e| LoadError::Invalid(first_line(&e)))?;
+        let load_time = started.elapsed();
+        self.link(&component).map(|pre| LoadedComponent {
+            pre,
+            cache,
+            load_time,
+        })
+    }
+
+    fn link(&self, component: &Component) -> Result<ToolkitPre<CallState>, LoadError> {
+        let exports_tool = component
+            .component_type()
+            .exports(&self.engine)
+            .any(|(name, _)| name.starts_with("wasm-agent:tool/tool@0.1."));
+        if !exports_tool {
+            return Err(LoadError::MissingExport);
+        }
+        let pre = self
+            .linker
+            .instantiate_pre(component)
+            .map_err(|e| LoadError::MissingImport(first_line(&e)))?;
+        ToolkitPre::new(pre).map_err(|_| LoadError::MissingExport)
+    }
+
+    /// Runs `list-tools` under `policy`.
+    pub async fn list_tools(
+        &self,
+        component: &LoadedComponent,
+        policy: &Policy,
+        host: HostImports,
+    ) -> Result<Vec<types::ToolSpec>, CallError> {
+        let (specs, _) = self
+            .run(component, policy, host, async |toolkit, store| {
+                toolkit.wasm_agent_tool_tool().call_list_tools(store).await
+            })
+            .await?;
+        Ok(specs)
+    }
+
+    /// Runs `call(name, arguments, context)` under `policy`.
+    pub async fn call(
+        &self,
+        component: &LoadedComponent,
+        policy: &Policy,
+        host: HostImports,
+        name: &str,
+        arguments: &str,
+        context: &types::CallContext,
+    ) -> Result<GuestOutput, CallError> {
+        let (returned, denied) = self
+            .run(component, policy, host, async |toolkit, store| {
+                toolkit
+                    .wasm_agent_tool_tool()
+                    .call_call(store, name, arguments, context)
+                    .await
+            })
+            .await?;
+        let output = returned.map_err(|error| match (denied, tool_error(error)) {
+            (Some(denied), error) if error.kind == ErrorKind::Failed => denied_error(&denied),
+            (_, error) => error,
+        })?;
+        let size = output.content.len()
+            + output
+                .artifacts
+                .iter()
+                .map(|a| a.data.len() + a.kind.len())
+                .sum::<usize>();
+        if size as u64 > policy.max_output.bytes() {
+            return Err(CallError::new(
+                ErrorKind::OutputTooLarge,
+                format!(
+                    "the tool returned {size} bytes, more than the {} its policy allows (max_output)",
+                    policy.max_output
+                ),
+            ));
+        }
+        Ok(GuestOutput {
+            content: output.content,
+            artifacts: output
+                .artifacts
+                .into_iter()
+                .map(|a| Artifact {
+                    kind: a.kind,
+                    mime_type: a.mime_type,
+                    data: a.data,
+                })
+                .collect(),
+        })
+    }
+
+    /// Instantiates the component in a fresh store and runs `body` under the
+    /// policy's limits, turning every way it can end into a typed result.
+    async fn run<R>(
+        &self,
+        component: &LoadedComponent,
+        policy: &Policy,
+        host: HostImports,
+        body: impl AsyncFnOnce(&crate::bindings::Toolkit, &mut Store<CallState>) -> wasmtime::Result<R>,
+    ) -> Result<(R, Option<String>), CallError> {
+        let cancellation = host.cancellation.clone();
+        let deadline = host.deadline;
+        let timeout = policy.timeout;
+        let _permit = tokio::select! {
+            permit = self.permits.clone().acquire_owned() => permit.map_err(|_| {
+                CallError::new(ErrorKind::Cancelled, "the host is shutting down")
+            })?,
+            _ = cancellation.cancelled() => return Err(cancelled()),
+            _ = tokio::time::sleep_until(deadline.into()) => return Err(timed_out(timeout)),
+        };
+        let (stdout, stderr) = (CappedOutput::new(CAPTURE_CAP), CappedOutput::new(CAPTURE_CAP));
+        let log_target = (host.tool.clone(), host.call_id.clone());
+        let denials = wasi::Denials::default();
+        let mut store = self.new_store(policy, host, &stdout, &stderr, denials.clone())?;
+        let _active = self.ticker.activate();
+
+        let outcome = {
+            let run = async {
+                let toolkit = component.pre.instantiate_async(&mut store).await?;
+                body(&toolkit, &mut store).await
+            };
+            tokio::select! {
+                result = run => Some(result),
+                _ = cancellation.cancelled() => None,
+                _ = tokio::time::sleep_until(deadline.into()) => None,
+            }
+        };
+        forward_output(&log_target.0, &log_target.1, "stdout", &stdout.captured());
+        let stderr = stderr.captured();
+        forward_output(&log_target.0, &log_target.1, "stderr", &stderr);
+
+        match outcome {
+            Some(Ok(value)) => {
+                let denied = denials.first();
+                if let Some(denied) = &denied {
+                    tracing::warn!(tool = %log_target.0, call_id = %log_target.1, "refused: the tool tried to {denied}");
+                }
+                Ok((value, denied))
+            }
+            _ if cancellation.is_cancelled() => Err(cancelled()),
+            None => Err(timed_out(timeout)),
+            Some(Err(error)) => Err(classify(&error, &store, policy, &stderr)),
+        }
+        .map_err(|error| match denials.first() {
+            Some(denied) if matches!(error.kind, ErrorKind::Trap) => denied_error(&denied),
+            _ => error,
+        })
+    }
+
+    fn new_store(
+        &self,
+        policy: &Policy,
+        host: HostImports,
+        stdout: &CappedOutput,
+        stderr: &CappedOutput,
+        denials: wasi::Denials,
+    ) -> Result<Store<CallState>, CallError> {
+        let wasi = wasi::build(policy, stdout.clone(), stderr.clone(), denials)
+            .map_err(|e| CallError::new(ErrorKind::CapabilityDenied, e))?;
+        let deadline = host.deadline;
+        let state = CallState {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: CallLimiter::new(policy.memory.bytes()),
+            host,
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|state| &mut state.limiter);
+        let fuel = policy.fuel.unwrap_or(u64::MAX);
+        store
+            .set_fuel(fuel)
+            .map_err(|e| CallError::new(ErrorKind::Trap, e.to_string()))?;
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |ctx| {
+            if ctx.data().host.cancellation.is_cancelled() {
+                return Err(wasmtime::Error::new(Interrupted::Cancelled));
+            }
+            if Instant::now() >= deadline {
+                return Err(wasmtime::Error::new(Interrupted::Deadline));
+            }
+            Ok(UpdateDeadline::Yield(1))
+        });
+        Ok(store)
+    }
+}
+
+/// Why the epoch callback stopped a guest.
+#[derive(Debug, thiserror::Error)]
+enum Interrupted {
+    #[error("the call's deadline passed")]
+    Deadline,
+    #[error("the call was cancelled")]
+    Cancelled,
+}
+
+fn cancelled() -> CallError {
+    CallError::new(ErrorKind::Cancelled, "the call was cancelled before it finished")
+}
+
+fn timed_out(timeout: Duration) -> CallError {
+    CallError::new(
+        ErrorKind::Timeout,
+        format!(
+            "the tool did not finish within its time limit of {} (timeout)",
+            humantime::format_duration(timeout)
+        ),
+    )
+}
+
+fn find<'a, T: std::error::Error + Send + Sync + 'static>(error: &'a wasmtime::Error) -> Option<&'a T> {
+    error
+        .downcast_ref::<T>()
+        .or_else(|| error.chain().find_map(|e| e.downcast_ref::<T>()))
+}
+
+/// Turns a failed guest run into the error kind that explains it.
+fn classify(
+    error: &wasmtime::Error,
+    store: &Store<CallState>,
+    policy: &Policy,
+    stderr: &Captured,
+) -> CallError {
+    if let Some(interrupted) = find::<Interrupted>(error) {
+        return match interrupted {
+            Interrupted::Deadline => timed_out(policy.timeout),
+            Interrupted::Cancelled => cancelled(),
+        };
+    }
+    let trap = find::<Trap>(error);
+    if trap == Some(&Trap::OutOfFuel) {
+        let budget = policy.fuel.map(|f| f.to_string()).unwrap_or_default();
+        return CallError::new(
+            ErrorKind::OutOfFuel,
+            format!("the tool used up its fuel budget of {budget} instructions (fuel)"),
+        );
+    }
+    if trap == Some(&Trap::Interrupt) {
+        return timed_out(policy.timeout);
+    }
+    if let Some(asked) = store.data().limiter.refused_growth() {
+        return CallError::new(
+            ErrorKind::MemoryLimit,
+            format!(
+                "the tool tried to use {} MiB of memory, more than the {} its policy allows (memory)",
+                asked.div_ceil(1 << 20),
+                policy.memory
+            ),
+        );
+    }
+    if trap == Some(&Trap::StackOverflow) {
+        return CallError::new(
+            ErrorKind::StackOverflow,
+            "the tool overflowed its call stack (too deep recursion)",
+        );
+    }
+    let said = last_line(&stderr.kept)
+        .map(|line| format!("; it printed: {line}"))
+        .unwrap_or_default();
+    let what = match trap {
+        Some(trap) => trap.to_string(),
+        None => first_line(error),
+    };
+    CallError::new(ErrorKind::Trap, format!("the tool crashed: {what}{said}"))
+}
+
+/// The error for a call that failed after the sandbox refused a socket.
+pub(crate) fn denied_error(denied: &str) -> CallError {
+    CallError::new(
+        ErrorKind::CapabilityDenied,
+        format!(
+            "the tool tried to {denied}, which its policy does not grant (network access is \
+             not available in this version)"
+        ),
+    )
+}
+
+fn tool_error(error: types::ToolError) -> CallError {
+    match error {
+        types::ToolError::InvalidArguments(m) => CallError::new(ErrorKind::InvalidArguments, m),
+        types::ToolError::Failed(m) => CallError::new(ErrorKind::Failed, m),
+        types::ToolError::UnknownTool(m) => CallError::new(ErrorKind::UnknownTool, m),
+    }
+}
+
+fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
+    match bytes.get(..8) {
+        Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => Err(LoadError::CoreModule),
+        Some([0, b'a', b's', b'm', _, _, 1, 0]) => Ok(()),
+        Some([0, b'a', b's', b'm', ..]) => Err(LoadError::Invalid(
+            "unsupported WebAssembly version or layer".into(),
+        )),
+        _ => Err(LoadError::NotWasm),
+    }
+}
+
+fn first_line(error: &wasmtime::Error) -> String {
+    error.to_string().lines().next().unwrap_or_default().to_string()
+}
+
+fn last_line(bytes: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(bytes);
+    let line = text.lines().rev().find(|l| !l.trim().is_empty())?;
+    Some(line.chars().take(300).collect())
+}
+
+fn forward_output(tool: &str, call_id: &str, stream: &'static str, captured: &Captured) {
+    for line in String::from_utf8_lossy(&captured.kept).lines() {
+        tracing::info!(target: "wasm_agent::tool", tool, call_id, stream, "{line}");
+    }
+    if captured.dropped > 0 {
+        tracing::warn!(
+            target: "wasm_agent::tool",
+            tool,
+            call_id,
+            stream,
+            "the tool wrote {} more bytes to {stream} than the {CAPTURE_CAP} kept; they were dropped",
+            captured.dropped
+        );
+    }
+}
+
+/// A new cancellation token (re-exported for embedders).
+pub fn cancellation_token() -> CancellationToken {
+    CancellationToken::new()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_check_names_what_the_bytes_are() {
+        assert!(matches!(check_header(b"hello world"), Err(LoadError::NotWasm)));
+        assert!(matches!(check_header(b"\0asm\x01\0\0\0"), Err(LoadError::CoreModule)));
+        assert!(check_header(b"\0asm\x0d\0\x01\0").is_ok());
+        assert!(matches!(check_header(b""), Err(LoadError::NotWasm)));
+    }
+}
