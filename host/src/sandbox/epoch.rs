@@ -13,6 +13,9 @@ use wasmtime::Engine;
 
 /// How often the epoch advances while any call runs.
 pub const TICK: Duration = Duration::from_millis(1);
+/// The ticker keeps ticking this long after the last call before it parks,
+/// so back-to-back calls do not pay for waking it.
+const IDLE_TICKS_BEFORE_PARKING: u32 = 100;
 
 #[derive(Default)]
 struct Shared {
@@ -29,7 +32,6 @@ pub struct EpochTicker {
 /// Keeps the ticker running while a call is in flight.
 pub struct ActiveCall {
     shared: Arc<Shared>,
-    thread: std::thread::Thread,
 }
 
 impl EpochTicker {
@@ -41,10 +43,17 @@ impl EpochTicker {
         let thread = std::thread::Builder::new()
             .name("wasm-agent-epoch".into())
             .spawn(move || {
+                let mut idle_ticks = 0;
                 while !thread_shared.stop.load(Ordering::Acquire) {
                     if thread_shared.active.load(Ordering::Acquire) == 0 {
-                        std::thread::park_timeout(Duration::from_millis(250));
-                        continue;
+                        idle_ticks += 1;
+                        if idle_ticks > IDLE_TICKS_BEFORE_PARKING {
+                            std::thread::park_timeout(Duration::from_millis(250));
+                            idle_ticks = 0;
+                            continue;
+                        }
+                    } else {
+                        idle_ticks = 0;
                     }
                     std::thread::sleep(TICK);
                     match engine.upgrade() {
@@ -62,15 +71,11 @@ impl EpochTicker {
     /// Marks a call as running until the returned guard is dropped.
     pub fn activate(&self) -> ActiveCall {
         self.shared.active.fetch_add(1, Ordering::AcqRel);
-        let thread = self
-            .thread
-            .as_ref()
-            .map(|t| t.thread().clone())
-            .unwrap_or_else(std::thread::current);
-        thread.unpark();
+        if let Some(thread) = &self.thread {
+            thread.thread().unpark();
+        }
         ActiveCall {
             shared: self.shared.clone(),
-            thread,
         }
     }
 }
@@ -78,7 +83,6 @@ impl EpochTicker {
 impl Drop for ActiveCall {
     fn drop(&mut self) {
         self.shared.active.fetch_sub(1, Ordering::AcqRel);
-        let _ = &self.thread;
     }
 }
 

@@ -144,6 +144,10 @@ impl Sandbox {
     }
 
     fn link(&self, component: &Component) -> Result<ToolkitPre<CallState>, LoadError> {
+        let pre = self
+            .linker
+            .instantiate_pre(component)
+            .map_err(|e| LoadError::MissingImport(first_line(&e)))?;
         let exports_tool = component
             .component_type()
             .exports(&self.engine)
@@ -151,10 +155,6 @@ impl Sandbox {
         if !exports_tool {
             return Err(LoadError::MissingExport);
         }
-        let pre = self
-            .linker
-            .instantiate_pre(component)
-            .map_err(|e| LoadError::MissingImport(first_line(&e)))?;
         ToolkitPre::new(pre).map_err(|_| LoadError::MissingExport)
     }
 
@@ -268,7 +268,7 @@ impl Sandbox {
             Some(Ok(value)) => {
                 let denied = denials.first();
                 if let Some(denied) = &denied {
-                    tracing::warn!(tool = %log_target.0, call_id = %log_target.1, "refused: the tool tried to {denied}");
+                    tracing::info!(tool = %log_target.0, call_id = %log_target.1, "refused: the tool tried to {denied}");
                 }
                 Ok((value, denied))
             }
@@ -388,7 +388,7 @@ fn classify(
             "the tool overflowed its call stack (too deep recursion)",
         );
     }
-    let said = last_line(&stderr.kept)
+    let said = last_words(&stderr.kept)
         .map(|line| format!("; it printed: {line}"))
         .unwrap_or_default();
     let what = match trap {
@@ -432,10 +432,21 @@ fn first_line(error: &wasmtime::Error) -> String {
     error.to_string().lines().next().unwrap_or_default().to_string()
 }
 
-fn last_line(bytes: &[u8]) -> Option<String> {
+/// The last thing a crashing guest said on stderr: for a Rust panic, the
+/// "panicked at" line and its message, without the backtrace hint.
+fn last_words(bytes: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(bytes);
-    let line = text.lines().rev().find(|l| !l.trim().is_empty())?;
-    Some(line.chars().take(300).collect())
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("note: run with `RUST_BACKTRACE"))
+        .collect();
+    let start = lines
+        .iter()
+        .rposition(|l| l.contains("panicked at"))
+        .unwrap_or(lines.len().checked_sub(1)?);
+    let words = lines[start..].join(" ");
+    Some(words.chars().take(300).collect())
 }
 
 fn forward_output(tool: &str, call_id: &str, stream: &'static str, captured: &Captured) {
@@ -462,6 +473,17 @@ pub fn cancellation_token() -> CancellationToken {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn last_words_keep_the_panic_message() {
+        let stderr = b"\nthread '<unnamed>' panicked at src/lib.rs:5:9:\nboom\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
+        assert_eq!(
+            last_words(stderr).unwrap(),
+            "thread '<unnamed>' panicked at src/lib.rs:5:9: boom"
+        );
+        assert_eq!(last_words(b"one\ntwo\n").unwrap(), "two");
+        assert_eq!(last_words(b""), None);
+    }
 
     #[test]
     fn header_check_names_what_the_bytes_are() {

@@ -52,6 +52,15 @@ pub fn build(
         .allow_tcp(true)
         .allow_udp(true)
         .socket_addr_check(move |addr, usage| {
+            // Binding an ephemeral port on the wildcard address is what every
+            // connect does implicitly; allowing it lets the connect itself
+            // reach this check, so the refusal names the real destination.
+            let implicit_bind = matches!(usage, SocketAddrUse::TcpBind | SocketAddrUse::UdpBind)
+                && addr.ip().is_unspecified()
+                && addr.port() == 0;
+            if implicit_bind {
+                return Box::pin(async { true });
+            }
             let what = match usage {
                 SocketAddrUse::TcpConnect => format!("connect to tcp {addr}"),
                 SocketAddrUse::TcpBind => format!("bind tcp {addr}"),

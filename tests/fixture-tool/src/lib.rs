@@ -263,6 +263,14 @@ fn stdout_flood(args: BytesArgs, _: &Context) -> Result<String, ToolError> {
     Ok("flooded".into())
 }
 
+static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Counts calls in a global: a fresh instance per call always answers 1.
+fn counter(_: NoArgs, _: &Context) -> Result<String, ToolError> {
+    let calls = CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+    Ok(calls.to_string())
+}
+
 fn tcp_connect(args: AddrArgs, _: &Context) -> Result<String, ToolError> {
     std::net::TcpStream::connect(&args.addr)
         .map(|_| "connected".to_owned())
@@ -321,4 +329,5 @@ wasm_agent_guest::export_tools![
         stdout_flood
     ),
     Tool::new("tcp_connect", "Open a TCP connection.", tcp_connect).open_world(),
+    Tool::new("counter", "Count calls seen by this instance.", counter),
 ];

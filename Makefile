@@ -1,0 +1,60 @@
+# wasm-agent: set up, demo, test, bench.
+CARGO   ?= cargo
+GUESTS  := calculator files json fixture-tool
+WASM    := target/wasm32-wasip2/release
+BIN     := target/release/wasm-agent
+DEMO    := target/demo
+
+.PHONY: setup wasm-target host guests demo test bench lint clean
+
+## Install the wasm32-wasip2 target, build the host (release) and every guest.
+setup: wasm-target host guests
+
+wasm-target:
+	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
+
+host:
+	$(CARGO) build --release -p wasm-agent
+
+guests: wasm-target
+	$(CARGO) build --release --target wasm32-wasip2 $(addprefix -p ,$(GUESTS))
+
+## List the example tools, make a few calls, and show denied ones.
+demo: setup
+	@rm -rf $(DEMO) && mkdir -p $(DEMO)/data && printf 'alpha\nbeta\ngamma\n' > $(DEMO)/data/notes.txt
+	@echo "== tools =="
+	@$(BIN) tools $(WASM)/calculator.wasm $(WASM)/files.wasm $(WASM)/json.wasm
+	@echo; echo "== calculate 2 * (3 + 4) ^ 2 =="
+	@$(BIN) call $(WASM)/calculator.wasm calculate '{"expression": "2 * (3 + 4) ^ 2"}'
+	@echo; echo "== search the granted folder (read-only) =="
+	@$(BIN) call $(WASM)/files.wasm search '{"path": "/data", "pattern": "beta"}' --allow-dir $(DEMO)/data:/data:ro
+	@echo; echo "== json_query =="
+	@$(BIN) call $(WASM)/json.wasm json_query '{"document": "{\"users\": [{\"name\": \"ada\"}]}", "path": "users[0].name"}'
+	@echo; echo "== denied: write into a read-only grant =="
+	-@$(BIN) call $(WASM)/files.wasm write_file '{"path": "/data/x.txt", "content": "x"}' --allow-dir $(DEMO)/data:/data:ro
+	@echo; echo "== denied: read outside every grant =="
+	-@$(BIN) call $(WASM)/files.wasm read_file '{"path": "/etc/passwd"}' --allow-dir $(DEMO)/data:/data:ro
+	@echo; echo "== denied: invalid arguments =="
+	-@$(BIN) call $(WASM)/calculator.wasm calculate '{"expr": "1"}'
+	@echo; echo "== stopped: an endless loop under --timeout 300ms =="
+	-@$(BIN) call $(WASM)/fixture_tool.wasm spin --timeout 300ms
+	@echo; echo "== stopped: endless allocation under --memory 16MiB =="
+	-@$(BIN) call $(WASM)/fixture_tool.wasm alloc --memory 16MiB
+	@echo; echo "== denied: raw TCP =="
+	-@$(BIN) call $(WASM)/fixture_tool.wasm tcp_connect '{"addr": "127.0.0.1:9"}'
+
+## Run every test (unit and end-to-end) against release builds.
+test: setup
+	$(CARGO) test --release --workspace
+
+## Benchmark warm calls, throughput, cold loads, and a Node.js subprocess per call.
+bench: setup
+	$(CARGO) bench -p wasm-agent --bench calls
+
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --target wasm32-wasip2 $(addprefix -p ,$(GUESTS)) -p wasm-agent-guest -- -D warnings
+
+clean:
+	$(CARGO) clean

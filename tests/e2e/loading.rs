@@ -1,0 +1,133 @@
+//! Loading: what is refused and why, the compile cache, and name clashes.
+
+
+
+use crate::common::{component, host, temp_dir};
+use wasm_agent::sandbox::CacheOutcome;
+use wasm_agent::{ComponentSource, HostError, LoadOptions, Policy, ToolHost};
+
+async fn load_bytes(bytes: Vec<u8>) -> String {
+    let err = host()
+        .load(
+            ComponentSource::Bytes {
+                name: "bad".into(),
+                bytes,
+            },
+            Policy::default(),
+        )
+        .await
+        .expect_err("must be refused");
+    err.to_string()
+}
+
+#[tokio::test]
+async fn random_bytes_are_not_a_component() {
+    let message = load_bytes(b"definitely not wasm".to_vec()).await;
+    assert!(message.contains("not a WebAssembly component"), "{message}");
+}
+
+#[tokio::test]
+async fn a_core_module_is_refused_with_a_hint() {
+    let message = load_bytes(wat::parse_str("(module)").unwrap()).await;
+    assert!(message.contains("core WebAssembly module"), "{message}");
+    assert!(message.contains("wasm32-wasip2"), "{message}");
+}
+
+#[tokio::test]
+async fn a_component_of_another_world_is_refused() {
+    let message = load_bytes(wat::parse_str("(component)").unwrap()).await;
+    assert!(message.contains("does not export wasm-agent:tool/tool"), "{message}");
+}
+
+#[tokio::test]
+async fn an_unknown_import_is_named() {
+    let wat = r#"(component (import "acme:vault/secrets@1.0.0" (instance)))"#;
+    let message = load_bytes(wat::parse_str(wat).unwrap()).await;
+    assert!(message.contains("acme:vault/secrets@1.0.0"), "{message}");
+}
+
+#[tokio::test]
+async fn a_truncated_component_is_refused() {
+    let bytes = std::fs::read(component("calculator")).unwrap();
+    let message = load_bytes(bytes[..bytes.len() / 2].to_vec()).await;
+    assert!(message.contains("invalid WebAssembly component"), "{message}");
+}
+
+#[tokio::test]
+async fn a_missing_file_is_named() {
+    let err = host()
+        .load("/no/such/tool.wasm", Policy::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, HostError::Read { .. }));
+    assert!(err.to_string().contains("/no/such/tool.wasm"));
+}
+
+#[tokio::test]
+async fn compiled_components_come_from_the_cache_and_corrupt_entries_are_recompiled() {
+    let cache = temp_dir();
+    let new_host = || ToolHost::builder().cache_dir(cache.path()).build().unwrap();
+    let first = new_host().load(component("calculator"), Policy::default()).await.unwrap();
+    assert_eq!(first.cache, CacheOutcome::Compiled);
+    let second = new_host().load(component("calculator"), Policy::default()).await.unwrap();
+    assert_eq!(second.cache, CacheOutcome::Hit);
+
+    for entry in std::fs::read_dir(cache.path()).unwrap() {
+        let path = entry.unwrap().path();
+        let mut bytes = std::fs::read(&path).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0xff;
+        std::fs::write(&path, bytes).unwrap();
+    }
+    let host = new_host();
+    let third = host.load(component("calculator"), Policy::default()).await.unwrap();
+    assert_eq!(third.cache, CacheOutcome::Compiled, "a corrupt entry must not be trusted");
+    let result = host
+        .call("calculate", r#"{"expression":"6*7"}"#, &wasm_agent::CallContext::new())
+        .await;
+    assert_eq!(result.content.trim(), "42", "{result:?}");
+}
+
+#[tokio::test]
+async fn two_components_may_not_offer_the_same_name_without_a_prefix() {
+    let host = host();
+    host.load(component("calculator"), Policy::default()).await.unwrap();
+    let err = host
+        .load_with(component("calculator"), LoadOptions::new(Policy::default()).name("calc2"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, HostError::DuplicateTool { .. }), "{err}");
+    assert!(err.to_string().contains("prefix"), "{err}");
+    let report = host
+        .load_with(
+            component("calculator"),
+            LoadOptions::new(Policy::default()).name("calc2").prefix("alt_"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.tools, vec!["alt_calculate".to_string()]);
+}
+
+#[tokio::test]
+async fn list_tools_runs_under_the_policy() {
+    let host = host();
+    let err = host
+        .load(component("fixture_tool"), Policy::default().fuel(10))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("list-tools failed"), "{err}");
+    assert!(err.to_string().contains("fuel"), "{err}");
+}
+
+#[tokio::test]
+async fn tool_specs_are_checked_and_exposed() {
+    let host = host();
+    host.load(component("files"), Policy::default()).await.unwrap();
+    let tools = host.tools();
+    let write = tools.iter().find(|t| t.name == "write_file").unwrap();
+    assert!(write.annotations.destructive);
+    assert_eq!(write.parameters["type"], "object");
+    let read = tools.iter().find(|t| t.name == "read_file").unwrap();
+    assert!(read.annotations.read_only);
+    assert!(!read.description.is_empty());
+}

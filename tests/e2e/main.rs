@@ -1,0 +1,10 @@
+//! End-to-end tests: real components, the real CLI binary, the library API.
+//!
+//! They need the built components (`make setup`); `make test` builds them.
+
+mod cli;
+mod common;
+mod concurrency;
+mod loading;
+mod policy;
+mod sandbox;
