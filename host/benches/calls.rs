@@ -8,6 +8,9 @@ use std::time::{Duration, Instant};
 use wasm_agent::sandbox::CacheOutcome;
 use wasm_agent::{CallContext, Policy, ToolHost};
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const WARM_CALLS: usize = 20_000;
 const SUBPROCESS_CALLS: usize = 30;
 
@@ -15,7 +18,11 @@ fn component(name: &str) -> PathBuf {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../target/wasm32-wasip2/release")
         .join(format!("{name}.wasm"));
-    assert!(path.is_file(), "{} is missing: run `make setup`", path.display());
+    assert!(
+        path.is_file(),
+        "{} is missing: run `make setup`",
+        path.display()
+    );
     path
 }
 
@@ -94,17 +101,30 @@ fn node_subprocess() -> Option<Vec<Duration>> {
 async fn main() {
     let fixture = component("fixture_tool");
     let cache = tempfile::tempdir().expect("temp dir");
-    let host = ToolHost::builder().cache_dir(cache.path()).build().expect("host");
+    let host = ToolHost::builder()
+        .cache_dir(cache.path())
+        .build()
+        .expect("host");
     host.load(&*fixture, Policy::default()).await.expect("load");
 
-    println!("wasm-agent benchmark ({} cores, allocator: {:?})", std::thread::available_parallelism().map_or(1, |n| n.get()), host.allocator());
+    println!(
+        "wasm-agent benchmark ({} cores, allocator: {:?})",
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        host.allocator()
+    );
     println!();
     let warm = warm_latency(&host).await;
     let p50 = percentile(&warm, 0.50);
     println!("| measurement | result |");
     println!("|---|---|");
-    println!("| warm isolated call p50 (fresh store + instantiate + validated call, echo) | {} |", micros(p50));
-    println!("| warm isolated call p99 | {} |", micros(percentile(&warm, 0.99)));
+    println!(
+        "| warm isolated call p50 (fresh store + instantiate + validated call, echo) | {} |",
+        micros(p50)
+    );
+    println!(
+        "| warm isolated call p99 | {} |",
+        micros(percentile(&warm, 0.99))
+    );
     for tasks in [1, 2, 16, 64] {
         let rate = throughput(&host, tasks, 40_000 / tasks).await;
         println!("| calls/s with {tasks} parallel tasks | {rate:.0} |");
@@ -116,13 +136,19 @@ async fn main() {
         let (cached, second) = cold_load(&path, dir.path()).await;
         assert_eq!((first, second), (CacheOutcome::Compiled, CacheOutcome::Hit));
         let size = std::fs::metadata(&path).map_or(0, |m| m.len()) / 1024;
-        println!("| cold load of {name} ({size} KiB): compile | {} |", millis(compile));
+        println!(
+            "| cold load of {name} ({size} KiB): compile | {} |",
+            millis(compile)
+        );
         println!("| cold load of {name}: from cache | {} |", millis(cached));
     }
     match node_subprocess() {
         Some(node) => {
             let node_p50 = percentile(&node, 0.50);
-            println!("| same tool as a Node.js subprocess per call, p50 | {} |", millis(node_p50));
+            println!(
+                "| same tool as a Node.js subprocess per call, p50 | {} |",
+                millis(node_p50)
+            );
             println!(
                 "| ratio (subprocess p50 / isolated call p50) | {:.0}x |",
                 node_p50.as_secs_f64() / p50.as_secs_f64()

@@ -7,5 +7,5 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub use wasm_agent::tool::host as imported;
-pub use wasm_agent::tool::types;
+pub use self::wasm_agent::tool::host as imported;
+pub use self::wasm_agent::tool::types;

@@ -55,6 +55,13 @@ impl EventBus {
     pub fn publish(&self, event: ToolEvent) {
         let _ = self.sender.send(event);
     }
+
+    /// Builds and publishes an event only when someone listens.
+    pub fn publish_with(&self, event: impl FnOnce() -> ToolEvent) {
+        if self.sender.receiver_count() > 0 {
+            self.publish(event());
+        }
+    }
 }
 
 impl Default for EventBus {

@@ -308,11 +308,12 @@ impl ToolHost {
                 component: id.clone(),
                 source: LoadError::ListTools(e),
             })?;
-        let entries =
-            registry::check_specs(specs, &prefix, &component).map_err(|source| HostError::Spec {
+        let entries = registry::check_specs(specs, &prefix, &component).map_err(|source| {
+            HostError::Spec {
                 component: id.clone(),
                 source,
-            })?;
+            }
+        })?;
 
         let mut tools = self.write_tools();
         if tools.values().any(|t| *t.component.id == *id) {
@@ -385,7 +386,7 @@ impl ToolHost {
             error: None,
             duration: Duration::ZERO,
         };
-        self.inner.events.publish(ToolEvent::Started {
+        self.inner.events.publish_with(|| ToolEvent::Started {
             call_id: call_id.clone(),
             tool: name.to_string(),
             run_id: context.run_id.clone(),
@@ -403,7 +404,7 @@ impl ToolHost {
             Err(error) => result.error = Some(error),
         }
         result.duration = started.elapsed();
-        self.inner.events.publish(ToolEvent::Finished {
+        self.inner.events.publish_with(|| ToolEvent::Finished {
             call_id,
             tool: name.to_string(),
             duration_ms: result.duration.as_secs_f64() * 1000.0,
@@ -480,7 +481,10 @@ impl ToolHost {
     }
 
     fn read_tools(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<ToolEntry>>> {
-        self.inner.tools.read().unwrap_or_else(PoisonError::into_inner)
+        self.inner
+            .tools
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn write_tools(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Arc<ToolEntry>>> {

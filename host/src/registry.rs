@@ -154,13 +154,20 @@ pub(crate) fn check_specs(
 pub(crate) fn validate_arguments(entry: &ToolEntry, arguments: &str) -> Result<(), String> {
     let value: Value = serde_json::from_str(arguments)
         .map_err(|e| format!("the arguments are not valid JSON: {e}"))?;
+    if entry.validator.is_valid(&value) {
+        return Ok(());
+    }
     let problems: Vec<String> = entry
         .validator
         .iter_errors(&value)
         .take(20)
         .map(|e| {
             let pointer = e.instance_path().to_string();
-            let pointer = if pointer.is_empty() { "/".into() } else { pointer };
+            let pointer = if pointer.is_empty() {
+                "/".into()
+            } else {
+                pointer
+            };
             format!("{pointer}: {e}")
         })
         .collect();

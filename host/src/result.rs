@@ -167,7 +167,11 @@ mod tests {
 
     #[test]
     fn kinds_serialize_as_their_names() {
-        for kind in [ErrorKind::InvalidArguments, ErrorKind::OutOfFuel, ErrorKind::CapabilityDenied] {
+        for kind in [
+            ErrorKind::InvalidArguments,
+            ErrorKind::OutOfFuel,
+            ErrorKind::CapabilityDenied,
+        ] {
             assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
         }
     }

@@ -22,8 +22,13 @@ pub trait SessionStore: Send + Sync + 'static {
     /// Reads one value.
     fn get(&self, session_id: &str, scope: &str, key: &str) -> Option<String>;
     /// Writes one value.
-    fn set(&self, session_id: &str, scope: &str, key: &str, value: String)
-    -> Result<(), SessionError>;
+    fn set(
+        &self,
+        session_id: &str,
+        scope: &str,
+        key: &str,
+        value: String,
+    ) -> Result<(), SessionError>;
 }
 
 /// Session state in memory, lost when the process ends.

@@ -1,8 +1,6 @@
 //! The real `wasm-agent` binary: listing, calling, exit codes, config files
 //! and clear errors for bad input.
 
-
-
 use std::io::Write;
 use std::process::Stdio;
 
@@ -35,7 +33,10 @@ fn tools_json_prints_full_specs_for_a_folder() {
     assert!(output.status.success(), "{}", stderr(&output));
     let specs: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
     let names: Vec<&str> = specs.iter().map(|s| s["name"].as_str().unwrap()).collect();
-    assert!(names.contains(&"calculate") && names.contains(&"json_query"), "{names:?}");
+    assert!(
+        names.contains(&"calculate") && names.contains(&"json_query"),
+        "{names:?}"
+    );
     let calc = specs.iter().find(|s| s["name"] == "calculate").unwrap();
     assert_eq!(calc["parameters"]["type"], "object");
     assert!(calc["parameters"]["properties"]["expression"].is_object());
@@ -43,21 +44,40 @@ fn tools_json_prints_full_specs_for_a_folder() {
 
 #[test]
 fn call_prints_the_content() {
-    let output = run(&["call", &path("calculator"), "calculate", r#"{"expression":"2 * (3 + 4)"}"#]);
+    let output = run(&[
+        "call",
+        &path("calculator"),
+        "calculate",
+        r#"{"expression":"2 * (3 + 4)"}"#,
+    ]);
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(stdout(&output).trim(), "14");
 }
 
 #[test]
 fn call_json_prints_exactly_one_object() {
-    let output = run(&["call", &path("calculator"), "calculate", r#"{"expression":"1+1"}"#, "--json"]);
+    let output = run(&[
+        "call",
+        &path("calculator"),
+        "calculate",
+        r#"{"expression":"1+1"}"#,
+        "--json",
+    ]);
     assert!(output.status.success(), "{}", stderr(&output));
     let text = stdout(&output);
     assert_eq!(text.trim().lines().count(), 1, "{text}");
     let value: Value = serde_json::from_str(&text).unwrap();
-    let mut keys: Vec<&str> = value.as_object().unwrap().keys().map(String::as_str).collect();
+    let mut keys: Vec<&str> = value
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
     keys.sort();
-    assert_eq!(keys, ["artifacts", "content", "duration_ms", "error", "tool"]);
+    assert_eq!(
+        keys,
+        ["artifacts", "content", "duration_ms", "error", "tool"]
+    );
     assert_eq!(value["tool"], "calculate");
     assert_eq!(value["content"], "2");
     assert!(value["error"].is_null());
@@ -66,11 +86,20 @@ fn call_json_prints_exactly_one_object() {
 
 #[test]
 fn a_failed_call_exits_1_with_the_kind() {
-    let output = run(&["call", &path("calculator"), "calculate", r#"{"expression":"1/0"}"#, "--json"]);
+    let output = run(&[
+        "call",
+        &path("calculator"),
+        "calculate",
+        r#"{"expression":"1/0"}"#,
+        "--json",
+    ]);
     assert_eq!(output.status.code(), Some(1));
     let value: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(value["error"]["kind"], "failed");
-    assert!(value["error"]["message"].as_str().unwrap().contains("zero"), "{value}");
+    assert!(
+        value["error"]["message"].as_str().unwrap().contains("zero"),
+        "{value}"
+    );
 
     let output = run(&["call", &path("calculator"), "calculate", r#"{"expr":"1"}"#]);
     assert_clean_failure(&output, 1, "invalid_arguments");
@@ -87,7 +116,17 @@ fn hostile_calls_end_with_typed_errors_and_exit_1() {
         ("recurse", "{}", "stack_overflow"),
         ("panic", r#"{"message":"oh no"}"#, "trap"),
     ] {
-        let output = run(&["call", &fixture, tool, args, "--json", "--timeout", "500ms", "--memory", "32MiB"]);
+        let output = run(&[
+            "call",
+            &fixture,
+            tool,
+            args,
+            "--json",
+            "--timeout",
+            "500ms",
+            "--memory",
+            "32MiB",
+        ]);
         assert_eq!(output.status.code(), Some(1), "{tool}: {}", stderr(&output));
         let value: Value = serde_json::from_slice(&output.stdout).unwrap();
         assert_eq!(value["error"]["kind"], kind, "{tool}: {value}");
@@ -99,11 +138,24 @@ fn hostile_calls_end_with_typed_errors_and_exit_1() {
 
 #[test]
 fn tool_stdout_never_reaches_the_host_stdout() {
-    let output = run(&["call", &path("fixture_tool"), "stdout_flood", r#"{"bytes": 5000000}"#]);
+    let output = run(&[
+        "call",
+        &path("fixture_tool"),
+        "stdout_flood",
+        r#"{"bytes": 5000000}"#,
+    ]);
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(stdout(&output), "flooded\n");
-    assert!(stderr(&output).contains("dropped"), "the cap is reported: {}", stderr(&output));
-    assert!(output.stderr.len() < 200_000, "stderr holds the flood: {} bytes", output.stderr.len());
+    assert!(
+        stderr(&output).contains("dropped"),
+        "the cap is reported: {}",
+        stderr(&output)
+    );
+    assert!(
+        output.stderr.len() < 200_000,
+        "stderr holds the flood: {} bytes",
+        output.stderr.len()
+    );
 }
 
 #[test]
@@ -131,13 +183,37 @@ fn files_tool_works_inside_granted_dirs_only() {
     let dir = temp_dir();
     let grant = format!("{}:/work:rw", dir.path().display());
     let files = path("files");
-    let write = run(&["call", &files, "write_file", r#"{"path":"/work/notes.txt","content":"alpha\nbeta\n"}"#, "--allow-dir", &grant]);
+    let write = run(&[
+        "call",
+        &files,
+        "write_file",
+        r#"{"path":"/work/notes.txt","content":"alpha\nbeta\n"}"#,
+        "--allow-dir",
+        &grant,
+    ]);
     assert!(write.status.success(), "{}", stderr(&write));
-    assert_eq!(std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(), "alpha\nbeta\n");
-    let search = run(&["call", &files, "search", r#"{"path":"/work","pattern":"bet"}"#, "--allow-dir", &grant]);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(),
+        "alpha\nbeta\n"
+    );
+    let search = run(&[
+        "call",
+        &files,
+        "search",
+        r#"{"path":"/work","pattern":"bet"}"#,
+        "--allow-dir",
+        &grant,
+    ]);
     assert!(stdout(&search).contains("notes.txt"), "{}", stdout(&search));
     let ro = format!("{}:/work:ro", dir.path().display());
-    let denied = run(&["call", &files, "write_file", r#"{"path":"/work/x.txt","content":"x"}"#, "--allow-dir", &ro]);
+    let denied = run(&[
+        "call",
+        &files,
+        "write_file",
+        r#"{"path":"/work/x.txt","content":"x"}"#,
+        "--allow-dir",
+        &ro,
+    ]);
     assert_clean_failure(&denied, 1, "failed");
     assert!(!dir.path().join("x.txt").exists());
     let ungranted = run(&["call", &files, "read_file", r#"{"path":"/work/notes.txt"}"#]);
@@ -158,7 +234,14 @@ fn env_and_dependency_flags_reach_the_tool() {
     let fixture = path("fixture_tool");
     let output = run(&["call", &fixture, "env", "--env", "MODE=test"]);
     assert_eq!(stdout(&output).trim(), "MODE=test");
-    let output = run(&["call", &fixture, "dependency", r#"{"name":"db"}"#, "--dependency", "db=sqlite://x"]);
+    let output = run(&[
+        "call",
+        &fixture,
+        "dependency",
+        r#"{"name":"db"}"#,
+        "--dependency",
+        "db=sqlite://x",
+    ]);
     assert_eq!(stdout(&output).trim(), "sqlite://x");
 }
 
@@ -184,14 +267,35 @@ prefix = "p_"
     )
     .unwrap();
     let config = config.to_string_lossy().into_owned();
-    let read = run(&["call", "probe", "p_read_path", r#"{"path":"/data/a.txt"}"#, "--config", &config]);
+    let read = run(&[
+        "call",
+        "probe",
+        "p_read_path",
+        r#"{"path":"/data/a.txt"}"#,
+        "--config",
+        &config,
+    ]);
     assert_eq!(stdout(&read).trim(), "from config", "{}", stderr(&read));
-    let env = run(&["call", "probe", "p_env", "--config", &config, "--env", "EXTRA=flag"]);
+    let env = run(&[
+        "call",
+        "probe",
+        "p_env",
+        "--config",
+        &config,
+        "--env",
+        "EXTRA=flag",
+    ]);
     assert_eq!(stdout(&env).trim(), "EXTRA=flag\nWHO=config");
     let spin = run(&["call", "probe", "p_spin", "--config", &config, "--json"]);
     let value: Value = serde_json::from_slice(&spin.stdout).unwrap();
     assert_eq!(value["error"]["kind"], "timeout");
-    assert!(value["error"]["message"].as_str().unwrap().contains("400ms"), "{value}");
+    assert!(
+        value["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("400ms"),
+        "{value}"
+    );
     let listed = run(&["tools", "--config", &config]);
     assert!(stdout(&listed).contains("p_echo"), "{}", stdout(&listed));
 }
@@ -201,12 +305,28 @@ fn config_errors_name_file_line_and_key() {
     let dir = temp_dir();
     let config = dir.path().join("wasm-agent.toml");
     let cases = [
-        ("[defaults]\ntimeout = \"1s\"\ntimout = \"2s\"\n", ":3:", "timout"),
+        (
+            "[defaults]\ntimeout = \"1s\"\ntimout = \"2s\"\n",
+            ":3:",
+            "timout",
+        ),
         ("[defaults]\nmemory = \"lots\"\n", ":2:", "defaults.memory"),
-        ("[defaults]\ntimeout = \"soon\"\n", ":2:", "invalid duration"),
-        ("[tools.x]\ncomponent = \"missing.wasm\"\n", ":2:", "tools.x.component"),
+        (
+            "[defaults]\ntimeout = \"soon\"\n",
+            ":2:",
+            "invalid duration",
+        ),
+        (
+            "[tools.x]\ncomponent = \"missing.wasm\"\n",
+            ":2:",
+            "tools.x.component",
+        ),
         ("[defaults\n", ":1:", "wasm-agent.toml"),
-        ("[defaults]\nnetwork = [\"https://example.com\"]\n", "defaults", "not available"),
+        (
+            "[defaults]\nnetwork = [\"https://example.com\"]\n",
+            "defaults",
+            "not available",
+        ),
     ];
     for (text, line, needle) in cases {
         std::fs::write(&config, text).unwrap();
@@ -221,13 +341,29 @@ fn bad_component_files_exit_2_with_a_clear_message() {
     let dir = temp_dir();
     let garbage = dir.path().join("garbage.wasm");
     std::fs::write(&garbage, b"this is not wasm").unwrap();
-    assert_clean_failure(&run(&["tools", &garbage.to_string_lossy()]), 2, "not a WebAssembly component");
+    assert_clean_failure(
+        &run(&["tools", &garbage.to_string_lossy()]),
+        2,
+        "not a WebAssembly component",
+    );
     let core = dir.path().join("core.wasm");
     std::fs::write(&core, wat::parse_str("(module)").unwrap()).unwrap();
-    assert_clean_failure(&run(&["tools", &core.to_string_lossy()]), 2, "core WebAssembly module");
-    assert_clean_failure(&run(&["tools", "/no/such.wasm"]), 2, "no such component file");
+    assert_clean_failure(
+        &run(&["tools", &core.to_string_lossy()]),
+        2,
+        "core WebAssembly module",
+    );
+    assert_clean_failure(
+        &run(&["tools", "/no/such.wasm"]),
+        2,
+        "no such component file",
+    );
     let empty = temp_dir();
-    assert_clean_failure(&run(&["tools", &empty.path().to_string_lossy()]), 2, "no .wasm files");
+    assert_clean_failure(
+        &run(&["tools", &empty.path().to_string_lossy()]),
+        2,
+        "no .wasm files",
+    );
 }
 
 #[test]

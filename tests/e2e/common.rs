@@ -1,7 +1,6 @@
 //! Shared helpers of the end-to-end tests: built components, the real CLI
 //! binary, and hosts configured for tests.
 
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -45,9 +44,12 @@ pub fn host() -> ToolHost {
 /// A host with the fixture component loaded under `policy`.
 pub async fn fixture_host(policy: Policy) -> ToolHost {
     let host = host();
-    host.load_with(component("fixture_tool"), LoadOptions::new(policy).name("fixture"))
-        .await
-        .expect("fixture loads");
+    host.load_with(
+        component("fixture_tool"),
+        LoadOptions::new(policy).name("fixture"),
+    )
+    .await
+    .expect("fixture loads");
     host
 }
 
@@ -86,7 +88,10 @@ pub fn assert_clean_failure(output: &Output, code: i32, needle: &str) {
     assert_eq!(output.status.code(), Some(code), "stderr: {err}");
     assert!(err.contains(needle), "expected {needle:?} in stderr: {err}");
     assert!(!err.contains("panicked"), "panic in stderr: {err}");
-    assert!(!err.contains("RUST_BACKTRACE"), "backtrace hint in stderr: {err}");
+    assert!(
+        !err.contains("RUST_BACKTRACE"),
+        "backtrace hint in stderr: {err}"
+    );
 }
 
 /// A fresh temporary folder.

@@ -1,7 +1,5 @@
 //! Many calls at once: a looping tool must not hold up the others.
 
-
-
 use std::time::{Duration, Instant};
 
 use crate::common::fixture_host;
@@ -22,7 +20,11 @@ async fn hundred_calls_with_one_looping_all_others_finish_first() {
             let host = host.clone();
             tokio::spawn(async move {
                 let result = host
-                    .call("echo", &format!(r#"{{"text":"call {i}"}}"#), &CallContext::new())
+                    .call(
+                        "echo",
+                        &format!(r#"{{"text":"call {i}"}}"#),
+                        &CallContext::new(),
+                    )
                     .await;
                 (i, result, started.elapsed())
             })
@@ -34,8 +36,14 @@ async fn hundred_calls_with_one_looping_all_others_finish_first() {
         assert_eq!(result.content, format!("call {i}"), "{result:?}");
         slowest = slowest.max(finished_at);
     }
-    assert!(!spinner.is_finished(), "the spinner ended before the others");
-    assert!(slowest < spin_timeout, "the others waited for the spinner: {slowest:?}");
+    assert!(
+        !spinner.is_finished(),
+        "the spinner ended before the others"
+    );
+    assert!(
+        slowest < spin_timeout,
+        "the others waited for the spinner: {slowest:?}"
+    );
     let spun = spinner.await.unwrap();
     assert_eq!(spun.error.map(|e| e.kind), Some(ErrorKind::Timeout));
 }
@@ -53,7 +61,10 @@ async fn one_calls_timeout_never_interrupts_another() {
     .unwrap();
     let long = tokio::spawn({
         let host = host.clone();
-        async move { host.call("slow_sleep", r#"{"ms": 1000}"#, &CallContext::new()).await }
+        async move {
+            host.call("slow_sleep", r#"{"ms": 1000}"#, &CallContext::new())
+                .await
+        }
     });
     let short = host.call("spin", "{}", &CallContext::new()).await;
     assert_eq!(short.error.map(|e| e.kind), Some(ErrorKind::Timeout));

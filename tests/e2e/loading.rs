@@ -1,7 +1,5 @@
 //! Loading: what is refused and why, the compile cache, and name clashes.
 
-
-
 use crate::common::{component, host, temp_dir};
 use wasm_agent::sandbox::CacheOutcome;
 use wasm_agent::{ComponentSource, HostError, LoadOptions, Policy, ToolHost};
@@ -36,12 +34,15 @@ async fn a_core_module_is_refused_with_a_hint() {
 #[tokio::test]
 async fn a_component_of_another_world_is_refused() {
     let message = load_bytes(wat::parse_str("(component)").unwrap()).await;
-    assert!(message.contains("does not export wasm-agent:tool/tool"), "{message}");
+    assert!(
+        message.contains("does not export wasm-agent:tool/tool"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
 async fn an_unknown_import_is_named() {
-    let wat = r#"(component (import "acme:vault/secrets@1.0.0" (instance)))"#;
+    let wat = r#"(component (import "acme:vault/secrets@1.0.0" (instance (export "get" (func (result string))))))"#;
     let message = load_bytes(wat::parse_str(wat).unwrap()).await;
     assert!(message.contains("acme:vault/secrets@1.0.0"), "{message}");
 }
@@ -50,7 +51,10 @@ async fn an_unknown_import_is_named() {
 async fn a_truncated_component_is_refused() {
     let bytes = std::fs::read(component("calculator")).unwrap();
     let message = load_bytes(bytes[..bytes.len() / 2].to_vec()).await;
-    assert!(message.contains("invalid WebAssembly component"), "{message}");
+    assert!(
+        message.contains("invalid WebAssembly component"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
@@ -67,9 +71,15 @@ async fn a_missing_file_is_named() {
 async fn compiled_components_come_from_the_cache_and_corrupt_entries_are_recompiled() {
     let cache = temp_dir();
     let new_host = || ToolHost::builder().cache_dir(cache.path()).build().unwrap();
-    let first = new_host().load(component("calculator"), Policy::default()).await.unwrap();
+    let first = new_host()
+        .load(component("calculator"), Policy::default())
+        .await
+        .unwrap();
     assert_eq!(first.cache, CacheOutcome::Compiled);
-    let second = new_host().load(component("calculator"), Policy::default()).await.unwrap();
+    let second = new_host()
+        .load(component("calculator"), Policy::default())
+        .await
+        .unwrap();
     assert_eq!(second.cache, CacheOutcome::Hit);
 
     for entry in std::fs::read_dir(cache.path()).unwrap() {
@@ -80,10 +90,21 @@ async fn compiled_components_come_from_the_cache_and_corrupt_entries_are_recompi
         std::fs::write(&path, bytes).unwrap();
     }
     let host = new_host();
-    let third = host.load(component("calculator"), Policy::default()).await.unwrap();
-    assert_eq!(third.cache, CacheOutcome::Compiled, "a corrupt entry must not be trusted");
+    let third = host
+        .load(component("calculator"), Policy::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        third.cache,
+        CacheOutcome::Compiled,
+        "a corrupt entry must not be trusted"
+    );
     let result = host
-        .call("calculate", r#"{"expression":"6*7"}"#, &wasm_agent::CallContext::new())
+        .call(
+            "calculate",
+            r#"{"expression":"6*7"}"#,
+            &wasm_agent::CallContext::new(),
+        )
         .await;
     assert_eq!(result.content.trim(), "42", "{result:?}");
 }
@@ -91,9 +112,14 @@ async fn compiled_components_come_from_the_cache_and_corrupt_entries_are_recompi
 #[tokio::test]
 async fn two_components_may_not_offer_the_same_name_without_a_prefix() {
     let host = host();
-    host.load(component("calculator"), Policy::default()).await.unwrap();
+    host.load(component("calculator"), Policy::default())
+        .await
+        .unwrap();
     let err = host
-        .load_with(component("calculator"), LoadOptions::new(Policy::default()).name("calc2"))
+        .load_with(
+            component("calculator"),
+            LoadOptions::new(Policy::default()).name("calc2"),
+        )
         .await
         .unwrap_err();
     assert!(matches!(err, HostError::DuplicateTool { .. }), "{err}");
@@ -101,7 +127,9 @@ async fn two_components_may_not_offer_the_same_name_without_a_prefix() {
     let report = host
         .load_with(
             component("calculator"),
-            LoadOptions::new(Policy::default()).name("calc2").prefix("alt_"),
+            LoadOptions::new(Policy::default())
+                .name("calc2")
+                .prefix("alt_"),
         )
         .await
         .unwrap();
@@ -122,7 +150,9 @@ async fn list_tools_runs_under_the_policy() {
 #[tokio::test]
 async fn tool_specs_are_checked_and_exposed() {
     let host = host();
-    host.load(component("files"), Policy::default()).await.unwrap();
+    host.load(component("files"), Policy::default())
+        .await
+        .unwrap();
     let tools = host.tools();
     let write = tools.iter().find(|t| t.name == "write_file").unwrap();
     assert!(write.annotations.destructive);

@@ -1,8 +1,6 @@
 //! Every policy knob allows what it grants and denies what it does not,
 //! checked against a real component.
 
-
-
 use std::path::Path;
 
 use crate::common::{TIMEOUT, fixture_host, temp_dir};
@@ -10,7 +8,8 @@ use serde_json::json;
 use wasm_agent::{CallContext, DirMode, ErrorKind, Policy, ToolCallResult, ToolHost};
 
 async fn call(host: &ToolHost, tool: &str, args: serde_json::Value) -> ToolCallResult {
-    host.call(tool, &args.to_string(), &CallContext::new()).await
+    host.call(tool, &args.to_string(), &CallContext::new())
+        .await
 }
 
 fn kind(result: &ToolCallResult) -> Option<ErrorKind> {
@@ -39,7 +38,9 @@ fn layout() -> Layout {
 }
 
 fn policy_with(dir: &Path, mode: DirMode) -> Policy {
-    Policy::default().timeout(TIMEOUT).allow_dir(dir, "/data", mode)
+    Policy::default()
+        .timeout(TIMEOUT)
+        .allow_dir(dir, "/data", mode)
 }
 
 #[tokio::test]
@@ -62,22 +63,48 @@ async fn read_only_grant_reads_but_never_writes() {
     let listed = call(&host, "list_path", json!({"path": "/data"})).await;
     assert!(listed.content.contains("hello.txt"), "{listed:?}");
 
-    let write = call(&host, "write_path", json!({"path": "/data/new.txt", "content": "x"})).await;
+    let write = call(
+        &host,
+        "write_path",
+        json!({"path": "/data/new.txt", "content": "x"}),
+    )
+    .await;
     assert_eq!(kind(&write), Some(ErrorKind::Failed), "{write:?}");
     assert!(!fs.granted.join("new.txt").exists());
-    let overwrite = call(&host, "write_path", json!({"path": "/data/hello.txt", "content": "x"})).await;
+    let overwrite = call(
+        &host,
+        "write_path",
+        json!({"path": "/data/hello.txt", "content": "x"}),
+    )
+    .await;
     assert_eq!(kind(&overwrite), Some(ErrorKind::Failed), "{overwrite:?}");
-    assert_eq!(std::fs::read_to_string(fs.granted.join("hello.txt")).unwrap(), "hello from the grant");
+    assert_eq!(
+        std::fs::read_to_string(fs.granted.join("hello.txt")).unwrap(),
+        "hello from the grant"
+    );
 }
 
 #[tokio::test]
 async fn read_write_grant_writes_inside_only() {
     let fs = layout();
     let host = fixture_host(policy_with(&fs.granted, DirMode::Rw)).await;
-    let write = call(&host, "write_path", json!({"path": "/data/new.txt", "content": "written"})).await;
+    let write = call(
+        &host,
+        "write_path",
+        json!({"path": "/data/new.txt", "content": "written"}),
+    )
+    .await;
     assert!(write.is_ok(), "{write:?}");
-    assert_eq!(std::fs::read_to_string(fs.granted.join("new.txt")).unwrap(), "written");
-    let escape = call(&host, "write_path", json!({"path": "/data/../escaped.txt", "content": "x"})).await;
+    assert_eq!(
+        std::fs::read_to_string(fs.granted.join("new.txt")).unwrap(),
+        "written"
+    );
+    let escape = call(
+        &host,
+        "write_path",
+        json!({"path": "/data/../escaped.txt", "content": "x"}),
+    )
+    .await;
     assert_eq!(kind(&escape), Some(ErrorKind::Failed), "{escape:?}");
     assert!(!fs.granted.parent().unwrap().join("escaped.txt").exists());
 }
@@ -95,7 +122,10 @@ async fn dot_dot_cannot_leave_a_grant() {
 async fn absolute_host_paths_outside_grants_are_unreachable() {
     let fs = layout();
     let host = fixture_host(policy_with(&fs.granted, DirMode::Ro)).await;
-    for path in [fs.secret.to_string_lossy().into_owned(), "/etc/passwd".into()] {
+    for path in [
+        fs.secret.to_string_lossy().into_owned(),
+        "/etc/passwd".into(),
+    ] {
         let result = call(&host, "read_path", json!({ "path": path })).await;
         assert_eq!(kind(&result), Some(ErrorKind::Failed), "{path}: {result:?}");
         assert!(!result.content.contains("TOP SECRET") && !result.content.contains("root:"));
@@ -114,7 +144,12 @@ async fn symlinks_out_of_a_grant_are_refused() {
         assert_eq!(kind(&result), Some(ErrorKind::Failed), "{path}: {result:?}");
         assert!(!format!("{result:?}").contains("TOP SECRET"));
     }
-    let write = call(&host, "write_path", json!({"path": "/data/link.txt", "content": "pwned"})).await;
+    let write = call(
+        &host,
+        "write_path",
+        json!({"path": "/data/link.txt", "content": "pwned"}),
+    )
+    .await;
     assert_eq!(kind(&write), Some(ErrorKind::Failed), "{write:?}");
     assert_eq!(std::fs::read_to_string(&fs.secret).unwrap(), "TOP SECRET");
 }
@@ -141,7 +176,9 @@ async fn limits_of_one_policy_do_not_touch_another_component() {
     let host = fixture_host(tight).await;
     host.load_with(
         crate::common::component("fixture_tool"),
-        wasm_agent::LoadOptions::new(Policy::default()).name("roomy").prefix("roomy_"),
+        wasm_agent::LoadOptions::new(Policy::default())
+            .name("roomy")
+            .prefix("roomy_"),
     )
     .await
     .unwrap();

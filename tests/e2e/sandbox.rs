@@ -1,8 +1,6 @@
 //! Calls through the library API into real components: results, errors,
 //! limits and the `host` imports.
 
-
-
 use std::time::{Duration, Instant};
 
 use crate::common::{TIMEOUT, fixture_host};
@@ -19,7 +17,12 @@ fn kind(result: &wasm_agent::ToolCallResult) -> Option<ErrorKind> {
 
 /// A hostile call must end with its typed error within the timeout plus
 /// 100 ms, and the host must then serve the next call.
-async fn assert_stopped(host: &wasm_agent::ToolHost, tool: &str, args: Value, expected: ErrorKind) -> String {
+async fn assert_stopped(
+    host: &wasm_agent::ToolHost,
+    tool: &str,
+    args: Value,
+    expected: ErrorKind,
+) -> String {
     let result = host.call(tool, &args.to_string(), &ctx()).await;
     assert_eq!(kind(&result), Some(expected), "{tool}: {result:?}");
     assert!(
@@ -28,7 +31,10 @@ async fn assert_stopped(host: &wasm_agent::ToolHost, tool: &str, args: Value, ex
         result.duration
     );
     let next = host.call("echo", r#"{"text":"still here"}"#, &ctx()).await;
-    assert_eq!(next.content, "still here", "host did not recover after {tool}: {next:?}");
+    assert_eq!(
+        next.content, "still here",
+        "host did not recover after {tool}: {next:?}"
+    );
     result.error.unwrap().message
 }
 
@@ -75,11 +81,19 @@ async fn schema_violations_list_every_pointer() {
     assert!(message.contains("/text:"), "{message}");
     assert!(message.contains("string"), "{message}");
 
-    let result = host.call("state_set", r#"{"value": 1, "extra": true}"#, &ctx()).await;
+    let result = host
+        .call("state_set", r#"{"value": 1, "extra": true}"#, &ctx())
+        .await;
     assert_eq!(kind(&result), Some(ErrorKind::InvalidArguments));
     let message = result.error.clone().unwrap().message;
-    assert!(message.contains("key"), "names the missing property: {message}");
-    assert!(message.contains("extra"), "names the unexpected property: {message}");
+    assert!(
+        message.contains("key"),
+        "names the missing property: {message}"
+    );
+    assert!(
+        message.contains("extra"),
+        "names the unexpected property: {message}"
+    );
     assert_eq!(result.model_text(), format!("Error: {message}"));
 }
 
@@ -94,7 +108,9 @@ async fn unknown_tool_names_the_available_ones() {
 #[tokio::test]
 async fn tool_failures_are_results() {
     let host = fixture_host(Policy::default()).await;
-    let result = host.call("read_path", r#"{"path":"/nowhere/file"}"#, &ctx()).await;
+    let result = host
+        .call("read_path", r#"{"path":"/nowhere/file"}"#, &ctx())
+        .await;
     assert_eq!(kind(&result), Some(ErrorKind::Failed), "{result:?}");
     assert!(result.error.unwrap().message.contains("/nowhere/file"));
 }
@@ -150,14 +166,31 @@ async fn unbounded_recursion_overflows_the_stack() {
 #[tokio::test]
 async fn a_panic_is_a_trap_with_its_message() {
     let host = fixture_host(Policy::default().timeout(TIMEOUT)).await;
-    let message = assert_stopped(&host, "panic", json!({"message": "boom-42"}), ErrorKind::Trap).await;
+    let message = assert_stopped(
+        &host,
+        "panic",
+        json!({"message": "boom-42"}),
+        ErrorKind::Trap,
+    )
+    .await;
     assert!(message.contains("boom-42"), "{message}");
 }
 
 #[tokio::test]
 async fn oversized_output_is_refused() {
-    let host = fixture_host(Policy::default().timeout(TIMEOUT).max_output(ByteSize::kib(64))).await;
-    let message = assert_stopped(&host, "big_output", json!({"bytes": 200_000}), ErrorKind::OutputTooLarge).await;
+    let host = fixture_host(
+        Policy::default()
+            .timeout(TIMEOUT)
+            .max_output(ByteSize::kib(64)),
+    )
+    .await;
+    let message = assert_stopped(
+        &host,
+        "big_output",
+        json!({"bytes": 200_000}),
+        ErrorKind::OutputTooLarge,
+    )
+    .await;
     assert!(message.contains("64KiB"), "{message}");
     let fits = host.call("big_output", r#"{"bytes": 1000}"#, &ctx()).await;
     assert_eq!(fits.content.len(), 1000);
@@ -166,7 +199,9 @@ async fn oversized_output_is_refused() {
 #[tokio::test]
 async fn stdout_flood_is_capped_and_never_reaches_the_host() {
     let host = fixture_host(Policy::default().timeout(Duration::from_secs(5))).await;
-    let result = host.call("stdout_flood", r#"{"bytes": 20000000}"#, &ctx()).await;
+    let result = host
+        .call("stdout_flood", r#"{"bytes": 20000000}"#, &ctx())
+        .await;
     assert_eq!(result.content, "flooded", "{result:?}");
     let next = host.call("echo", r#"{"text":"ok"}"#, &ctx()).await;
     assert_eq!(next.content, "ok");
@@ -178,7 +213,13 @@ async fn raw_tcp_is_denied_and_the_listener_sees_nothing() {
     listener.set_nonblocking(true).unwrap();
     let addr = listener.local_addr().unwrap();
     let host = fixture_host(Policy::default().timeout(TIMEOUT)).await;
-    let message = assert_stopped(&host, "tcp_connect", json!({"addr": addr.to_string()}), ErrorKind::CapabilityDenied).await;
+    let message = assert_stopped(
+        &host,
+        "tcp_connect",
+        json!({"addr": addr.to_string()}),
+        ErrorKind::CapabilityDenied,
+    )
+    .await;
     assert!(message.contains(&addr.to_string()), "{message}");
     let accepted = listener.accept();
     assert!(
@@ -215,16 +256,25 @@ async fn session_state_is_scoped_to_session_and_component() {
     let host = fixture_host(Policy::default()).await;
     host.load_with(
         crate::common::component("fixture_tool"),
-        wasm_agent::LoadOptions::new(Policy::default()).name("other").prefix("other_"),
+        wasm_agent::LoadOptions::new(Policy::default())
+            .name("other")
+            .prefix("other_"),
     )
     .await
     .unwrap();
     let s1 = ctx().session("s1");
-    let set = host.call("state_set", r#"{"key":"k","value":{"n":1}}"#, &s1).await;
+    let set = host
+        .call("state_set", r#"{"key":"k","value":{"n":1}}"#, &s1)
+        .await;
     assert!(set.is_ok(), "{set:?}");
     let got = host.call("state_get", r#"{"key":"k"}"#, &s1).await;
-    assert_eq!(serde_json::from_str::<Value>(&got.content).unwrap(), json!({"n": 1}));
-    let other_session = host.call("state_get", r#"{"key":"k"}"#, &ctx().session("s2")).await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&got.content).unwrap(),
+        json!({"n": 1})
+    );
+    let other_session = host
+        .call("state_get", r#"{"key":"k"}"#, &ctx().session("s2"))
+        .await;
     assert_eq!(other_session.content, "null");
     let other_component = host.call("other_state_get", r#"{"key":"k"}"#, &s1).await;
     assert_eq!(other_component.content, "null");
@@ -233,7 +283,9 @@ async fn session_state_is_scoped_to_session_and_component() {
 #[tokio::test]
 async fn dependencies_come_from_the_policy() {
     let host = fixture_host(Policy::default().dependency("api_base", "http://127.0.0.1:9")).await;
-    let set = host.call("dependency", r#"{"name":"api_base"}"#, &ctx()).await;
+    let set = host
+        .call("dependency", r#"{"name":"api_base"}"#, &ctx())
+        .await;
     assert_eq!(set.content, "http://127.0.0.1:9");
     let unset = host.call("dependency", r#"{"name":"other"}"#, &ctx()).await;
     assert_eq!(unset.content, "(none)");
@@ -244,7 +296,11 @@ async fn events_are_published_on_the_bus() {
     let host = fixture_host(Policy::default()).await;
     let mut events = host.subscribe();
     let result = host
-        .call("emit", r#"{"name":"progress","payload":{"done":3}}"#, &ctx())
+        .call(
+            "emit",
+            r#"{"name":"progress","payload":{"done":3}}"#,
+            &ctx(),
+        )
         .await;
     assert!(result.is_ok(), "{result:?}");
     let mut seen = Vec::new();
@@ -254,7 +310,10 @@ async fn events_are_published_on_the_bus() {
     assert!(matches!(&seen[0], ToolEvent::Started { tool, .. } if tool == "emit"));
     assert!(seen.iter().any(|e| matches!(e,
         ToolEvent::Emitted { name, payload, .. } if name == "progress" && payload["done"] == 3)));
-    assert!(matches!(seen.last(), Some(ToolEvent::Finished { error: None, .. })));
+    assert!(matches!(
+        seen.last(),
+        Some(ToolEvent::Finished { error: None, .. })
+    ));
 }
 
 #[tokio::test]

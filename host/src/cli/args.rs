@@ -143,12 +143,29 @@ mod tests {
     #[test]
     fn every_policy_key_has_a_flag() {
         let cli = Cli::try_parse_from([
-            "wasm-agent", "call", "c.wasm", "t", "--timeout", "1s", "--fuel", "5", "--memory",
-            "2MiB", "--allow-dir", "/tmp", "--env", "A=1", "--dependency", "B=2",
-            "--max-output", "1KiB",
+            "wasm-agent",
+            "call",
+            "c.wasm",
+            "t",
+            "--timeout",
+            "1s",
+            "--fuel",
+            "5",
+            "--memory",
+            "2MiB",
+            "--allow-dir",
+            "/tmp",
+            "--env",
+            "A=1",
+            "--dependency",
+            "B=2",
+            "--max-output",
+            "1KiB",
         ])
         .unwrap();
-        let Command::Call { host, .. } = cli.command else { panic!("not a call") };
+        let Command::Call { host, .. } = cli.command else {
+            panic!("not a call")
+        };
         let layer = serde_json::to_value(host.policy.layer()).unwrap();
         let policy = serde_json::to_value(wasm_agent::Policy::default()).unwrap();
         let flag_keys: Vec<_> = layer.as_object().unwrap().keys().cloned().collect();
@@ -158,6 +175,9 @@ mod tests {
             .keys()
             .filter(|k| !flag_keys.contains(k) && k.as_str() != "network")
             .collect();
-        assert!(missing.is_empty(), "policy keys without a flag: {missing:?}");
+        assert!(
+            missing.is_empty(),
+            "policy keys without a flag: {missing:?}"
+        );
     }
 }

@@ -90,8 +90,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             context.user_id = user;
             context.tenant_id = tenant;
             if let Some(metadata) = metadata {
-                context.metadata = serde_json::from_str(&metadata)
-                    .context("--metadata must be a JSON object")?;
+                context.metadata =
+                    serde_json::from_str(&metadata).context("--metadata must be a JSON object")?;
             }
             let tool_host = load_targets(std::slice::from_ref(&component), &host).await?;
             let result = tool_host.call(&tool, &arguments, &context).await;
@@ -128,11 +128,7 @@ struct Target {
 }
 
 async fn load_targets(targets: &[String], flags: &HostFlags) -> anyhow::Result<ToolHost> {
-    let config = flags
-        .config
-        .as_deref()
-        .map(ConfigFile::load)
-        .transpose()?;
+    let config = flags.config.as_deref().map(ConfigFile::load).transpose()?;
     let resolved = resolve_targets(targets, config.as_ref())?;
     let mut builder = ToolHost::builder();
     if flags.no_cache {

@@ -41,7 +41,10 @@ pub fn print_call(result: &ToolCallResult, json: bool) -> anyhow::Result<()> {
 /// A table of names, descriptions and annotations.
 pub fn tools_table(tools: &[ToolInfo]) -> String {
     let name_width = tools.iter().map(|t| t.name.len()).max().unwrap_or(4).max(4);
-    let mut out = format!("{:name_width$}  {:60}  ANNOTATIONS\n", "NAME", "DESCRIPTION");
+    let mut out = format!(
+        "{:name_width$}  {:60}  ANNOTATIONS\n",
+        "NAME", "DESCRIPTION"
+    );
     for tool in tools {
         let description = tool.description.lines().next().unwrap_or_default();
         let description = if description.chars().count() > 60 {
@@ -62,7 +65,11 @@ pub fn tools_table(tools: &[ToolInfo]) -> String {
         out.push_str(&format!(
             "{:name_width$}  {description:60}  {}\n",
             tool.name,
-            if flags.is_empty() { "-".to_string() } else { flags.join(", ") }
+            if flags.is_empty() {
+                "-".to_string()
+            } else {
+                flags.join(", ")
+            }
         ));
     }
     out

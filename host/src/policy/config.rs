@@ -138,7 +138,9 @@ impl ConfigFile {
                 ));
             }
             if let Some(prefix) = &tool.prefix
-                && !prefix.chars().all(|c| c.is_ascii_alphanumeric() || "_-".contains(c))
+                && !prefix
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_-".contains(c))
             {
                 return Err(error(
                     Some(span),
@@ -150,7 +152,13 @@ impl ConfigFile {
             policy
                 .apply_to(defaults.apply_to(Policy::default()))
                 .validate()
-                .map_err(|e| error(Some(span.clone()), Some(format!("tools.{alias}")), e.to_string()))?;
+                .map_err(|e| {
+                    error(
+                        Some(span.clone()),
+                        Some(format!("tools.{alias}")),
+                        e.to_string(),
+                    )
+                })?;
             tools.insert(
                 alias.clone(),
                 ToolConfig {
@@ -176,7 +184,10 @@ impl ConfigFile {
     /// then its own section.
     pub fn policy_for(&self, alias: &str) -> Option<Policy> {
         let tool = self.tools.get(alias)?;
-        Some(tool.policy.apply_to(self.defaults.apply_to(Policy::default())))
+        Some(
+            tool.policy
+                .apply_to(self.defaults.apply_to(Policy::default())),
+        )
     }
 
     /// The policy for a component not named in the file: `[defaults]` only.
@@ -225,7 +236,8 @@ mod tests {
 
     #[test]
     fn bad_duration_and_size_name_the_key() {
-        let err = parse("[tools.calc]\ncomponent = \"tool.wasm\"\ntimeout = \"soon\"\n").unwrap_err();
+        let err =
+            parse("[tools.calc]\ncomponent = \"tool.wasm\"\ntimeout = \"soon\"\n").unwrap_err();
         assert!(err.to_string().contains("invalid duration"), "{err}");
         assert!(err.to_string().contains("tools.calc"), "{err}");
         let err = parse("[defaults]\nmemory = \"lots\"\n").unwrap_err();
@@ -243,7 +255,8 @@ mod tests {
 
     #[test]
     fn missing_dir_names_the_section() {
-        let err = parse("[tools.x]\ncomponent = \"tool.wasm\"\ndirs = [\"no-such-dir\"]\n").unwrap_err();
+        let err =
+            parse("[tools.x]\ncomponent = \"tool.wasm\"\ndirs = [\"no-such-dir\"]\n").unwrap_err();
         assert_eq!(err.key.as_deref(), Some("tools.x"));
         assert!(err.message.contains("no-such-dir"), "{err}");
     }

@@ -109,7 +109,10 @@ impl<'de> Deserialize<'de> for DirGrant {
             mode: DirMode,
         }
         #[derive(Deserialize)]
-        #[serde(untagged, expecting = "\"HOST[:GUEST][:ro|:rw]\" or { host, guest, mode }")]
+        #[serde(
+            untagged,
+            expecting = "\"HOST[:GUEST][:ro|:rw]\" or { host, guest, mode }"
+        )]
         enum Form {
             Text(String),
             Table(Table),
@@ -190,7 +193,14 @@ mod tests {
 
     #[test]
     fn parses_every_text_form() {
-        assert_eq!(grant("data"), DirGrant { host: "data".into(), guest: None, mode: DirMode::Ro });
+        assert_eq!(
+            grant("data"),
+            DirGrant {
+                host: "data".into(),
+                guest: None,
+                mode: DirMode::Ro
+            }
+        );
         assert_eq!(grant("data:rw").mode, DirMode::Rw);
         assert_eq!(grant("data:/d").guest.as_deref(), Some("/d"));
         let full = grant("/srv/data:/data:rw");
@@ -208,8 +218,16 @@ mod tests {
     #[test]
     fn resolve_defaults_guest_to_canonical_host_path() {
         let dir = std::env::temp_dir();
-        let resolved = resolve(vec![DirGrant { host: dir.clone(), guest: None, mode: DirMode::Ro }]).unwrap();
-        assert_eq!(resolved[0].guest_path(), dir.canonicalize().unwrap().to_string_lossy());
+        let resolved = resolve(vec![DirGrant {
+            host: dir.clone(),
+            guest: None,
+            mode: DirMode::Ro,
+        }])
+        .unwrap();
+        assert_eq!(
+            resolved[0].guest_path(),
+            dir.canonicalize().unwrap().to_string_lossy()
+        );
     }
 
     #[test]
@@ -221,7 +239,11 @@ mod tests {
         assert!(relative.to_string().contains("absolute"), "{relative}");
         let dotdot = resolve(vec![grant(&format!("{tmp}:/a/../b"))]).unwrap_err();
         assert!(dotdot.to_string().contains(".."), "{dotdot}");
-        let twice = resolve(vec![grant(&format!("{tmp}:/d")), grant(&format!("{tmp}:/d:rw"))]).unwrap_err();
+        let twice = resolve(vec![
+            grant(&format!("{tmp}:/d")),
+            grant(&format!("{tmp}:/d:rw")),
+        ])
+        .unwrap_err();
         assert!(twice.to_string().contains("twice"), "{twice}");
     }
 }

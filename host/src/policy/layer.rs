@@ -16,7 +16,11 @@ use super::{ByteSize, DirGrant, Policy};
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyLayer {
-    #[serde(default, with = "super::duration_text::option", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "super::duration_text::option",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub timeout: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fuel: Option<u64>,

@@ -51,7 +51,11 @@ impl FromStr for ByteSize {
             .unwrap_or(text.len());
         let (number, unit) = text.split_at(split);
         let unit = unit.trim().to_ascii_lowercase();
-        let invalid = || format!("invalid size {text:?}: expected a number with an optional unit such as 512KiB, 64MiB or 1GiB");
+        let invalid = || {
+            format!(
+                "invalid size {text:?}: expected a number with an optional unit such as 512KiB, 64MiB or 1GiB"
+            )
+        };
         if number.is_empty() {
             return Err(invalid());
         }

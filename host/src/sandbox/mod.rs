@@ -48,9 +48,7 @@ pub enum LoadError {
     #[error("invalid WebAssembly component: {0}")]
     Invalid(String),
     /// The component imports something this host does not provide.
-    #[error(
-        "{0}; this host provides WASI 0.2 and wasm-agent:tool/host@0.1.0 only"
-    )]
+    #[error("{0}; this host provides WASI 0.2 and wasm-agent:tool/host@0.1.0 only")]
     MissingImport(String),
     /// The component does not export the tool interface.
     #[error(
@@ -89,7 +87,7 @@ pub struct Sandbox {
     linker: Linker<CallState>,
     cache: CompileCache,
     allocator: Allocator,
-    permits: Arc<Semaphore>,
+    permits: Semaphore,
     ticker: epoch::EpochTicker,
 }
 
@@ -112,7 +110,7 @@ impl Sandbox {
             linker,
             cache,
             allocator,
-            permits: Arc::new(Semaphore::new(concurrency as usize)),
+            permits: Semaphore::new(concurrency as usize),
             ticker,
         })
     }
@@ -236,14 +234,20 @@ impl Sandbox {
         let cancellation = host.cancellation.clone();
         let deadline = host.deadline;
         let timeout = policy.timeout;
-        let _permit = tokio::select! {
-            permit = self.permits.clone().acquire_owned() => permit.map_err(|_| {
-                CallError::new(ErrorKind::Cancelled, "the host is shutting down")
-            })?,
-            _ = cancellation.cancelled() => return Err(cancelled()),
-            _ = tokio::time::sleep_until(deadline.into()) => return Err(timed_out(timeout)),
+        let _permit = match self.permits.try_acquire() {
+            Ok(permit) => permit,
+            Err(_) => tokio::select! {
+                permit = self.permits.acquire() => permit.map_err(|_| {
+                    CallError::new(ErrorKind::Cancelled, "the host is shutting down")
+                })?,
+                _ = cancellation.cancelled() => return Err(cancelled()),
+                _ = tokio::time::sleep_until(deadline.into()) => return Err(timed_out(timeout)),
+            },
         };
-        let (stdout, stderr) = (CappedOutput::new(CAPTURE_CAP), CappedOutput::new(CAPTURE_CAP));
+        let (stdout, stderr) = (
+            CappedOutput::new(CAPTURE_CAP),
+            CappedOutput::new(CAPTURE_CAP),
+        );
         let log_target = (host.tool.clone(), host.call_id.clone());
         let denials = wasi::Denials::default();
         let mut store = self.new_store(policy, host, &stdout, &stderr, denials.clone())?;
@@ -329,7 +333,10 @@ enum Interrupted {
 }
 
 fn cancelled() -> CallError {
-    CallError::new(ErrorKind::Cancelled, "the call was cancelled before it finished")
+    CallError::new(
+        ErrorKind::Cancelled,
+        "the call was cancelled before it finished",
+    )
 }
 
 fn timed_out(timeout: Duration) -> CallError {
@@ -342,7 +349,9 @@ fn timed_out(timeout: Duration) -> CallError {
     )
 }
 
-fn find<'a, T: std::error::Error + Send + Sync + 'static>(error: &'a wasmtime::Error) -> Option<&'a T> {
+fn find<'a, T: std::error::Error + Send + Sync + 'static>(
+    error: &'a wasmtime::Error,
+) -> Option<&'a T> {
     error
         .downcast_ref::<T>()
         .or_else(|| error.chain().find_map(|e| e.downcast_ref::<T>()))
@@ -429,7 +438,12 @@ fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
 }
 
 fn first_line(error: &wasmtime::Error) -> String {
-    error.to_string().lines().next().unwrap_or_default().to_string()
+    error
+        .to_string()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// The last thing a crashing guest said on stderr: for a Rust panic, the
@@ -487,8 +501,14 @@ mod tests {
 
     #[test]
     fn header_check_names_what_the_bytes_are() {
-        assert!(matches!(check_header(b"hello world"), Err(LoadError::NotWasm)));
-        assert!(matches!(check_header(b"\0asm\x01\0\0\0"), Err(LoadError::CoreModule)));
+        assert!(matches!(
+            check_header(b"hello world"),
+            Err(LoadError::NotWasm)
+        ));
+        assert!(matches!(
+            check_header(b"\0asm\x01\0\0\0"),
+            Err(LoadError::CoreModule)
+        ));
         assert!(check_header(b"\0asm\x0d\0\x01\0").is_ok());
         assert!(matches!(check_header(b""), Err(LoadError::NotWasm)));
     }
