@@ -382,3 +382,28 @@ fn bad_flags_exit_2_with_what_was_wrong() {
     let output = run(&["call", &calc, "calculate", "{}", "--metadata", "[1]"]);
     assert_clean_failure(&output, 2, "--metadata");
 }
+
+#[test]
+fn falls_back_to_on_demand_allocation_when_the_pool_cannot_be_reserved() {
+    // 16 GB of address space is too little for the instance pool, enough
+    // for on-demand instances.
+    let output = std::process::Command::new("sh")
+        .args(["-c", "ulimit -v 16000000 && exec \"$@\"", "sh"])
+        .arg(env!("CARGO_BIN_EXE_wasm-agent"))
+        .args([
+            "call",
+            &path("calculator"),
+            "calculate",
+            r#"{"expression":"1+2"}"#,
+        ])
+        .env("WASM_AGENT_CACHE_DIR", crate::common::cache_dir())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout(&output).trim(), "3");
+    assert!(
+        stderr(&output).contains("falling back to on-demand"),
+        "{}",
+        stderr(&output)
+    );
+}

@@ -80,7 +80,7 @@ impl FromStr for ByteSize {
 impl fmt::Display for ByteSize {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (unit, factor) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
-            if self.0 >= factor && self.0 % factor == 0 {
+            if self.0 >= factor && self.0.is_multiple_of(factor) {
                 return write!(f, "{}{unit}", self.0 / factor);
             }
         }

@@ -9,7 +9,6 @@ mod output;
 mod state;
 mod wasi;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
@@ -349,9 +348,7 @@ fn timed_out(timeout: Duration) -> CallError {
     )
 }
 
-fn find<'a, T: std::error::Error + Send + Sync + 'static>(
-    error: &'a wasmtime::Error,
-) -> Option<&'a T> {
+fn find<T: std::error::Error + Send + Sync + 'static>(error: &wasmtime::Error) -> Option<&T> {
     error
         .downcast_ref::<T>()
         .or_else(|| error.chain().find_map(|e| e.downcast_ref::<T>()))
