@@ -11,23 +11,35 @@ use crate::result::ErrorKind;
 pub enum ToolEvent {
     /// A call began.
     Started {
+        /// The call's id.
         call_id: String,
+        /// The tool's public name.
         tool: String,
+        /// The run the call belongs to.
         run_id: String,
+        /// The session the call belongs to.
         session_id: String,
     },
     /// A call ended.
     Finished {
+        /// The call's id.
         call_id: String,
+        /// The tool's public name.
         tool: String,
+        /// Wall-clock time of the call.
         duration_ms: f64,
+        /// Why it failed, if it did.
         error: Option<ErrorKind>,
     },
     /// A tool published an event with `host.emit`.
     Emitted {
+        /// The emitting call's id.
         call_id: String,
+        /// The emitting tool's public name.
         tool: String,
+        /// The event name the tool chose.
         name: String,
+        /// The event's JSON payload.
         payload: serde_json::Value,
     },
 }

@@ -26,25 +26,33 @@ pub enum HostError {
     /// The component file cannot be read.
     #[error("cannot read component {path}: {source}")]
     Read {
+        /// The file.
         path: PathBuf,
+        /// Why it cannot be read.
         source: std::io::Error,
     },
     /// The component is not a usable tool component.
     #[error("component {component}: {source}")]
     Load {
+        /// The component's name.
         component: String,
+        /// What is wrong with it.
         source: LoadError,
     },
     /// The policy cannot be enforced.
     #[error("component {component}: policy {source}")]
     Policy {
+        /// The component's name.
         component: String,
+        /// What is wrong with the policy.
         source: PolicyError,
     },
     /// The component's tool list is unusable.
     #[error("component {component}: {source}")]
     Spec {
+        /// The component's name.
         component: String,
+        /// What is wrong with its tool list.
         source: SpecError,
     },
     /// Two components offer the same tool name.
@@ -53,8 +61,11 @@ pub enum HostError {
          give one of them a prefix (config key `prefix`)"
     )]
     DuplicateTool {
+        /// The clashing tool name.
         tool: String,
+        /// The component being loaded.
         component: String,
+        /// The component that already offers the name.
         existing: String,
     },
     /// A component with that name is loaded already.
@@ -70,7 +81,12 @@ pub enum ComponentSource {
     /// A `.wasm` file.
     File(PathBuf),
     /// Bytes in memory, with a name for messages.
-    Bytes { name: String, bytes: Vec<u8> },
+    Bytes {
+        /// The component's name.
+        name: String,
+        /// The component's bytes.
+        bytes: Vec<u8>,
+    },
 }
 
 impl From<&Path> for ComponentSource {

@@ -78,7 +78,12 @@ pub enum SpecError {
     NoDescription(String),
     /// Parameters that are not a usable JSON Schema.
     #[error("tool {tool:?} has unusable parameters: {reason}")]
-    BadSchema { tool: String, reason: String },
+    BadSchema {
+        /// The tool's name.
+        tool: String,
+        /// What is wrong with its schema.
+        reason: String,
+    },
     /// The same name twice in one component.
     #[error("tool {0:?} is listed twice by the component")]
     Repeated(String),

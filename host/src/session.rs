@@ -8,7 +8,10 @@ use std::sync::{Mutex, PoisonError};
 pub enum SessionError {
     /// The scope holds too many keys.
     #[error("session state is full ({max} keys per tool and session)")]
-    TooManyKeys { max: usize },
+    TooManyKeys {
+        /// The limit.
+        max: usize,
+    },
     /// The backing store failed.
     #[error("session store failed: {0}")]
     Backend(String),

@@ -21,20 +21,28 @@ pub struct PolicyLayer {
         with = "super::duration_text::option",
         skip_serializing_if = "Option::is_none"
     )]
+    /// See [`Policy::timeout`](super::Policy::timeout).
     pub timeout: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// See [`Policy::fuel`](super::Policy::fuel).
     pub fuel: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// See [`Policy::memory`](super::Policy::memory).
     pub memory: Option<ByteSize>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Added to the base policy's directory grants.
     pub dirs: Vec<DirGrant>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// Merged into the base policy's environment.
     pub env: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// Merged into the base policy's dependencies.
     pub dependencies: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// See [`Policy::max_output`](super::Policy::max_output).
     pub max_output: Option<ByteSize>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Network grants (must stay empty in this version).
     pub network: Vec<String>,
 }
 

@@ -67,13 +67,28 @@ impl Default for Policy {
 pub enum PolicyError {
     /// A limit is zero or out of range.
     #[error("{key}: {reason}")]
-    Limit { key: &'static str, reason: String },
+    Limit {
+        /// The policy key.
+        key: &'static str,
+        /// What is wrong with its value.
+        reason: String,
+    },
     /// A directory grant names a path that is not a directory.
     #[error("dirs: {path} is not a directory the host can open ({reason})")]
-    MissingDir { path: PathBuf, reason: String },
+    MissingDir {
+        /// The host path as given.
+        path: PathBuf,
+        /// Why it cannot be used.
+        reason: String,
+    },
     /// A directory grant's guest path is unusable.
     #[error("dirs: guest path {guest:?} {reason}")]
-    GuestPath { guest: String, reason: String },
+    GuestPath {
+        /// The guest path as given.
+        guest: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
     /// An environment variable name is unusable.
     #[error("env: {0:?} is not a valid variable name (non-empty, no '=' or NUL)")]
     EnvName(String),
