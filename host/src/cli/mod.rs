@@ -94,6 +94,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     serde_json::from_str(&metadata).context("--metadata must be a JSON object")?;
             }
             let tool_host = load_targets(std::slice::from_ref(&component), &host).await?;
+            // Ctrl-C stops the sandboxed call cleanly instead of killing the host.
+            let cancellation = context.cancellation.clone();
+            tokio::spawn(async move {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    cancellation.cancel();
+                }
+            });
             let result = tool_host.call(&tool, &arguments, &context).await;
             output::print_call(&result, json)?;
             Ok(if result.is_ok() {
