@@ -322,10 +322,11 @@ fn config_errors_name_file_line_and_key() {
             "tools.x.component",
         ),
         ("[defaults\n", ":1:", "wasm-agent.toml"),
+        ("[defaults]\nnetwork = [\"*\"]\n", ":2:", "*://*:*"),
         (
-            "[defaults]\nnetwork = [\"https://example.com\"]\n",
-            "defaults",
-            "not available",
+            "[defaults]\nnetwork = [\"https://x.com/path\"]\n",
+            ":2:",
+            "paths are not allowed",
         ),
     ];
     for (text, line, needle) in cases {
@@ -375,6 +376,8 @@ fn bad_flags_exit_2_with_what_was_wrong() {
         ("--env", "NOEQUALS", "KEY=VALUE"),
         ("--allow-dir", "/definitely/missing", "/definitely/missing"),
         ("--memory", "8GiB", "memory"),
+        ("--allow-host", "example.com", "scheme://host"),
+        ("--allow-host", "*", "*://*:*"),
     ] {
         let output = run(&["call", &calc, "calculate", "{}", flag, value]);
         assert_clean_failure(&output, 2, needle);

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use wasm_agent::policy::{ByteSize, DirGrant, PolicyLayer};
+use wasm_agent::policy::{ByteSize, DirGrant, NetworkGrant, PolicyLayer};
 
 /// Run LLM-agent tools as WebAssembly components under an enforced policy.
 #[derive(Debug, Parser)]
@@ -99,6 +99,16 @@ pub struct PolicyFlags {
     /// Largest result (content + artifacts), e.g. 1MiB (default 1MiB).
     #[arg(long, value_name = "SIZE")]
     pub max_output: Option<ByteSize>,
+    /// Grant network access: scheme://host[:port], e.g. https://api.example.com,
+    /// https://*.example.com, http://127.0.0.1:8080, tcp://10.0.0.0/8:5432 (repeatable).
+    #[arg(long = "allow-host", value_name = "PATTERN")]
+    pub network: Vec<NetworkGrant>,
+    /// Largest HTTP response body a tool may receive, e.g. 10MiB (default 10MiB).
+    #[arg(long, value_name = "SIZE")]
+    pub max_response: Option<ByteSize>,
+    /// Most HTTP requests one call may make (default 50).
+    #[arg(long, value_name = "N")]
+    pub max_requests: Option<u32>,
 }
 
 impl PolicyFlags {
@@ -112,7 +122,9 @@ impl PolicyFlags {
             env: self.env.iter().cloned().collect::<BTreeMap<_, _>>(),
             dependencies: self.dependencies.iter().cloned().collect(),
             max_output: self.max_output,
-            network: Vec::new(),
+            network: self.network.clone(),
+            max_response: self.max_response,
+            max_requests: self.max_requests,
         }
     }
 }
@@ -161,6 +173,12 @@ mod tests {
             "B=2",
             "--max-output",
             "1KiB",
+            "--allow-host",
+            "https://example.com",
+            "--max-response",
+            "1MiB",
+            "--max-requests",
+            "3",
         ])
         .unwrap();
         let Command::Call { host, .. } = cli.command else {
@@ -173,7 +191,7 @@ mod tests {
             .as_object()
             .unwrap()
             .keys()
-            .filter(|k| !flag_keys.contains(k) && k.as_str() != "network")
+            .filter(|k| !flag_keys.contains(k))
             .collect();
         assert!(
             missing.is_empty(),

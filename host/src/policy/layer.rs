@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ByteSize, DirGrant, Policy};
+use super::{ByteSize, DirGrant, NetworkGrant, Policy};
 
 /// Policy keys that are set in one place (a config section or the CLI flags).
 ///
@@ -41,9 +41,15 @@ pub struct PolicyLayer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     /// See [`Policy::max_output`](super::Policy::max_output).
     pub max_output: Option<ByteSize>,
+    /// Added to the base policy's network grants.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    /// Network grants (must stay empty in this version).
-    pub network: Vec<String>,
+    pub network: Vec<NetworkGrant>,
+    /// See [`Policy::max_response`](super::Policy::max_response).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_response: Option<ByteSize>,
+    /// See [`Policy::max_requests`](super::Policy::max_requests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_requests: Option<u32>,
 }
 
 impl PolicyLayer {
@@ -64,6 +70,8 @@ impl PolicyLayer {
             dependencies,
             max_output,
             network,
+            max_response,
+            max_requests,
         } = self;
         if let Some(timeout) = timeout {
             policy.timeout = *timeout;
@@ -81,6 +89,12 @@ impl PolicyLayer {
             policy.max_output = *max_output;
         }
         policy.network.extend(network.iter().cloned());
+        if let Some(max_response) = max_response {
+            policy.max_response = *max_response;
+        }
+        if let Some(max_requests) = max_requests {
+            policy.max_requests = *max_requests;
+        }
         policy
     }
 }
@@ -102,7 +116,9 @@ mod tests {
             env: [("a".into(), "b".into())].into(),
             dependencies: [("a".into(), "b".into())].into(),
             max_output: Some(ByteSize(1)),
-            network: vec!["x".into()],
+            network: vec!["https://example.com".parse().unwrap()],
+            max_response: Some(ByteSize(1)),
+            max_requests: Some(1),
         };
         let layer = serde_json::to_value(full_layer).unwrap();
         let mut layer_keys: Vec<_> = layer.as_object().unwrap().keys().cloned().collect();

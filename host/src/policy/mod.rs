@@ -7,6 +7,7 @@
 mod config;
 mod dirs;
 mod layer;
+mod network;
 mod size;
 
 use std::collections::BTreeMap;
@@ -18,6 +19,7 @@ use serde::{Deserialize, Serialize};
 pub use config::{ConfigError, ConfigFile, ToolConfig};
 pub use dirs::{DirGrant, DirMode};
 pub use layer::PolicyLayer;
+pub use network::{HostPattern, NetworkGrant, PortPattern, default_port};
 pub use size::ByteSize;
 
 /// The largest linear memory a 32-bit WebAssembly guest can address.
@@ -42,9 +44,12 @@ pub struct Policy {
     pub dependencies: BTreeMap<String, String>,
     /// Largest result (content plus artifacts) a call may return (default 1 MiB).
     pub max_output: ByteSize,
-    /// Network grants. Networking is not available yet: this must stay empty,
-    /// and every socket and HTTP request is denied.
-    pub network: Vec<String>,
+    /// Hosts the tool may reach (`scheme://host[:port]` patterns); none by default.
+    pub network: Vec<NetworkGrant>,
+    /// Largest HTTP response body a tool may receive (default 10 MiB).
+    pub max_response: ByteSize,
+    /// Most outgoing HTTP requests one call may make (default 50).
+    pub max_requests: u32,
 }
 
 impl Default for Policy {
@@ -58,6 +63,8 @@ impl Default for Policy {
             dependencies: BTreeMap::new(),
             max_output: ByteSize::mib(1),
             network: Vec::new(),
+            max_response: ByteSize::mib(10),
+            max_requests: 50,
         }
     }
 }
@@ -92,12 +99,6 @@ pub enum PolicyError {
     /// An environment variable name is unusable.
     #[error("env: {0:?} is not a valid variable name (non-empty, no '=' or NUL)")]
     EnvName(String),
-    /// A network grant was given, but networking is not available yet.
-    #[error(
-        "network: {0:?} cannot be granted: network access is not available in this version, \
-         every socket and HTTP request is denied"
-    )]
-    NetworkUnsupported(String),
 }
 
 impl Policy {
@@ -140,6 +141,21 @@ impl Policy {
         self.dependencies.insert(name.into(), value.into());
         self
     }
+    /// Grants access to hosts matching `grant` (`scheme://host[:port]`).
+    pub fn allow_host(mut self, grant: NetworkGrant) -> Self {
+        self.network.push(grant);
+        self
+    }
+    /// Sets the largest HTTP response body a tool may receive.
+    pub fn max_response(mut self, max_response: ByteSize) -> Self {
+        self.max_response = max_response;
+        self
+    }
+    /// Sets how many HTTP requests one call may make.
+    pub fn max_requests(mut self, max_requests: u32) -> Self {
+        self.max_requests = max_requests;
+        self
+    }
     /// Sets the largest result a call may return.
     pub fn max_output(mut self, max_output: ByteSize) -> Self {
         self.max_output = max_output;
@@ -164,8 +180,14 @@ impl Policy {
         if self.max_output.bytes() == 0 {
             return Err(limit("max_output", "must be greater than zero"));
         }
-        if let Some(grant) = self.network.first() {
-            return Err(PolicyError::NetworkUnsupported(grant.clone()));
+        if self.max_response.bytes() == 0 {
+            return Err(limit("max_response", "must be greater than zero"));
+        }
+        if let Some(grant) = self.network.iter().find(|g| g.grants_everything()) {
+            tracing::warn!(
+                "network grant {grant} allows every scheme, host and port (private addresses \
+                 still need an explicit IP or CIDR grant)"
+            );
         }
         if let Some(key) = self
             .env
@@ -258,11 +280,10 @@ mod tests {
         assert!(err.to_string().starts_with("memory:"), "{err}");
         let err = Policy::default().env("A=B", "1").validate().unwrap_err();
         assert_eq!(err, PolicyError::EnvName("A=B".into()));
-        let mut policy = Policy::default();
-        policy.network.push("https://example.com".into());
-        assert!(matches!(
-            policy.validate(),
-            Err(PolicyError::NetworkUnsupported(_))
-        ));
+        let err = Policy::default()
+            .max_response(ByteSize(0))
+            .validate()
+            .unwrap_err();
+        assert!(err.to_string().starts_with("max_response:"), "{err}");
     }
 }

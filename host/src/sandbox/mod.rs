@@ -4,7 +4,9 @@
 mod cache;
 mod engine;
 mod epoch;
+mod http;
 mod limits;
+mod net;
 mod output;
 mod state;
 mod wasi;
@@ -47,7 +49,9 @@ pub enum LoadError {
     #[error("invalid WebAssembly component: {0}")]
     Invalid(String),
     /// The component imports something this host does not provide.
-    #[error("{0}; this host provides WASI 0.2 and wasm-agent:tool/host@0.1.0 only")]
+    #[error(
+        "{0}; this host provides WASI 0.2 (with wasi:http) and wasm-agent:tool/host@0.1.0 only"
+    )]
     MissingImport(String),
     /// The component does not export the tool interface.
     #[error(
@@ -98,6 +102,8 @@ impl Sandbox {
             engine::build(concurrency, pooling).map_err(|e| engine_err(&e))?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| engine_err(&e))?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
+            .map_err(|e| engine_err(&e))?;
         crate::bindings::Toolkit::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
             &mut linker,
             |state| state,
@@ -229,7 +235,7 @@ impl Sandbox {
         policy: &Policy,
         host: HostImports,
         body: impl AsyncFnOnce(&crate::bindings::Toolkit, &mut Store<CallState>) -> wasmtime::Result<R>,
-    ) -> Result<(R, Option<String>), CallError> {
+    ) -> Result<(R, Option<net::Denial>), CallError> {
         let cancellation = host.cancellation.clone();
         let deadline = host.deadline;
         let timeout = policy.timeout;
@@ -248,7 +254,7 @@ impl Sandbox {
             CappedOutput::new(CAPTURE_CAP),
         );
         let log_target = (host.tool.clone(), host.call_id.clone());
-        let denials = wasi::Denials::default();
+        let denials = net::Denials::default();
         let mut store = self.new_store(policy, host, &stdout, &stderr, denials.clone())?;
         let _active = self.ticker.activate();
 
@@ -268,13 +274,7 @@ impl Sandbox {
         forward_output(&log_target.0, &log_target.1, "stderr", &stderr);
 
         match outcome {
-            Some(Ok(value)) => {
-                let denied = denials.first();
-                if let Some(denied) = &denied {
-                    tracing::info!(tool = %log_target.0, call_id = %log_target.1, "refused: the tool tried to {denied}");
-                }
-                Ok((value, denied))
-            }
+            Some(Ok(value)) => Ok((value, denials.first())),
             _ if cancellation.is_cancelled() => Err(cancelled()),
             None => Err(timed_out(timeout)),
             Some(Err(error)) => Err(classify(&error, &store, policy, &stderr)),
@@ -291,9 +291,9 @@ impl Sandbox {
         host: HostImports,
         stdout: &CappedOutput,
         stderr: &CappedOutput,
-        denials: wasi::Denials,
+        denials: net::Denials,
     ) -> Result<Store<CallState>, CallError> {
-        let wasi = wasi::build(policy, stdout.clone(), stderr.clone(), denials)
+        let wasi = wasi::build(policy, stdout.clone(), stderr.clone(), denials.clone())
             .map_err(|e| CallError::new(ErrorKind::CapabilityDenied, e))?;
         let deadline = host.deadline;
         let state = CallState {
@@ -301,6 +301,15 @@ impl Sandbox {
             table: ResourceTable::new(),
             limiter: CallLimiter::new(policy.memory.bytes()),
             host,
+            http: wasmtime_wasi_http::WasiHttpCtx::new(),
+            http_hooks: http::PolicyHooks {
+                policy: net::NetworkPolicy::new(policy.network.clone()),
+                denials,
+                deadline,
+                max_response: policy.max_response.bytes(),
+                max_requests: policy.max_requests,
+                sent: 0,
+            },
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
@@ -404,14 +413,11 @@ fn classify(
     CallError::new(ErrorKind::Trap, format!("the tool crashed: {what}{said}"))
 }
 
-/// The error for a call that failed after the sandbox refused a socket.
-pub(crate) fn denied_error(denied: &str) -> CallError {
+/// The error for a call that failed after the sandbox refused something.
+fn denied_error(denied: &net::Denial) -> CallError {
     CallError::new(
         ErrorKind::CapabilityDenied,
-        format!(
-            "the tool tried to {denied}, which its policy does not grant (network access is \
-             not available in this version)"
-        ),
+        format!("the tool tried {}: {}", denied.attempt, denied.reason),
     )
 }
 

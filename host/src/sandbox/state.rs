@@ -7,6 +7,9 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+use super::http::PolicyHooks;
 
 use super::limits::CallLimiter;
 use crate::bindings::imported::{self, Level};
@@ -30,6 +33,18 @@ pub struct CallState {
     pub(super) table: ResourceTable,
     pub(super) limiter: CallLimiter,
     pub(super) host: HostImports,
+    pub(super) http: WasiHttpCtx,
+    pub(super) http_hooks: PolicyHooks,
+}
+
+impl WasiHttpView for CallState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.http_hooks,
+        }
+    }
 }
 
 impl WasiView for CallState {

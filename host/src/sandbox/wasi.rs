@@ -5,35 +5,12 @@
 //! permissions (wasmtime-wasi confines paths to them: no `..`, no absolute
 //! paths outside a grant, no symlinks leading out).
 
-use std::sync::{Arc, Mutex, PoisonError};
-
 use wasmtime_wasi::sockets::SocketAddrUse;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
+use super::net::{Denials, NetworkPolicy};
 use super::output::CappedOutput;
 use crate::policy::{DirMode, Policy};
-
-/// Socket uses the sandbox refused during one call, for the error message.
-#[derive(Clone, Debug, Default)]
-pub struct Denials(Arc<Mutex<Vec<String>>>);
-
-impl Denials {
-    fn record(&self, what: String) {
-        let mut list = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if list.len() < 16 {
-            list.push(what);
-        }
-    }
-
-    /// The most telling refusal: a connection attempt if there was one.
-    pub fn first(&self) -> Option<String> {
-        let list = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        list.iter()
-            .find(|d| d.starts_with("connect") || d.starts_with("send"))
-            .or_else(|| list.first())
-            .cloned()
-    }
-}
 
 /// Builds the WASI context for `policy`.
 pub fn build(
@@ -42,35 +19,57 @@ pub fn build(
     stderr: CappedOutput,
     denials: Denials,
 ) -> Result<WasiCtx, String> {
+    let network = NetworkPolicy::new(policy.network.clone());
+    let sockets = network.has_scheme("tcp") || network.has_scheme("udp");
     let mut builder = WasiCtxBuilder::new();
     builder
         .stdout(stdout)
         .stderr(stderr)
-        .allow_ip_name_lookup(false)
-        // Sockets are "allowed" only so that every attempt reaches the check
-        // below, which refuses it and records what was tried.
+        .allow_ip_name_lookup(sockets)
+        // Sockets are "allowed" so that every attempt reaches the check
+        // below, which lets through only what the grants name.
         .allow_tcp(true)
         .allow_udp(true)
         .socket_addr_check(move |addr, usage| {
-            // Binding an ephemeral port on the wildcard address is what every
-            // connect does implicitly; allowing it lets the connect itself
-            // reach this check, so the refusal names the real destination.
-            let implicit_bind = matches!(usage, SocketAddrUse::TcpBind | SocketAddrUse::UdpBind)
-                && addr.ip().is_unspecified()
-                && addr.port() == 0;
-            if implicit_bind {
-                return Box::pin(async { true });
-            }
-            let what = match usage {
-                SocketAddrUse::TcpConnect => format!("connect to tcp {addr}"),
-                SocketAddrUse::TcpBind => format!("bind tcp {addr}"),
-                SocketAddrUse::TcpListen => format!("listen on tcp {addr}"),
-                SocketAddrUse::UdpSend => format!("send udp to {addr}"),
-                SocketAddrUse::UdpBind => format!("bind udp {addr}"),
-                _ => format!("use a socket at {addr}"),
-            };
-            denials.record(what);
-            Box::pin(async { false })
+            let (network, denials) = (network.clone(), denials.clone());
+            Box::pin(async move {
+                let (scheme, attempt) = match usage {
+                    // Binding an ephemeral port on the wildcard address is
+                    // what every connect does implicitly; the connect itself
+                    // is checked next.
+                    SocketAddrUse::TcpBind | SocketAddrUse::UdpBind
+                        if addr.ip().is_unspecified() && addr.port() == 0 =>
+                    {
+                        return true;
+                    }
+                    SocketAddrUse::UdpReceive => {
+                        return network.check_socket("udp", addr).await.is_ok();
+                    }
+                    SocketAddrUse::TcpConnect => ("tcp", format!("connect to tcp {addr}")),
+                    SocketAddrUse::UdpSend => ("udp", format!("send udp to {addr}")),
+                    SocketAddrUse::TcpBind | SocketAddrUse::TcpListen => {
+                        denials.record(
+                            format!("listen on tcp {addr}"),
+                            "tools may not accept connections".into(),
+                        );
+                        return false;
+                    }
+                    _ => {
+                        denials.record(
+                            format!("use a socket at {addr}"),
+                            "tools may not bind or receive on sockets".into(),
+                        );
+                        return false;
+                    }
+                };
+                match network.check_socket(scheme, addr).await {
+                    Ok(()) => true,
+                    Err(reason) => {
+                        denials.record(attempt, reason);
+                        false
+                    }
+                }
+            })
         });
     for (key, value) in &policy.env {
         builder.env(key, value);
