@@ -1,6 +1,6 @@
 # wasm-agent: set up, demo, test, bench.
 CARGO   ?= cargo
-GUESTS  := calculator files json fixture-tool echo-tool
+GUESTS  := calculator files json fetch weather fixture-tool echo-tool
 WASM    := target/wasm32-wasip2/release
 BIN     := target/release/wasm-agent
 DEMO    := target/demo
@@ -54,7 +54,7 @@ bench: setup
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(CARGO) clippy --target wasm32-wasip2 $(addprefix -p ,$(GUESTS)) -p wasm-agent-guest -- -D warnings
+	$(CARGO) clippy --target wasm32-wasip2 $(addprefix -p ,$(GUESTS)) -p wasm-agent-guest --features wasm-agent-guest/http -- -D warnings
 
 clean:
 	$(CARGO) clean

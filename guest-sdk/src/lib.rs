@@ -41,6 +41,8 @@ mod args;
 mod context;
 mod error;
 pub mod host;
+#[cfg(feature = "http")]
+pub mod http;
 mod macros;
 mod output;
 mod tool;

@@ -24,36 +24,36 @@ pub const DEFAULT_CONCURRENCY: u32 = 128;
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
     /// The component file cannot be read.
-    #[error("cannot read component {path}: {source}")]
+    #[error("cannot read component {path}: {reason}")]
     Read {
         /// The file.
         path: PathBuf,
         /// Why it cannot be read.
-        source: std::io::Error,
+        reason: std::io::Error,
     },
     /// The component is not a usable tool component.
-    #[error("component {component}: {source}")]
+    #[error("component {component}: {reason}")]
     Load {
         /// The component's name.
         component: String,
         /// What is wrong with it.
-        source: LoadError,
+        reason: LoadError,
     },
     /// The policy cannot be enforced.
-    #[error("component {component}: policy {source}")]
+    #[error("component {component}: policy {reason}")]
     Policy {
         /// The component's name.
         component: String,
         /// What is wrong with the policy.
-        source: PolicyError,
+        reason: PolicyError,
     },
     /// The component's tool list is unusable.
-    #[error("component {component}: {source}")]
+    #[error("component {component}: {reason}")]
     Spec {
         /// The component's name.
         component: String,
         /// What is wrong with its tool list.
-        source: SpecError,
+        reason: SpecError,
     },
     /// Two components offer the same tool name.
     #[error(
@@ -272,9 +272,9 @@ impl ToolHost {
     ) -> Result<LoadReport, HostError> {
         let (default_name, bytes) = match source.into() {
             ComponentSource::File(path) => {
-                let bytes = std::fs::read(&path).map_err(|source| HostError::Read {
+                let bytes = std::fs::read(&path).map_err(|reason| HostError::Read {
                     path: path.clone(),
-                    source,
+                    reason,
                 })?;
                 let stem = path
                     .file_stem()
@@ -294,14 +294,14 @@ impl ToolHost {
         let policy = options
             .policy
             .validate()
-            .map_err(|source| HostError::Policy {
+            .map_err(|reason| HostError::Policy {
                 component: id.clone(),
-                source,
+                reason,
             })?;
         let sandbox = &self.inner.sandbox;
-        let loaded = sandbox.load(&bytes).map_err(|source| HostError::Load {
+        let loaded = sandbox.load(&bytes).map_err(|reason| HostError::Load {
             component: id.clone(),
-            source,
+            reason,
         })?;
         let (cache, load_time) = (loaded.cache, loaded.load_time);
         let component = Arc::new(ComponentEntry {
@@ -322,12 +322,12 @@ impl ToolHost {
             .await
             .map_err(|e| HostError::Load {
                 component: id.clone(),
-                source: LoadError::ListTools(e),
+                reason: LoadError::ListTools(e),
             })?;
-        let entries = registry::check_specs(specs, &prefix, &component).map_err(|source| {
+        let entries = registry::check_specs(specs, &prefix, &component).map_err(|reason| {
             HostError::Spec {
                 component: id.clone(),
-                source,
+                reason,
             }
         })?;
 

@@ -131,7 +131,7 @@ fn hostile_calls_end_with_typed_errors_and_exit_1() {
         let value: Value = serde_json::from_slice(&output.stdout).unwrap();
         assert_eq!(value["error"]["kind"], kind, "{tool}: {value}");
     }
-    let output = run(&["call", &fixture, "spin", "--fuel", "1000000", "--json"]);
+    let output = run(&["call", &fixture, "spin", "--fuel", "50000000", "--json"]);
     let value: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(value["error"]["kind"], "out_of_fuel");
 }

@@ -6,5 +6,6 @@ mod cli;
 mod common;
 mod concurrency;
 mod loading;
+mod network;
 mod policy;
 mod sandbox;

@@ -109,6 +109,11 @@ pub struct PolicyFlags {
     /// Most HTTP requests one call may make (default 50).
     #[arg(long, value_name = "N")]
     pub max_requests: Option<u32>,
+    /// Add a header to requests for matching hosts, e.g.
+    /// 'api.example.com:Authorization=Bearer ${TOKEN}' (${VAR} reads the host
+    /// environment; the tool never sees the value).
+    #[arg(long = "http-header", value_name = "HOST:NAME=VALUE", value_parser = parse_header)]
+    pub http_headers: Vec<(String, String, String)>,
 }
 
 impl PolicyFlags {
@@ -125,6 +130,15 @@ impl PolicyFlags {
             network: self.network.clone(),
             max_response: self.max_response,
             max_requests: self.max_requests,
+            http_headers: self.http_headers.iter().fold(
+                BTreeMap::<String, BTreeMap<String, String>>::new(),
+                |mut all, (pattern, name, value)| {
+                    all.entry(pattern.clone())
+                        .or_default()
+                        .insert(name.clone(), value.clone());
+                    all
+                },
+            ),
         }
     }
 }
@@ -132,6 +146,14 @@ impl PolicyFlags {
 fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text.trim())
         .map_err(|e| format!("{e}: expected a duration such as 500ms, 5s or 2m"))
+}
+
+fn parse_header(text: &str) -> Result<(String, String, String), String> {
+    let (pattern, header) = text
+        .split_once(':')
+        .ok_or_else(|| format!("expected HOST:NAME=VALUE, got {text:?}"))?;
+    let (name, value) = parse_pair(header)?;
+    Ok((pattern.to_string(), name, value))
 }
 
 fn parse_pair(text: &str) -> Result<(String, String), String> {
@@ -179,6 +201,8 @@ mod tests {
             "1MiB",
             "--max-requests",
             "3",
+            "--http-header",
+            "a.com:X=1",
         ])
         .unwrap();
         let Command::Call { host, .. } = cli.command else {

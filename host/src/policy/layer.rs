@@ -50,6 +50,9 @@ pub struct PolicyLayer {
     /// See [`Policy::max_requests`](super::Policy::max_requests).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_requests: Option<u32>,
+    /// Merged into the base policy's headers, pattern by pattern.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub http_headers: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl PolicyLayer {
@@ -72,6 +75,7 @@ impl PolicyLayer {
             network,
             max_response,
             max_requests,
+            http_headers,
         } = self;
         if let Some(timeout) = timeout {
             policy.timeout = *timeout;
@@ -94,6 +98,13 @@ impl PolicyLayer {
         }
         if let Some(max_requests) = max_requests {
             policy.max_requests = *max_requests;
+        }
+        for (pattern, headers) in http_headers {
+            policy
+                .http_headers
+                .entry(pattern.clone())
+                .or_default()
+                .extend(headers.clone());
         }
         policy
     }
@@ -119,6 +130,7 @@ mod tests {
             network: vec!["https://example.com".parse().unwrap()],
             max_response: Some(ByteSize(1)),
             max_requests: Some(1),
+            http_headers: [("a.com".into(), [("X".into(), "1".into())].into())].into(),
         };
         let layer = serde_json::to_value(full_layer).unwrap();
         let mut layer_keys: Vec<_> = layer.as_object().unwrap().keys().cloned().collect();

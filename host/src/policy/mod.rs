@@ -50,6 +50,10 @@ pub struct Policy {
     pub max_response: ByteSize,
     /// Most outgoing HTTP requests one call may make (default 50).
     pub max_requests: u32,
+    /// Headers the host adds to requests whose host matches a pattern
+    /// (`api.example.com`, `*.example.com`), e.g. credentials. `${VAR}` in a
+    /// value reads the host's environment. The tool never sees them.
+    pub http_headers: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl Default for Policy {
@@ -65,6 +69,7 @@ impl Default for Policy {
             network: Vec::new(),
             max_response: ByteSize::mib(10),
             max_requests: 50,
+            http_headers: BTreeMap::new(),
         }
     }
 }
@@ -96,6 +101,9 @@ pub enum PolicyError {
         /// Why it cannot be used.
         reason: String,
     },
+    /// A credential header cannot be used.
+    #[error("http_headers: {0}")]
+    Header(String),
     /// An environment variable name is unusable.
     #[error("env: {0:?} is not a valid variable name (non-empty, no '=' or NUL)")]
     EnvName(String),
@@ -156,6 +164,19 @@ impl Policy {
         self.max_requests = max_requests;
         self
     }
+    /// Adds a header to requests whose host matches `host_pattern`.
+    pub fn http_header(
+        mut self,
+        host_pattern: impl Into<String>,
+        name: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Self {
+        self.http_headers
+            .entry(host_pattern.into())
+            .or_default()
+            .insert(name.into(), value.into());
+        self
+    }
     /// Sets the largest result a call may return.
     pub fn max_output(mut self, max_output: ByteSize) -> Self {
         self.max_output = max_output;
@@ -196,9 +217,43 @@ impl Policy {
         {
             return Err(PolicyError::EnvName(key.clone()));
         }
+        for (pattern, headers) in &mut self.http_headers {
+            pattern
+                .parse::<HostPattern>()
+                .map_err(PolicyError::Header)?;
+            for (name, value) in headers.iter_mut() {
+                *value = expand_env(value)
+                    .map_err(|reason| PolicyError::Header(format!("{pattern} {name}: {reason}")))?;
+                if http::HeaderName::from_bytes(name.as_bytes()).is_err()
+                    || http::HeaderValue::from_str(value).is_err()
+                {
+                    return Err(PolicyError::Header(format!(
+                        "{pattern}: {name:?} is not a valid header name and value"
+                    )));
+                }
+            }
+        }
         self.dirs = dirs::resolve(std::mem::take(&mut self.dirs))?;
         Ok(self)
     }
+}
+
+/// Replaces `${VAR}` with the host's environment variable `VAR`.
+fn expand_env(value: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after.find('}').ok_or("unclosed ${ in the value")?;
+        let name = &after[..end];
+        let found = std::env::var(name)
+            .map_err(|_| format!("${{{name}}} is not set in the host environment"))?;
+        out.push_str(&found);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 fn limit(key: &'static str, reason: impl Into<String>) -> PolicyError {
@@ -264,6 +319,35 @@ mod tests {
         assert_eq!(policy.timeout, Duration::from_secs(10));
         assert_eq!(policy.memory, ByteSize::mib(64));
         assert_eq!(policy.max_output, ByteSize::mib(1));
+    }
+
+    #[test]
+    fn header_values_read_the_host_environment() {
+        let key = "WASM_AGENT_TEST_TOKEN_42";
+        // SAFETY: no other test reads or writes this variable.
+        unsafe { std::env::set_var(key, "s3cret") };
+        let policy = Policy::default()
+            .http_header(
+                "api.example.com",
+                "Authorization",
+                format!("Bearer ${{{key}}}"),
+            )
+            .validate()
+            .unwrap();
+        assert_eq!(
+            policy.http_headers["api.example.com"]["Authorization"],
+            "Bearer s3cret"
+        );
+        let err = Policy::default()
+            .http_header("api.example.com", "X-Key", "${WASM_AGENT_SURELY_UNSET}")
+            .validate()
+            .unwrap_err();
+        assert!(err.to_string().contains("WASM_AGENT_SURELY_UNSET"), "{err}");
+        let err = Policy::default()
+            .http_header("bad host!", "X", "1")
+            .validate()
+            .unwrap_err();
+        assert!(err.to_string().contains("bad host!"), "{err}");
     }
 
     #[test]

@@ -92,8 +92,15 @@ impl NetworkGrant {
     }
 
     fn host_matches(&self, host: &str) -> bool {
+        self.host.matches(host)
+    }
+}
+
+impl HostPattern {
+    /// True when `host` (a name or IP literal, as in a URL) is covered.
+    pub fn matches(&self, host: &str) -> bool {
         let host = normalize_host(host);
-        match &self.host {
+        match self {
             HostPattern::Any => true,
             HostPattern::Name(name) => *name == host,
             HostPattern::Subdomains(domain) => host
@@ -302,6 +309,14 @@ fn parse_port(text: &str) -> Result<PortPattern, String> {
             Ok(PortPattern::Range { from, to })
         }
         None => number(text).map(|p| PortPattern::Range { from: p, to: p }),
+    }
+}
+
+impl FromStr for HostPattern {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        parse_host(text.trim()).map_err(|why| format!("invalid host pattern {text:?}: {why}"))
     }
 }
 

@@ -19,7 +19,7 @@ use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::net::{Denials, NetworkPolicy};
-use crate::policy::default_port;
+use crate::policy::{HostPattern, Policy, default_port};
 
 type IoFuture = Box<dyn Future<Output = Result<(), HttpError>> + Send>;
 type SendFuture =
@@ -33,6 +33,34 @@ pub struct PolicyHooks {
     pub(super) max_response: u64,
     pub(super) max_requests: u32,
     pub(super) sent: u32,
+    pub(super) headers: Arc<Vec<HostHeaders>>,
+}
+
+/// Headers the host adds to requests for matching hosts (credentials).
+pub struct HostHeaders {
+    hosts: HostPattern,
+    headers: Vec<(http::HeaderName, http::HeaderValue)>,
+}
+
+/// The credential headers of a (validated) policy.
+pub fn host_headers(policy: &Policy) -> Vec<HostHeaders> {
+    policy
+        .http_headers
+        .iter()
+        .filter_map(|(pattern, headers)| {
+            Some(HostHeaders {
+                hosts: pattern.parse().ok()?,
+                headers: headers
+                    .iter()
+                    .filter_map(|(name, value)| {
+                        let mut value = http::HeaderValue::from_str(value).ok()?;
+                        value.set_sensitive(true);
+                        Some((http::HeaderName::from_bytes(name.as_bytes()).ok()?, value))
+                    })
+                    .collect(),
+            })
+        })
+        .collect()
 }
 
 fn refuse(error: HttpError) -> SendFuture {
@@ -43,7 +71,7 @@ impl WasiHttpHooks for PolicyHooks {
     fn send_request(
         &mut self,
         request: http::Request<WasiBody>,
-        _options: Option<RequestOptions>,
+        options: Option<RequestOptions>,
         _io: IoFuture,
     ) -> SendFuture {
         let uri = request.uri().clone();
@@ -71,6 +99,13 @@ impl WasiHttpHooks for PolicyHooks {
             self.denials.record(attempt, reason);
             return refuse(HttpError::HttpRequestDenied);
         }
+        let mut request = request;
+        for entry in self.headers.iter().filter(|h| h.hosts.matches(&host)) {
+            for (name, value) in &entry.headers {
+                tracing::debug!(target: "wasm_agent::network", request = %attempt, header = %name, "added a host-side header");
+                request.headers_mut().insert(name.clone(), value.clone());
+            }
+        }
         let target = Target {
             scheme,
             host,
@@ -78,6 +113,7 @@ impl WasiHttpHooks for PolicyHooks {
             policy: self.policy.clone(),
             denials: self.denials.clone(),
             deadline: self.deadline,
+            options: options.unwrap_or_default(),
         };
         let max_response = self.max_response;
         Box::new(async move {
@@ -119,6 +155,7 @@ struct Target {
     policy: NetworkPolicy,
     denials: Denials,
     deadline: Instant,
+    options: RequestOptions,
 }
 
 trait Stream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
@@ -129,12 +166,19 @@ impl Target {
         self.deadline.saturating_duration_since(Instant::now())
     }
 
+    /// A timeout the guest asked for, never past the call's deadline.
+    fn bounded(&self, asked: Option<Duration>) -> Duration {
+        let remaining = self.remaining();
+        asked.map_or(remaining, |asked| asked.min(remaining))
+    }
+
     async fn send(
         self,
         mut request: http::Request<WasiBody>,
     ) -> Result<(http::Response<WasiBody>, IoFuture), HttpError> {
         let addresses = self.resolve().await?;
-        let tcp = timeout(self.remaining(), TcpStream::connect(&addresses[..]))
+        let connect_timeout = self.bounded(self.options.connect_timeout);
+        let tcp = timeout(connect_timeout, TcpStream::connect(&addresses[..]))
             .await
             .map_err(|_| HttpError::ConnectionTimeout)?
             .map_err(|e| match e.kind() {
@@ -145,7 +189,7 @@ impl Target {
             let name = rustls::pki_types::ServerName::try_from(self.host.clone())?;
             let tls = tokio_rustls::TlsConnector::from(tls_config()?).connect(name, tcp);
             Box::new(
-                timeout(self.remaining(), tls)
+                timeout(connect_timeout, tls)
                     .await
                     .map_err(|_| HttpError::ConnectionTimeout)?
                     .map_err(HttpError::Tls)?,
@@ -166,7 +210,8 @@ impl Target {
             .path_and_query(path)
             .build()
             .map_err(|_| HttpError::HttpRequestUriInvalid)?;
-        let response = timeout(self.remaining(), sender.send_request(request))
+        let first_byte = self.bounded(self.options.first_byte_timeout);
+        let response = timeout(first_byte, sender.send_request(request))
             .await
             .map_err(|_| HttpError::ConnectionReadTimeout)??;
         let response = response.map(|body| body.map_err(HttpError::from).boxed_unsync());

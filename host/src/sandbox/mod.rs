@@ -13,6 +13,8 @@ mod wasi;
 
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use wasmtime::component::{Component, Linker, ResourceTable};
@@ -309,6 +311,7 @@ impl Sandbox {
                 max_response: policy.max_response.bytes(),
                 max_requests: policy.max_requests,
                 sent: 0,
+                headers: Arc::new(http::host_headers(policy)),
             },
         };
         let mut store = Store::new(&self.engine, state);

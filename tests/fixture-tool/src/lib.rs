@@ -2,6 +2,7 @@
 //! capability plus hostile behaviours (endless loops, unbounded allocation,
 //! stack overflow, panics, floods). Never ship it.
 
+use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::io::Write;
 
@@ -9,6 +10,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use wasm_agent_guest::host::{self, Level};
+use wasm_agent_guest::http::{self, Method};
 use wasm_agent_guest::{Context, NoArgs, Output, Tool, ToolError};
 
 #[derive(Deserialize, JsonSchema)]
@@ -106,6 +108,24 @@ struct BytesArgs {
 struct AddrArgs {
     /// `host:port`.
     addr: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct HttpGetArgs {
+    url: String,
+    /// Largest body accepted, in bytes (default: the SDK's 10 MiB).
+    max_body: Option<usize>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct HttpRequestArgs {
+    /// GET, POST, PUT, PATCH, DELETE or HEAD.
+    method: String,
+    url: String,
+    headers: Option<BTreeMap<String, String>>,
+    body: Option<String>,
 }
 
 fn echo(args: TextArgs, _: &Context) -> Result<String, ToolError> {
@@ -277,6 +297,59 @@ fn tcp_connect(args: AddrArgs, _: &Context) -> Result<String, ToolError> {
         .map_err(|error| ToolError::failed(format!("cannot connect to {}: {error}", args.addr)))
 }
 
+fn udp_send(args: AddrArgs, _: &Context) -> Result<String, ToolError> {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0")
+        .map_err(|error| ToolError::failed(format!("cannot bind a UDP socket: {error}")))?;
+    socket
+        .send_to(b"ping", &args.addr)
+        .map(|_| "sent".to_owned())
+        .map_err(|error| ToolError::failed(format!("cannot send to {}: {error}", args.addr)))
+}
+
+/// `"<status>\n<body>"`; an error fails the call with the SDK's message.
+fn http_get(args: HttpGetArgs, _: &Context) -> Result<String, ToolError> {
+    let response = match args.max_body {
+        None => http::get(&args.url)?,
+        Some(limit) => http::Request::new(Method::Get, &args.url)
+            .max_body(limit)
+            .send()?,
+    };
+    Ok(format!(
+        "{}\n{}",
+        response.status,
+        String::from_utf8_lossy(&response.body)
+    ))
+}
+
+/// Everything the guest can see of a response, as JSON text.
+fn http_request(args: HttpRequestArgs, _: &Context) -> Result<String, ToolError> {
+    let method: Method = args.method.parse()?;
+    let mut request = http::Request::new(method, &args.url);
+    for (name, value) in args.headers.unwrap_or_default() {
+        request = request.header(name, value);
+    }
+    if let Some(body) = args.body {
+        request = request.body(body);
+    }
+    let response = request.send()?;
+    let mut headers = BTreeMap::<String, String>::new();
+    for (name, value) in &response.headers {
+        headers
+            .entry(name.clone())
+            .and_modify(|joined| {
+                joined.push_str(", ");
+                joined.push_str(value);
+            })
+            .or_insert_with(|| value.clone());
+    }
+    let value = json!({
+        "status": response.status,
+        "headers": headers,
+        "body": String::from_utf8_lossy(&response.body),
+    });
+    Ok(value.to_string())
+}
+
 wasm_agent_guest::export_tools![
     Tool::new("echo", "Return text unchanged.", echo)
         .read_only()
@@ -329,5 +402,18 @@ wasm_agent_guest::export_tools![
         stdout_flood
     ),
     Tool::new("tcp_connect", "Open a TCP connection.", tcp_connect).open_world(),
+    Tool::new("udp_send", "Send one UDP datagram.", udp_send).open_world(),
+    Tool::new(
+        "http_get",
+        "GET a URL; return the status, a newline and the body.",
+        http_get
+    )
+    .open_world(),
+    Tool::new(
+        "http_request",
+        "Send an HTTP request; return status, headers and body as JSON.",
+        http_request
+    )
+    .open_world(),
     Tool::new("counter", "Count calls seen by this instance.", counter),
 ];

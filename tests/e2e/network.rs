@@ -1,0 +1,285 @@
+//! Network policy end to end: a real HTTP server on 127.0.0.1, the fixture
+//! component making requests, and the host deciding what gets through.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use serde_json::json;
+use tokio::net::TcpListener;
+
+use crate::common::fixture_host;
+use wasm_agent::{ByteSize, CallContext, ErrorKind, Policy, ToolCallResult, ToolHost};
+
+/// What the test server does for every request.
+#[derive(Clone, Copy)]
+enum Behaviour {
+    Hello,
+    RedirectTo(SocketAddr),
+    Huge(usize),
+    NeverAnswer,
+}
+
+/// A real HTTP/1.1 server on loopback counting the connections it accepts.
+struct Server {
+    addr: SocketAddr,
+    connections: Arc<AtomicUsize>,
+    authorizations: Arc<Mutex<Vec<String>>>,
+}
+
+impl Server {
+    async fn start(behaviour: Behaviour) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let authorizations = Arc::new(Mutex::new(Vec::new()));
+        let (counter, seen) = (connections.clone(), authorizations.clone());
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                counter.fetch_add(1, Ordering::SeqCst);
+                let seen = seen.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |request: Request<hyper::body::Incoming>| {
+                        let seen = seen.clone();
+                        async move {
+                            if let Some(value) = request.headers().get("authorization") {
+                                seen.lock()
+                                    .unwrap()
+                                    .push(value.to_str().unwrap().to_string());
+                            }
+                            Ok::<_, Infallible>(respond(behaviour, &request).await)
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Server {
+            addr,
+            connections,
+            authorizations,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn grant(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+}
+
+async fn respond(
+    behaviour: Behaviour,
+    request: &Request<hyper::body::Incoming>,
+) -> Response<Full<Bytes>> {
+    match behaviour {
+        Behaviour::Hello => Response::new(Full::new(Bytes::from(format!(
+            "hello from {}",
+            request.uri().path()
+        )))),
+        Behaviour::RedirectTo(to) => Response::builder()
+            .status(302)
+            .header("location", format!("http://{to}/elsewhere"))
+            .body(Full::new(Bytes::new()))
+            .unwrap(),
+        Behaviour::Huge(bytes) => Response::new(Full::new(Bytes::from(vec![b'x'; bytes]))),
+        Behaviour::NeverAnswer => {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Response::new(Full::new(Bytes::new()))
+        }
+    }
+}
+
+fn policy(grants: &[String]) -> Policy {
+    grants
+        .iter()
+        .fold(Policy::default().timeout(Duration::from_secs(5)), |p, g| {
+            p.allow_host(g.parse().unwrap())
+        })
+}
+
+async fn get(host: &ToolHost, url: &str) -> ToolCallResult {
+    host.call(
+        "http_get",
+        &json!({ "url": url }).to_string(),
+        &CallContext::new(),
+    )
+    .await
+}
+
+fn kind(result: &ToolCallResult) -> Option<ErrorKind> {
+    result.error.as_ref().map(|e| e.kind)
+}
+
+#[tokio::test]
+async fn a_granted_request_gets_the_body() {
+    let server = Server::start(Behaviour::Hello).await;
+    let host = fixture_host(policy(&[server.grant()])).await;
+    let result = get(&host, &server.url("/page")).await;
+    assert!(result.is_ok(), "{result:?}");
+    assert_eq!(result.content, "200\nhello from /page");
+}
+
+#[tokio::test]
+async fn a_host_port_or_scheme_not_granted_is_denied_before_connecting() {
+    let server = Server::start(Behaviour::Hello).await;
+    let port = server.addr.port();
+    for grants in [
+        vec![],
+        vec![format!("http://127.0.0.2:{port}")],
+        vec![format!("http://127.0.0.1:{}", port.wrapping_add(1).max(1))],
+        vec![format!("https://127.0.0.1:{port}")],
+    ] {
+        let host = fixture_host(policy(&grants)).await;
+        let result = get(&host, &server.url("/")).await;
+        assert_eq!(
+            kind(&result),
+            Some(ErrorKind::CapabilityDenied),
+            "{grants:?}: {result:?}"
+        );
+        let message = result.error.unwrap().message;
+        assert!(message.contains(&server.url("/")), "{message}");
+        assert!(message.contains("not in the policy"), "{message}");
+    }
+    assert_eq!(
+        server.connections(),
+        0,
+        "a denied request reached the server"
+    );
+}
+
+#[tokio::test]
+async fn a_name_resolving_to_loopback_needs_the_ip_granted() {
+    let server = Server::start(Behaviour::Hello).await;
+    let port = server.addr.port();
+    let by_name = format!("http://localhost:{port}");
+    let host = fixture_host(policy(std::slice::from_ref(&by_name))).await;
+    let result = get(&host, &format!("http://localhost:{port}/")).await;
+    assert_eq!(
+        kind(&result),
+        Some(ErrorKind::CapabilityDenied),
+        "{result:?}"
+    );
+    assert!(result.error.unwrap().message.contains("loopback"));
+    assert_eq!(server.connections(), 0);
+
+    let host = fixture_host(policy(&[by_name, server.grant()])).await;
+    let result = get(&host, &format!("http://localhost:{port}/ok")).await;
+    assert_eq!(result.content, "200\nhello from /ok", "{result:?}");
+}
+
+#[tokio::test]
+async fn redirects_are_not_followed_and_the_next_hop_is_checked() {
+    let elsewhere = Server::start(Behaviour::Hello).await;
+    let redirector = Server::start(Behaviour::RedirectTo(elsewhere.addr)).await;
+    let host = fixture_host(policy(&[redirector.grant()])).await;
+    let result = get(&host, &redirector.url("/")).await;
+    assert!(result.content.starts_with("302"), "{result:?}");
+    let followed = get(&host, &elsewhere.url("/elsewhere")).await;
+    assert_eq!(
+        kind(&followed),
+        Some(ErrorKind::CapabilityDenied),
+        "{followed:?}"
+    );
+    assert_eq!(elsewhere.connections(), 0);
+}
+
+#[tokio::test]
+async fn an_oversized_response_is_cut_at_the_limit() {
+    let server = Server::start(Behaviour::Huge(5 * 1024 * 1024)).await;
+    let host = fixture_host(policy(&[server.grant()]).max_response(ByteSize::mib(1))).await;
+    let result = get(&host, &server.url("/")).await;
+    assert_eq!(kind(&result), Some(ErrorKind::Failed), "{result:?}");
+    let message = result.error.unwrap().message.to_lowercase();
+    assert!(
+        message.contains("large") || message.contains("limit"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_hits_the_call_deadline() {
+    let server = Server::start(Behaviour::NeverAnswer).await;
+    let host = fixture_host(policy(&[server.grant()]).timeout(Duration::from_millis(700))).await;
+    let result = get(&host, &server.url("/")).await;
+    assert_eq!(kind(&result), Some(ErrorKind::Timeout), "{result:?}");
+    assert!(
+        result.duration < Duration::from_millis(800),
+        "{:?}",
+        result.duration
+    );
+}
+
+#[tokio::test]
+async fn the_request_cap_is_enforced() {
+    let server = Server::start(Behaviour::Hello).await;
+    let host = fixture_host(policy(&[server.grant()]).max_requests(0)).await;
+    let result = get(&host, &server.url("/")).await;
+    assert_eq!(
+        kind(&result),
+        Some(ErrorKind::CapabilityDenied),
+        "{result:?}"
+    );
+    assert!(result.error.unwrap().message.contains("max_requests"));
+}
+
+#[tokio::test]
+async fn raw_tcp_reaches_only_granted_addresses() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let host = fixture_host(policy(&[format!("tcp://{addr}")])).await;
+    let args = json!({ "addr": addr.to_string() }).to_string();
+    let result = host.call("tcp_connect", &args, &CallContext::new()).await;
+    assert_eq!(result.content, "connected", "{result:?}");
+    listener.set_nonblocking(true).unwrap();
+    assert!(
+        listener.accept().is_ok(),
+        "the granted connection did not arrive"
+    );
+
+    let udp = host.call("udp_send", &args, &CallContext::new()).await;
+    assert_eq!(kind(&udp), Some(ErrorKind::CapabilityDenied), "{udp:?}");
+    assert!(udp.error.unwrap().message.contains("udp"));
+}
+
+#[tokio::test]
+async fn credential_headers_reach_the_server_but_never_the_guest() {
+    let server = Server::start(Behaviour::Hello).await;
+    let key = "WASM_AGENT_E2E_TOKEN";
+    // SAFETY: only this test reads or writes this variable.
+    unsafe { std::env::set_var(key, "tok-3141") };
+    let policy = policy(&[server.grant()]).http_header(
+        "127.0.0.1",
+        "Authorization",
+        format!("Bearer ${{{key}}}"),
+    );
+    let host = fixture_host(policy).await;
+    let args = json!({"method": "GET", "url": server.url("/me"), "headers": {"authorization": "guest-value"}});
+    let result = host
+        .call("http_request", &args.to_string(), &CallContext::new())
+        .await;
+    assert!(result.is_ok(), "{result:?}");
+    assert_eq!(*server.authorizations.lock().unwrap(), ["Bearer tok-3141"]);
+    assert!(
+        !result.content.contains("tok-3141"),
+        "the guest saw the credential: {}",
+        result.content
+    );
+    let env = host.call("env", "{}", &CallContext::new()).await;
+    assert!(!env.content.contains("tok-3141"));
+}
