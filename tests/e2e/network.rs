@@ -25,6 +25,8 @@ enum Behaviour {
     RedirectTo(SocketAddr),
     Huge(usize),
     NeverAnswer,
+    /// An HTML page at `/` and an Open-Meteo-compatible API under `/v1/`.
+    Site,
 }
 
 /// A real HTTP/1.1 server on loopback counting the connections it accepts.
@@ -98,6 +100,7 @@ async fn respond(
             .body(Full::new(Bytes::new()))
             .unwrap(),
         Behaviour::Huge(bytes) => Response::new(Full::new(Bytes::from(vec![b'x'; bytes]))),
+        Behaviour::Site => site(request),
         Behaviour::NeverAnswer => {
             tokio::time::sleep(Duration::from_secs(3600)).await;
             Response::new(Full::new(Bytes::new()))
@@ -282,4 +285,129 @@ async fn credential_headers_reach_the_server_but_never_the_guest() {
     );
     let env = host.call("env", "{}", &CallContext::new()).await;
     assert!(!env.content.contains("tok-3141"));
+}
+
+fn site(request: &Request<hyper::body::Incoming>) -> Response<Full<Bytes>> {
+    let query = request.uri().query().unwrap_or_default().to_string();
+    let (content_type, body) = match request.uri().path() {
+        "/v1/search" if query.contains("name=Atlantis") => ("application/json", json!({}).to_string()),
+        "/v1/search" => (
+            "application/json",
+            json!({"results": [{"name": "Paris", "country": "France", "latitude": 48.85, "longitude": 2.35}]})
+                .to_string(),
+        ),
+        "/v1/forecast" => (
+            "application/json",
+            json!({
+                "current": {"time": "2026-11-30T12:00", "temperature_2m": 7.5, "wind_speed_10m": 11.0, "weather_code": 3},
+                "current_units": {"temperature_2m": "°C", "wind_speed_10m": "km/h"}
+            })
+            .to_string(),
+        ),
+        _ => (
+            "text/html; charset=utf-8",
+            "<html><head><title>T</title><script>var secret = 1;</script></head>\
+             <body><h1>Release notes</h1><p>Version <b>2.0</b> is out.</p></body></html>"
+                .to_string(),
+        ),
+    };
+    Response::builder()
+        .header("content-type", content_type)
+        .body(Full::new(Bytes::from(body)))
+        .unwrap()
+}
+
+/// Runs the CLI off the async runtime (the test server lives on it).
+async fn cli(args: Vec<String>) -> std::process::Output {
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        crate::common::run(&args)
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_returns_readable_text_of_a_granted_page() {
+    let server = Server::start(Behaviour::Site).await;
+    let fetch = crate::common::component("fetch")
+        .to_string_lossy()
+        .into_owned();
+    let args = json!({"url": server.url("/notes")}).to_string();
+    let output = cli(vec![
+        "call".into(),
+        fetch.clone(),
+        "fetch".into(),
+        args.clone(),
+        "--allow-host".into(),
+        server.grant(),
+    ])
+    .await;
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        text.contains("Release notes") && text.contains("Version 2.0 is out"),
+        "{text}"
+    );
+    assert!(!text.contains("secret") && !text.contains("<p>"), "{text}");
+
+    let denied = cli(vec![
+        "call".into(),
+        fetch,
+        "fetch".into(),
+        args,
+        "--json".into(),
+    ])
+    .await;
+    let value: serde_json::Value = serde_json::from_slice(&denied.stdout).unwrap();
+    assert_eq!(value["error"]["kind"], "capability_denied", "{value}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weather_uses_the_configured_api() {
+    let server = Server::start(Behaviour::Site).await;
+    let weather = crate::common::component("weather")
+        .to_string_lossy()
+        .into_owned();
+    let base = format!("http://{}", server.addr);
+    let run = |city: &str| {
+        cli(vec![
+            "call".into(),
+            weather.clone(),
+            "current_weather".into(),
+            json!({"city": city}).to_string(),
+            "--json".into(),
+            "--allow-host".into(),
+            server.grant(),
+            "--dependency".into(),
+            format!("geocoding_url={base}"),
+            "--dependency".into(),
+            format!("forecast_url={base}"),
+        ])
+    };
+    let output = run("Paris").await;
+    let value: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let content = value["content"].as_str().unwrap();
+    assert!(
+        content.contains("Paris, France") && content.contains("7.5"),
+        "{value}"
+    );
+    assert!(
+        !value["artifacts"].as_array().unwrap().is_empty(),
+        "{value}"
+    );
+    let missing = run("Atlantis").await;
+    let value: serde_json::Value = serde_json::from_slice(&missing.stdout).unwrap();
+    assert_eq!(value["error"]["kind"], "failed", "{value}");
+    assert!(
+        value["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Atlantis"),
+        "{value}"
+    );
 }
