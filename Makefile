@@ -40,6 +40,10 @@ demo: setup
 	@$(BIN) call $(WASM)/fixture_tool.wasm spin --timeout 300ms || true
 	@echo; echo "== stopped: endless allocation under --memory 16MiB =="
 	@$(BIN) call $(WASM)/fixture_tool.wasm alloc --memory 16MiB || true
+	@echo; echo "== denied: fetch a host the policy does not grant =="
+	@$(BIN) call $(WASM)/fetch.wasm fetch '{"url": "http://example.com/"}' || true
+	@echo; echo "== denied: the cloud metadata address, even with every http host granted =="
+	@$(BIN) call $(WASM)/fetch.wasm fetch '{"url": "http://169.254.169.254/latest/meta-data/"}' --allow-host 'http://*:80' || true
 	@echo; echo "== denied: raw TCP =="
 	@$(BIN) call $(WASM)/fixture_tool.wasm tcp_connect '{"addr": "127.0.0.1:9"}' || true
 

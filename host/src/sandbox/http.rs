@@ -107,6 +107,7 @@ impl WasiHttpHooks for PolicyHooks {
             }
         }
         let target = Target {
+            attempt: attempt.clone(),
             scheme,
             host,
             port,
@@ -149,6 +150,7 @@ impl WasiHttpHooks for PolicyHooks {
 
 /// A checked destination of one request.
 struct Target {
+    attempt: String,
     scheme: String,
     host: String,
     port: u16,
@@ -222,9 +224,10 @@ impl Target {
     /// Resolves the host and checks every address; the request goes only to
     /// these addresses.
     async fn resolve(&self) -> Result<Vec<SocketAddr>, HttpError> {
-        let addresses: Vec<SocketAddr> = match self.host.parse() {
-            Ok(ip) => vec![SocketAddr::new(ip, self.port)],
-            Err(_) => timeout(
+        let literal = self.host.parse().ok();
+        let addresses: Vec<SocketAddr> = match literal {
+            Some(ip) => vec![SocketAddr::new(ip, self.port)],
+            None => timeout(
                 self.remaining(),
                 tokio::net::lookup_host((self.host.as_str(), self.port)),
             )
@@ -241,10 +244,11 @@ impl Target {
         }
         for address in &addresses {
             if let Err(reason) = self.policy.check_address(&self.scheme, *address) {
-                self.denials.record(
-                    format!("{}://{}:{}", self.scheme, self.host, self.port),
-                    format!("{} resolves to {}: {reason}", self.host, address.ip()),
-                );
+                let reason = match literal {
+                    Some(_) => reason,
+                    None => format!("{} resolves to {}; {reason}", self.host, address.ip()),
+                };
+                self.denials.record(self.attempt.clone(), reason);
                 return Err(HttpError::DestinationIpProhibited);
             }
         }
