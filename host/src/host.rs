@@ -14,7 +14,9 @@ use crate::events::{EventBus, ToolEvent};
 use crate::policy::{Policy, PolicyError};
 use crate::registry::{self, ComponentEntry, SpecError, ToolEntry, ToolInfo};
 use crate::result::{CallError, ErrorKind, ToolCallResult};
-use crate::sandbox::{Allocator, CacheOutcome, CompileCache, HostImports, LoadError, Sandbox};
+use crate::sandbox::{
+    Allocator, CacheOutcome, CallPolicy, CompileCache, HostImports, LoadError, Sandbox,
+};
 use crate::session::{InMemorySessionStore, SessionStore};
 
 /// Default number of calls that may run at once (and instance-pool slots).
@@ -308,7 +310,7 @@ impl ToolHost {
             id: id.as_str().into(),
             loaded,
             dependencies: Arc::new(policy.dependencies.clone()),
-            policy,
+            policy: CallPolicy::new(policy),
         });
         let imports = self.host_imports(
             &component,

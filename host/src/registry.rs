@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::bindings::types;
-use crate::policy::Policy;
+use crate::sandbox::CallPolicy;
 use crate::sandbox::LoadedComponent;
 
 /// Hints about a tool's behaviour (mirroring MCP tool annotations).
@@ -54,7 +54,7 @@ pub struct ToolInfo {
 pub(crate) struct ComponentEntry {
     pub id: Arc<str>,
     pub loaded: LoadedComponent,
-    pub policy: Policy,
+    pub policy: CallPolicy,
     pub dependencies: Arc<BTreeMap<String, String>>,
 }
 

@@ -246,7 +246,7 @@ async fn cancellation_stops_a_running_call() {
 }
 
 #[tokio::test]
-async fn cancelled_import_reports_a_fired_token() {
+async fn cancelled_import_is_false_for_a_live_call() {
     let host = fixture_host(Policy::default()).await;
     assert_eq!(host.call("cancelled", "{}", &ctx()).await.content, "false");
 }

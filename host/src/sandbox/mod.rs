@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 use std::sync::Arc;
 
 use tokio::sync::Semaphore;
-use tokio_util::sync::CancellationToken;
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
@@ -84,6 +83,33 @@ pub struct GuestOutput {
     pub content: String,
     /// Structured data.
     pub artifacts: Vec<Artifact>,
+}
+
+/// A validated policy with what every call derives from it, prepared once
+/// per component rather than on each call.
+pub struct CallPolicy {
+    policy: Policy,
+    network: net::NetworkPolicy,
+    headers: Arc<Vec<http::HostHeaders>>,
+}
+
+impl CallPolicy {
+    /// Prepares `policy` (already validated) for calls.
+    pub fn new(policy: Policy) -> Self {
+        Self {
+            network: net::NetworkPolicy::new(policy.network.clone()),
+            headers: Arc::new(http::host_headers(&policy)),
+            policy,
+        }
+    }
+}
+
+impl std::ops::Deref for CallPolicy {
+    type Target = Policy;
+
+    fn deref(&self) -> &Policy {
+        &self.policy
+    }
 }
 
 /// Engine, linker and the shared limits of every call.
@@ -167,7 +193,7 @@ impl Sandbox {
     pub async fn list_tools(
         &self,
         component: &LoadedComponent,
-        policy: &Policy,
+        policy: &CallPolicy,
         host: HostImports,
     ) -> Result<Vec<types::ToolSpec>, CallError> {
         let (specs, _) = self
@@ -182,7 +208,7 @@ impl Sandbox {
     pub async fn call(
         &self,
         component: &LoadedComponent,
-        policy: &Policy,
+        policy: &CallPolicy,
         host: HostImports,
         name: &str,
         arguments: &str,
@@ -234,7 +260,7 @@ impl Sandbox {
     async fn run<R>(
         &self,
         component: &LoadedComponent,
-        policy: &Policy,
+        policy: &CallPolicy,
         host: HostImports,
         body: impl AsyncFnOnce(&crate::bindings::Toolkit, &mut Store<CallState>) -> wasmtime::Result<R>,
     ) -> Result<(R, Option<net::Denial>), CallError> {
@@ -289,14 +315,20 @@ impl Sandbox {
 
     fn new_store(
         &self,
-        policy: &Policy,
+        policy: &CallPolicy,
         host: HostImports,
         stdout: &CappedOutput,
         stderr: &CappedOutput,
         denials: net::Denials,
     ) -> Result<Store<CallState>, CallError> {
-        let wasi = wasi::build(policy, stdout.clone(), stderr.clone(), denials.clone())
-            .map_err(|e| CallError::new(ErrorKind::CapabilityDenied, e))?;
+        let wasi = wasi::build(
+            policy,
+            policy.network.clone(),
+            stdout.clone(),
+            stderr.clone(),
+            denials.clone(),
+        )
+        .map_err(|e| CallError::new(ErrorKind::CapabilityDenied, e))?;
         let deadline = host.deadline;
         let state = CallState {
             wasi,
@@ -305,13 +337,13 @@ impl Sandbox {
             host,
             http: wasmtime_wasi_http::WasiHttpCtx::new(),
             http_hooks: http::PolicyHooks {
-                policy: net::NetworkPolicy::new(policy.network.clone()),
+                policy: policy.network.clone(),
                 denials,
                 deadline,
                 max_response: policy.max_response.bytes(),
                 max_requests: policy.max_requests,
                 sent: 0,
-                headers: Arc::new(http::host_headers(policy)),
+                headers: policy.headers.clone(),
             },
         };
         let mut store = Store::new(&self.engine, state);
@@ -483,11 +515,6 @@ fn forward_output(tool: &str, call_id: &str, stream: &'static str, captured: &Ca
             captured.dropped
         );
     }
-}
-
-/// A new cancellation token (re-exported for embedders).
-pub fn cancellation_token() -> CancellationToken {
-    CancellationToken::new()
 }
 
 #[cfg(test)]

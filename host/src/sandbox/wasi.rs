@@ -15,11 +15,11 @@ use crate::policy::{DirMode, Policy};
 /// Builds the WASI context for `policy`.
 pub fn build(
     policy: &Policy,
+    network: NetworkPolicy,
     stdout: CappedOutput,
     stderr: CappedOutput,
     denials: Denials,
 ) -> Result<WasiCtx, String> {
-    let network = NetworkPolicy::new(policy.network.clone());
     let sockets = network.has_scheme("tcp") || network.has_scheme("udp");
     let mut builder = WasiCtxBuilder::new();
     builder
