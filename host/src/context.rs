@@ -20,6 +20,8 @@ pub struct CallContext {
     pub metadata: Map<String, Value>,
     /// Fire to stop the call (and any other call sharing the token).
     pub cancellation: CancellationToken,
+    /// How many agents handed this work on (bounds delegation chains).
+    pub(crate) delegation_depth: u32,
 }
 
 impl Default for CallContext {
@@ -31,6 +33,7 @@ impl Default for CallContext {
             tenant_id: None,
             metadata: Map::new(),
             cancellation: CancellationToken::new(),
+            delegation_depth: 0,
         }
     }
 }
@@ -63,6 +66,16 @@ impl CallContext {
     pub fn metadata(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
         self.metadata.insert(key.into(), value.into());
         self
+    }
+
+    /// A context for work done on behalf of this one: a new run id, the same
+    /// session, user, tenant and metadata, cancelled when this one is.
+    pub fn child(&self) -> Self {
+        Self {
+            run_id: uuid::Uuid::new_v4().to_string(),
+            cancellation: self.cancellation.child_token(),
+            ..self.clone()
+        }
     }
 
     pub(crate) fn to_wit(&self) -> types::CallContext {

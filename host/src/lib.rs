@@ -20,11 +20,13 @@
 
 #![warn(missing_docs)]
 
+pub mod agent;
 mod bindings;
 pub mod context;
 pub mod events;
 pub mod host;
 pub mod policy;
+pub mod provider;
 pub mod registry;
 pub mod result;
 pub mod sandbox;
@@ -36,5 +38,5 @@ pub use host::{ComponentSource, HostError, LoadOptions, LoadReport, ToolHost, To
 pub use policy::{ByteSize, DirGrant, DirMode, Policy};
 pub use registry::{Annotations, ToolInfo};
 pub use result::{Artifact, CallError, ErrorKind, ToolCallResult};
-pub use session::{InMemorySessionStore, SessionStore};
+pub use session::{InMemorySessionStore, SessionStore, SqliteSessionStore};
 pub use tokio_util::sync::CancellationToken;

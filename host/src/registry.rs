@@ -159,12 +159,21 @@ pub(crate) fn check_specs(
 pub(crate) fn validate_arguments(entry: &ToolEntry, arguments: &str) -> Result<(), String> {
     let value: Value = serde_json::from_str(arguments)
         .map_err(|e| format!("the arguments are not valid JSON: {e}"))?;
-    if entry.validator.is_valid(&value) {
+    check_value(&entry.validator, &entry.info.name, &value)
+}
+
+/// Checks parsed arguments against a compiled schema; the message lists up to
+/// 20 violations as `pointer: reason`, for the model to fix.
+pub(crate) fn check_value(
+    validator: &jsonschema::Validator,
+    tool: &str,
+    value: &Value,
+) -> Result<(), String> {
+    if validator.is_valid(value) {
         return Ok(());
     }
-    let problems: Vec<String> = entry
-        .validator
-        .iter_errors(&value)
+    let problems: Vec<String> = validator
+        .iter_errors(value)
         .take(20)
         .map(|e| {
             let pointer = e.instance_path().to_string();
@@ -180,8 +189,7 @@ pub(crate) fn validate_arguments(entry: &ToolEntry, arguments: &str) -> Result<(
         Ok(())
     } else {
         Err(format!(
-            "the arguments do not match the schema of {}: {}",
-            entry.info.name,
+            "the arguments do not match the schema of {tool}: {}",
             problems.join("; ")
         ))
     }

@@ -70,6 +70,8 @@ pub enum ErrorKind {
     CapabilityDenied,
     /// The caller cancelled the call.
     Cancelled,
+    /// The call needed approval and did not get it.
+    Denied,
 }
 
 impl ErrorKind {
@@ -87,6 +89,7 @@ impl ErrorKind {
             ErrorKind::OutputTooLarge => "output_too_large",
             ErrorKind::CapabilityDenied => "capability_denied",
             ErrorKind::Cancelled => "cancelled",
+            ErrorKind::Denied => "denied",
         }
     }
 }

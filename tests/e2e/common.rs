@@ -61,7 +61,12 @@ pub fn wasm_agent() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_wasm-agent"));
     command
         .env("WASM_AGENT_CACHE_DIR", cache_dir())
+        .env("WASM_AGENT_DATA_DIR", root().join("target/test-data"))
         .env_remove("WASM_AGENT_CONFIG")
+        .env_remove("WASM_AGENT_MODEL")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("GEMINI_API_KEY")
         .env_remove("RUST_LOG")
         .stdin(Stdio::null());
     command

@@ -2,10 +2,13 @@
 //!
 //! They need the built components (`make setup`); `make test` builds them.
 
+mod agent;
+mod agent_cli;
 mod cli;
 mod common;
 mod concurrency;
 mod loading;
 mod network;
 mod policy;
+mod provider_server;
 mod sandbox;

@@ -56,6 +56,53 @@ pub enum Command {
         #[command(flatten)]
         host: HostFlags,
     },
+    /// Run an agent: a model calls the tools until it answers. Without PROMPT,
+    /// chat line by line.
+    Run(Box<RunArgs>),
+}
+
+/// `wasm-agent run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// What to ask; without it, read prompts line by line (a chat).
+    pub prompt: Option<String>,
+    /// PROVIDER:MODEL: openai:, anthropic:, gemini:, ollama: or openai-compatible:
+    /// (default: [agent] model in the config).
+    #[arg(long, short, value_name = "PROVIDER:MODEL", env = "WASM_AGENT_MODEL")]
+    pub model: Option<String>,
+    /// The provider's base URL (needed for openai-compatible:).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Component files, folders or config aliases (default: every configured tool).
+    #[arg(long = "tools", value_name = "COMPONENT|DIR")]
+    pub tools: Vec<String>,
+    /// System instructions (default: [agent] instructions).
+    #[arg(long, value_name = "TEXT")]
+    pub instructions: Option<String>,
+    /// Session id: tools' state and, when given, the conversation persist
+    /// across runs.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// User id given to tools.
+    #[arg(long)]
+    pub user: Option<String>,
+    /// Tenant id given to tools (cached results are kept per tenant).
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// Approve calls of TOOL without asking (repeatable; `all` approves every tool).
+    #[arg(long, value_name = "TOOL|all")]
+    pub approve: Vec<String>,
+    /// Model turns with tool calls per prompt (default 10).
+    #[arg(long, value_name = "N")]
+    pub max_roundtrips: Option<usize>,
+    /// Tool calls of one turn run in parallel batches of N (default 5).
+    #[arg(long, value_name = "N")]
+    pub parallel: Option<usize>,
+    /// Print the whole run (text, tool calls, usage) as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub host: HostFlags,
 }
 
 /// Flags shared by every command that loads components.
@@ -70,6 +117,9 @@ pub struct HostFlags {
     /// Compile every component afresh; write no cache.
     #[arg(long)]
     pub no_cache: bool,
+    /// Where session state is kept (default ~/.local/share/wasm-agent).
+    #[arg(long, value_name = "DIR", env = "WASM_AGENT_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
     #[command(flatten)]
     pub policy: PolicyFlags,
 }

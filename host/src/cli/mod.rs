@@ -2,15 +2,17 @@
 
 mod args;
 mod output;
+mod run;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::Parser;
 use wasm_agent::policy::{ConfigFile, Policy};
-use wasm_agent::{CallContext, LoadOptions, ToolHost};
+use wasm_agent::{CallContext, InMemorySessionStore, LoadOptions, SessionStore, ToolHost};
 
 use args::{Cli, Command, HostFlags};
 
@@ -93,7 +95,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 context.metadata =
                     serde_json::from_str(&metadata).context("--metadata must be a JSON object")?;
             }
-            let tool_host = load_targets(std::slice::from_ref(&component), &host).await?;
+            let config = host.config.as_deref().map(ConfigFile::load).transpose()?;
+            let store = Arc::new(run::open_store(host.data_dir.clone())?);
+            let tool_host = load_targets_with(
+                std::slice::from_ref(&component),
+                &host,
+                config.as_ref(),
+                store,
+            )
+            .await?;
             // Ctrl-C stops the sandboxed call cleanly instead of killing the host.
             let cancellation = context.cancellation.clone();
             tokio::spawn(async move {
@@ -109,6 +119,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::from(EXIT_CALL_FAILED)
             })
         }
+        Command::Run(args) => run::run(*args).await,
     }
 }
 
@@ -136,8 +147,24 @@ struct Target {
 
 async fn load_targets(targets: &[String], flags: &HostFlags) -> anyhow::Result<ToolHost> {
     let config = flags.config.as_deref().map(ConfigFile::load).transpose()?;
-    let resolved = resolve_targets(targets, config.as_ref())?;
-    let mut builder = ToolHost::builder();
+    load_targets_with(
+        targets,
+        flags,
+        config.as_ref(),
+        Arc::new(InMemorySessionStore::default()),
+    )
+    .await
+}
+
+/// Loads components into a new host whose tools keep state in `sessions`.
+async fn load_targets_with(
+    targets: &[String],
+    flags: &HostFlags,
+    config: Option<&ConfigFile>,
+    sessions: Arc<dyn SessionStore>,
+) -> anyhow::Result<ToolHost> {
+    let resolved = resolve_targets(targets, config)?;
+    let mut builder = ToolHost::builder().session_store(sessions);
     if flags.no_cache {
         builder = builder.no_cache();
     } else if let Some(dir) = &flags.cache_dir {

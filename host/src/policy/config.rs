@@ -17,6 +17,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::{Policy, PolicyLayer};
+use crate::agent::config::AgentConfig;
 
 /// A parsed and checked config file.
 #[derive(Clone, Debug, Default)]
@@ -27,6 +28,8 @@ pub struct ConfigFile {
     pub defaults: PolicyLayer,
     /// The `[tools.<alias>]` sections, by alias.
     pub tools: BTreeMap<String, ToolConfig>,
+    /// The `[agent]` section (for `wasm-agent run`).
+    pub agent: AgentConfig,
 }
 
 /// One `[tools.<alias>]` section.
@@ -76,6 +79,8 @@ struct RawConfig {
     defaults: PolicyLayer,
     #[serde(default)]
     tools: BTreeMap<String, Spanned<RawTool>>,
+    #[serde(default)]
+    agent: AgentConfig,
 }
 
 #[derive(Deserialize)]
@@ -177,6 +182,7 @@ impl ConfigFile {
             path: path.to_path_buf(),
             defaults,
             tools,
+            agent: raw.agent,
         })
     }
 

@@ -1,5 +1,9 @@
 //! Session state that tools keep between calls, scoped to (session, component).
 
+pub mod sqlite;
+
+pub use sqlite::SqliteSessionStore;
+
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 

@@ -1,0 +1,986 @@
+//! The agent loop through the library API, against the scripted provider on
+//! loopback and real sandboxed components.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wasm_agent::agent::{
+    Agent, AgentBuilder, AgentEvent, AgentTool, Approval, ApprovalRequest, ApprovalRule,
+    LexicalRouter, ModelRouter, OverflowStrategy, RunOptions, RunOutput, RunStream, StopReason,
+};
+use wasm_agent::provider::{HttpProvider, ModelSpec, Provider, RetryPolicy};
+use wasm_agent::{CallContext, ErrorKind, LoadOptions, Policy, ToolHost};
+
+use crate::common::{component, host};
+use crate::provider_server::{ProviderServer, Reply, anthropic, gemini, openai};
+
+fn model(spec: &str, server: &ProviderServer) -> Arc<dyn Provider> {
+    let spec: ModelSpec = spec.parse().unwrap();
+    let url = match spec.kind {
+        wasm_agent::provider::ProviderKind::Anthropic
+        | wasm_agent::provider::ProviderKind::Gemini => server.url(),
+        _ => server.openai_url(),
+    };
+    let provider = HttpProvider::with_key(&spec, Some(&url), Some("sk-test".into()))
+        .unwrap()
+        .retry(RetryPolicy {
+            max_retries: 2,
+            base_delay: Duration::from_millis(10),
+            max_delay: Duration::from_secs(1),
+        });
+    Arc::new(provider)
+}
+
+async fn calculator() -> ToolHost {
+    let host = host();
+    host.load(component("calculator"), Policy::default())
+        .await
+        .unwrap();
+    host
+}
+
+async fn fixture(timeout: Duration) -> ToolHost {
+    let host = host();
+    host.load_with(
+        component("fixture_tool"),
+        LoadOptions::new(Policy::default().timeout(timeout)).name("fixture"),
+    )
+    .await
+    .unwrap();
+    host
+}
+
+fn agent(spec: &str, server: &ProviderServer, host: &ToolHost) -> AgentBuilder {
+    Agent::builder("test")
+        .instructions("Use the tools.")
+        .model(model(spec, server))
+        .tools(AgentTool::all_from(host))
+}
+
+/// Feeds every event of a streamed run to `on`; returns the run's output.
+async fn drain(mut events: RunStream, mut on: impl FnMut(AgentEvent)) -> RunOutput {
+    loop {
+        match events.next().await.expect("the stream ends with Done") {
+            AgentEvent::Done(outcome) => return outcome.expect("the run succeeds"),
+            event => on(event),
+        }
+    }
+}
+
+/// Messages of the `index`-th request.
+fn messages(server: &ProviderServer, index: usize) -> Vec<Value> {
+    server.requests()[index].body["messages"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// A host tool counting its calls and echoing its arguments.
+fn counting_tool(name: &str, calls: Arc<AtomicUsize>) -> AgentTool {
+    AgentTool::host(
+        name,
+        format!("{name} something"),
+        json!({"type": "object", "properties": {"table": {"type": "string"}}, "additionalProperties": false}),
+        move |arguments: Value, _| {
+            let calls = calls.clone();
+            async move {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, String>(format!("done with {arguments}"))
+            }
+        },
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn openai_runs_parallel_calls_and_feeds_results_back() {
+    let server = ProviderServer::start(vec![
+        openai::tool_calls(&[
+            ("call_1", "calculate", r#"{"expression": "2+3"}"#),
+            ("call_2", "calculate", r#"{"expression": "6*7"}"#),
+        ]),
+        openai::text("2+3 is 5 and 6*7 is 42."),
+    ])
+    .await;
+    let host = calculator().await;
+    let agent = agent("openai:gpt-4o-mini", &server, &host).build().unwrap();
+    let output = agent
+        .run("What are 2+3 and 6*7?", RunOptions::default())
+        .await
+        .unwrap();
+
+    assert_eq!(output.text, "2+3 is 5 and 6*7 is 42.");
+    assert_eq!(output.stop_reason, StopReason::Answered);
+    assert_eq!(output.roundtrips, 1);
+    let contents: Vec<&str> = output
+        .tool_calls
+        .iter()
+        .map(|c| c.content.as_str())
+        .collect();
+    assert_eq!(contents, ["5", "42"]);
+    assert_eq!(output.usage.total_tokens, 198);
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].path, "/v1/chat/completions");
+    assert_eq!(requests[0].header("authorization"), Some("Bearer sk-test"));
+    assert_eq!(
+        requests[0].body["tools"][0]["function"]["name"],
+        "calculate"
+    );
+    let sent = messages(&server, 1);
+    assert_eq!(sent[0]["role"], "system");
+    assert_eq!(sent[2]["tool_calls"][1]["id"], "call_2");
+    assert_eq!(
+        (
+            sent[3]["role"].as_str(),
+            sent[3]["tool_call_id"].as_str(),
+            sent[3]["content"].as_str()
+        ),
+        (Some("tool"), Some("call_1"), Some("5"))
+    );
+    assert_eq!(sent[4]["content"], "42");
+}
+
+#[tokio::test]
+async fn calls_run_in_parallel_batches_of_the_configured_size() {
+    let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (r, m) = (running.clone(), most.clone());
+    let slow = AgentTool::host(
+        "slow",
+        "Takes a while.",
+        json!({"type": "object"}),
+        move |_, _| {
+            let (running, most) = (r.clone(), m.clone());
+            async move {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                running.fetch_sub(1, Ordering::SeqCst);
+                Ok::<_, String>("ok")
+            }
+        },
+    )
+    .unwrap();
+    let ids: Vec<String> = (0..12).map(|i| format!("c{i}")).collect();
+    let calls: Vec<(&str, &str, &str)> = ids.iter().map(|id| (id.as_str(), "slow", "{}")).collect();
+    let server =
+        ProviderServer::start(vec![openai::tool_calls(&calls), openai::text("done")]).await;
+    let agent = Agent::builder("batches")
+        .model(model("openai:m", &server))
+        .tool(slow)
+        .parallel_tool_calls(5)
+        .build()
+        .unwrap();
+    let output = agent.run("go", RunOptions::default()).await.unwrap();
+    assert_eq!(output.tool_calls.len(), 12);
+    assert_eq!(
+        most.load(Ordering::SeqCst),
+        5,
+        "at most one batch of 5 at a time"
+    );
+    let order: Vec<&str> = output.tool_calls.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(order, ids, "results keep the model's order");
+}
+
+#[tokio::test]
+async fn invalid_arguments_and_tool_errors_go_back_to_the_model() {
+    let server = ProviderServer::start(vec![
+        openai::tool_calls(&[
+            ("bad_json", "calculate", r#"{"expression": "#),
+            ("bad_schema", "calculate", r#"{"expr": 1}"#),
+            ("unknown", "no_such_tool", "{}"),
+            ("loops", "spin", "{}"),
+        ]),
+        openai::text("Some calls failed."),
+    ])
+    .await;
+    let host = calculator().await;
+    host.load_with(
+        component("fixture_tool"),
+        LoadOptions::new(Policy::default().timeout(Duration::from_millis(300))).name("fixture"),
+    )
+    .await
+    .unwrap();
+    let agent = agent("openai:m", &server, &host).build().unwrap();
+    let output = agent.run("try", RunOptions::default()).await.unwrap();
+
+    assert_eq!(output.text, "Some calls failed.");
+    let kinds: Vec<ErrorKind> = output
+        .tool_calls
+        .iter()
+        .map(|c| c.error.as_ref().unwrap().kind)
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ErrorKind::InvalidArguments,
+            ErrorKind::InvalidArguments,
+            ErrorKind::UnknownTool,
+            ErrorKind::Timeout
+        ]
+    );
+    let sent = messages(&server, 1);
+    let results: Vec<&str> = sent[3..]
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert!(
+        results[0].starts_with("Error: the arguments are not valid JSON"),
+        "{}",
+        results[0]
+    );
+    assert!(
+        results[1].contains("expression") && results[1].contains("/: "),
+        "names the pointer and the missing property: {}",
+        results[1]
+    );
+    assert!(
+        results[2].contains("no tool named \"no_such_tool\"") && results[2].contains("calculate"),
+        "{}",
+        results[2]
+    );
+    assert!(
+        results[3].starts_with("Error: ") && results[3].contains("300ms"),
+        "{}",
+        results[3]
+    );
+}
+
+#[tokio::test]
+async fn approval_denied_is_reported_and_granted_runs() {
+    let script = || {
+        vec![
+            openai::tool_calls(&[
+                ("c1", "drop_table", r#"{"table": "users"}"#),
+                ("c2", "drop_table", r#"{"table": "logs"}"#),
+            ]),
+            openai::text("ok"),
+        ]
+    };
+    let rule = Approval::rules(vec![ApprovalRule {
+        pointer: "/table".into(),
+        values: vec![json!("users"), json!("orders")],
+    }]);
+    let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+
+    for approve in [false, true] {
+        let server = ProviderServer::start(script()).await;
+        let calls = Arc::new(AtomicUsize::new(0));
+        let seen = asked.clone();
+        let agent = Agent::builder("approval")
+            .model(model("openai:m", &server))
+            .tool(counting_tool("drop_table", calls.clone()).requires_approval(rule.clone()))
+            .approval_handler(Arc::new(move |request: &ApprovalRequest| {
+                seen.lock().unwrap().push(request.arguments.clone());
+                approve
+            }))
+            .build()
+            .unwrap();
+        let output = agent.run("clean up", RunOptions::default()).await.unwrap();
+        let users = &output.tool_calls[0];
+        if approve {
+            assert!(users.is_ok(), "{users:?}");
+            assert_eq!(calls.load(Ordering::SeqCst), 2);
+        } else {
+            assert_eq!(users.error.as_ref().unwrap().kind, ErrorKind::Denied);
+            assert!(users.model_content.contains("did not approve"));
+            assert_eq!(
+                calls.load(Ordering::SeqCst),
+                1,
+                "only the call needing no approval ran"
+            );
+        }
+        assert!(output.tool_calls[1].is_ok(), "logs needs no approval");
+    }
+    assert_eq!(
+        *asked.lock().unwrap(),
+        vec![json!({"table": "users"}), json!({"table": "users"})],
+        "asked only for the rule's values"
+    );
+}
+
+#[tokio::test]
+async fn cached_results_are_reused_per_tenant_only() {
+    let server = ProviderServer::with(|_, index| {
+        if index % 2 == 0 {
+            // The same arguments, keys in another order each time.
+            let arguments = if index % 4 == 0 {
+                r#"{"table": "t", "limit": 1}"#
+            } else {
+                r#"{"limit": 1, "table": "t"}"#
+            };
+            openai::tool_calls(&[("c", "lookup", arguments)])
+        } else {
+            openai::text("ok")
+        }
+    })
+    .await;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = calls.clone();
+    let lookup =
+        AgentTool::host(
+            "lookup",
+            "Look up rows.",
+            json!({"type": "object"}),
+            move |_, _| {
+                let calls = counter.clone();
+                async move {
+                    Ok::<_, String>(format!("result {}", calls.fetch_add(1, Ordering::SeqCst)))
+                }
+            },
+        )
+        .unwrap()
+        .cache_ttl(Duration::from_secs(60));
+    let agent = Agent::builder("cache")
+        .model(model("openai:m", &server))
+        .tool(lookup)
+        .build()
+        .unwrap();
+    let run = |tenant: &str| {
+        let options = RunOptions::new().context(CallContext::new().tenant(tenant));
+        let agent = agent.clone();
+        async move {
+            agent
+                .run("look", options)
+                .await
+                .unwrap()
+                .tool_calls
+                .remove(0)
+        }
+    };
+    let first = run("acme").await;
+    let second = run("acme").await;
+    let other = run("globex").await;
+    assert!(!first.cached && second.cached && !other.cached);
+    assert_eq!(second.content, first.content);
+    assert_eq!(
+        other.content, "result 1",
+        "another tenant never sees acme's result"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
+fn catalogue() -> Vec<AgentTool> {
+    [
+        ("calculate", "Evaluate an arithmetic expression."),
+        ("read_file", "Read a text file from the workspace."),
+        ("write_file", "Write a text file in the workspace."),
+        ("list_dir", "List the files of a directory."),
+        ("fetch_url", "Fetch a web page and return its text."),
+        ("get_weather", "Current weather and temperature for a city."),
+        (
+            "json_query",
+            "Query a JSON document with a path expression.",
+        ),
+        ("send_email", "Send an email message to a recipient."),
+    ]
+    .into_iter()
+    .map(|(name, description)| {
+        AgentTool::host(name, description, json!({"type": "object"}), |_, _| async {
+            Ok::<_, String>("ok")
+        })
+        .unwrap()
+    })
+    .collect()
+}
+
+fn offered(server: &ProviderServer, index: usize) -> Vec<String> {
+    server.requests()[index].body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn lexical_router_offers_the_relevant_tools() {
+    let server = ProviderServer::start(vec![openai::text("Sunny.")]).await;
+    let agent = Agent::builder("routed")
+        .model(model("openai:m", &server))
+        .tools(catalogue())
+        .router(Arc::new(LexicalRouter), 2, 1)
+        .build()
+        .unwrap();
+    let output = agent
+        .run("What is the weather in Paris today?", RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(output.tools_offered, ["get_weather"]);
+    assert_eq!(offered(&server, 0), ["get_weather"]);
+}
+
+#[tokio::test]
+async fn model_router_picks_and_falls_back_to_every_tool() {
+    for (router_answer, expected) in [
+        (
+            "[\"send_email\", \"read_file\"]",
+            vec!["send_email", "read_file"],
+        ),
+        ("I cannot decide.", vec![]),
+    ] {
+        let server =
+            ProviderServer::start(vec![openai::text(router_answer), openai::text("Done.")]).await;
+        let agent = Agent::builder("routed")
+            .model(model("openai:main", &server))
+            .tools(catalogue())
+            .router(
+                Arc::new(ModelRouter::new(model("openai:cheap", &server))),
+                3,
+                1,
+            )
+            .build()
+            .unwrap();
+        let output = agent
+            .run("Mail the report", RunOptions::default())
+            .await
+            .unwrap();
+        let router_prompt = messages(&server, 0)[0]["content"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            router_prompt.contains("- get_weather: Current weather"),
+            "{router_prompt}"
+        );
+        assert_eq!(server.requests()[0].body["model"], "cheap");
+        let offered = offered(&server, 1);
+        if expected.is_empty() {
+            assert_eq!(offered.len(), 8, "a failed selection offers every tool");
+        } else {
+            assert_eq!(offered, expected);
+        }
+        assert_eq!(output.usage.total_tokens, 198, "the router's tokens count");
+    }
+}
+
+#[tokio::test]
+async fn oversized_results_are_truncated_or_summarized_for_the_model_only() {
+    let rows: Vec<Value> = (0..200)
+        .map(|i| json!({"id": i, "name": format!("row {i}")}))
+        .collect();
+    let big = Value::Array(rows).to_string();
+    let big_tool = |strategy| {
+        let big = big.clone();
+        AgentTool::host(
+            "rows",
+            "All rows.",
+            json!({"type": "object"}),
+            move |_, _| {
+                let big = big.clone();
+                async move { Ok::<_, String>(big) }
+            },
+        )
+        .unwrap()
+        .max_chars(500, strategy)
+    };
+    // Summarizer works, then fails (400): the second falls back to truncation.
+    let server = ProviderServer::start(vec![
+        openai::tool_calls(&[("c", "rows", "{}")]),
+        openai::text("200 rows with ids 0-199."),
+        openai::text("ok"),
+        openai::tool_calls(&[("c", "rows", "{}")]),
+        Reply::Error {
+            status: 400,
+            retry_after: None,
+            body: json!({"error": {"message": "context too long"}}),
+        },
+        openai::text("ok"),
+    ])
+    .await;
+    for (strategy, shortened) in [
+        (OverflowStrategy::Summarize, "summarized"),
+        (OverflowStrategy::Summarize, "truncated"),
+    ] {
+        let agent = Agent::builder("limits")
+            .model(model("openai:m", &server))
+            .tool(big_tool(strategy))
+            .build()
+            .unwrap();
+        let output = agent.run("rows?", RunOptions::default()).await.unwrap();
+        let call = &output.tool_calls[0];
+        assert_eq!(call.content, big, "the full result stays in the output");
+        assert_eq!(call.shortened, Some(shortened));
+        assert!(call.model_content.chars().count() <= 500);
+        if shortened == "truncated" {
+            assert!(
+                call.model_content.starts_with("[{\"id\":0"),
+                "{}",
+                call.model_content
+            );
+            assert!(
+                call.model_content.contains("omitted"),
+                "{}",
+                call.model_content
+            );
+        } else {
+            assert_eq!(call.model_content, "200 rows with ids 0-199.");
+        }
+    }
+    let requests = server.requests();
+    let summary_prompt = requests[1].body["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        summary_prompt.contains("\"name\":\"row 199\""),
+        "the summarizer sees it all"
+    );
+    let truncation = OverflowStrategy::Truncate;
+    assert_eq!(truncation.to_string(), "truncate");
+}
+
+#[tokio::test]
+async fn cancelling_a_run_stops_its_sandboxed_call() {
+    let server = ProviderServer::start(vec![
+        openai::tool_calls(&[("c", "sleep", r#"{"ms": 20000}"#)]),
+        openai::text("unreachable"),
+    ])
+    .await;
+    let host = fixture(Duration::from_secs(60)).await;
+    let agent = agent("openai:m", &server, &host).build().unwrap();
+    let context = CallContext::new();
+    let cancel = context.cancellation.clone();
+    let events = agent.stream("sleep", RunOptions::new().context(context));
+    let outcome = drain(events, |event| {
+        if let AgentEvent::ToolCallStarted { .. } = event {
+            cancel.cancel();
+        }
+    })
+    .await;
+    assert_eq!(outcome.stop_reason, StopReason::Cancelled);
+    assert_eq!(
+        outcome.tool_calls[0].error.as_ref().unwrap().kind,
+        ErrorKind::Cancelled
+    );
+    assert!(outcome.tool_calls[0].duration < Duration::from_secs(20));
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "no model request after cancelling"
+    );
+}
+
+#[tokio::test]
+async fn provider_errors_are_clear_and_rate_limits_are_retried() {
+    let unauthorized = ProviderServer::start(vec![Reply::Error {
+        status: 401,
+        retry_after: None,
+        body: json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}),
+    }])
+    .await;
+    let host = calculator().await;
+    let error = agent("openai:m", &unauthorized, &host)
+        .build()
+        .unwrap()
+        .run("hi", RunOptions::default())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("401")
+            && error.contains("Incorrect API key")
+            && error.contains("OPENAI_API_KEY"),
+        "{error}"
+    );
+    assert_eq!(unauthorized.requests().len(), 1, "401 is not retried");
+
+    let limited = ProviderServer::start(vec![
+        Reply::Error {
+            status: 429,
+            retry_after: Some("0"),
+            body: json!({"error": {"message": "Rate limit reached"}}),
+        },
+        Reply::Error {
+            status: 503,
+            retry_after: None,
+            body: json!({"error": {"message": "overloaded"}}),
+        },
+        openai::text("finally"),
+    ])
+    .await;
+    let output = agent("openai:m", &limited, &host)
+        .build()
+        .unwrap()
+        .run("hi", RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(output.text, "finally");
+    assert_eq!(limited.requests().len(), 3);
+
+    let down = ProviderServer::start(vec![]).await;
+    let error = agent("openai:m", &down, &host)
+        .build()
+        .unwrap()
+        .run("hi", RunOptions::default())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("500"), "{error}");
+    assert_eq!(down.requests().len(), 3, "one attempt and two retries");
+}
+
+#[tokio::test]
+async fn anthropic_streams_text_and_fragmented_tool_input() {
+    let server = ProviderServer::start(vec![
+        anthropic::stream_tool_uses(&[
+            ("toolu_01", "calculate", r#"{"expression": "2+3"}"#),
+            ("toolu_02", "calculate", r#"{"expression": "1/0"}"#),
+        ]),
+        anthropic::stream_text(&["The sum ", "is 5; ", "1/0 failed."]),
+    ])
+    .await;
+    let host = calculator().await;
+    let agent = agent("anthropic:claude-sonnet-4-5", &server, &host)
+        .build()
+        .unwrap();
+    let events = agent.stream("2+3 and 1/0", RunOptions::default());
+    let mut streamed = String::new();
+    let output = drain(events, |event| {
+        if let AgentEvent::TextDelta(text) = event {
+            streamed.push_str(&text);
+        }
+    })
+    .await;
+    assert_eq!(streamed, "The sum is 5; 1/0 failed.");
+    assert_eq!(output.text, streamed);
+    assert_eq!(output.tool_calls[0].content, "5");
+    assert!(!output.tool_calls[1].is_ok());
+
+    let requests = server.requests();
+    assert_eq!(requests[0].path, "/v1/messages");
+    assert_eq!(requests[0].header("x-api-key"), Some("sk-test"));
+    assert_eq!(requests[0].header("anthropic-version"), Some("2023-06-01"));
+    assert_eq!(requests[0].body["stream"], true);
+    assert_eq!(requests[0].body["system"], "Use the tools.");
+    assert_eq!(
+        requests[0].body["tools"][0]["input_schema"]["type"],
+        "object"
+    );
+    let sent = messages(&server, 1);
+    assert_eq!(sent[1]["content"][0]["type"], "tool_use");
+    assert_eq!(sent[1]["content"][0]["input"]["expression"], "2+3");
+    let results = &sent[2]["content"];
+    assert_eq!(sent[2]["role"], "user");
+    assert_eq!(results[0]["tool_use_id"], "toolu_01");
+    assert_eq!(results[0]["is_error"], false);
+    assert_eq!(results[1]["is_error"], true);
+    assert!(
+        results[1]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("Error: ")
+    );
+}
+
+#[tokio::test]
+async fn anthropic_and_gemini_answers_without_streaming() {
+    let host = calculator().await;
+    let server = ProviderServer::start(vec![
+        anthropic::tool_uses(
+            "Let me compute.",
+            &[("toolu_9", "calculate", r#"{"expression": "7*6"}"#)],
+        ),
+        anthropic::text("42"),
+    ])
+    .await;
+    let output = agent("anthropic:claude-sonnet-4-5", &server, &host)
+        .build()
+        .unwrap()
+        .run("7*6?", RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        (output.text.as_str(), output.tool_calls[0].content.as_str()),
+        ("42", "42")
+    );
+    assert_eq!(output.usage.prompt_tokens, 472 + 600);
+    assert_eq!(server.requests()[0].body["max_tokens"], 4096);
+
+    let server = ProviderServer::start(vec![
+        gemini::function_calls(&[
+            ("calculate", r#"{"expression": "1+1"}"#),
+            ("calculate", r#"{"expression": "2+2"}"#),
+        ]),
+        gemini::text("Two and four."),
+    ])
+    .await;
+    let agent = agent("gemini:gemini-2.5-flash", &server, &host)
+        .build()
+        .unwrap();
+    let output = agent.run("1+1, 2+2", RunOptions::default()).await.unwrap();
+    assert_eq!(output.text, "Two and four.");
+    let ids: Vec<&str> = output.tool_calls.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids.len(), 2);
+    assert_ne!(ids[0], ids[1], "calls without provider ids get unique ids");
+    let requests = server.requests();
+    assert_eq!(
+        requests[0].path,
+        "/v1beta/models/gemini-2.5-flash:generateContent"
+    );
+    assert_eq!(requests[0].header("x-goog-api-key"), Some("sk-test"));
+    let declaration = &requests[0].body["tools"][0]["functionDeclarations"][0];
+    assert_eq!(declaration["name"], "calculate");
+    assert!(
+        declaration["parameters"].get("$schema").is_none(),
+        "converted for Gemini"
+    );
+    let contents = requests[1].body["contents"].as_array().unwrap().clone();
+    let responses = &contents[2]["parts"];
+    assert_eq!(responses[0]["functionResponse"]["name"], "calculate");
+    assert_eq!(responses[1]["functionResponse"]["response"]["output"], "4");
+}
+
+#[tokio::test]
+async fn gemini_streams_function_calls() {
+    let server = ProviderServer::start(vec![
+        gemini::stream_function_calls(&[("calculate", r#"{"expression": "3*3"}"#)]),
+        gemini::stream_text(&["It is ", "9."]),
+    ])
+    .await;
+    let host = calculator().await;
+    let events = agent("gemini:gemini-2.5-flash", &server, &host)
+        .build()
+        .unwrap()
+        .stream("3*3", RunOptions::default());
+    let mut finished = Vec::new();
+    let output = drain(events, |event| {
+        if let AgentEvent::ToolCallFinished(record) = event {
+            finished.push(record.content);
+        }
+    })
+    .await;
+    assert_eq!(finished, ["9"]);
+    assert_eq!(output.text, "It is 9.");
+    assert!(
+        server.requests()[0]
+            .path
+            .ends_with(":streamGenerateContent?alt=sse"),
+        "{}",
+        server.requests()[0].path
+    );
+}
+
+#[tokio::test]
+async fn the_roundtrip_limit_stops_a_model_that_never_answers() {
+    let server = ProviderServer::with(|_, index| {
+        openai::tool_calls(&[(
+            &format!("c{index}"),
+            "calculate",
+            r#"{"expression": "1+1"}"#,
+        )])
+    })
+    .await;
+    let host = calculator().await;
+    let agent = agent("openai:m", &server, &host)
+        .max_tool_roundtrips(2)
+        .build()
+        .unwrap();
+    let output = agent.run("loop", RunOptions::default()).await.unwrap();
+    assert_eq!(output.stop_reason, StopReason::MaxToolRoundtrips);
+    assert_eq!(output.roundtrips, 2);
+    assert_eq!(output.tool_calls.len(), 2);
+    assert!(output.text.contains("2 roundtrips"), "{}", output.text);
+    assert_eq!(server.requests().len(), 3);
+    // The history stays valid: the unanswered call got a result.
+    let last = output.messages.last().unwrap();
+    assert!(matches!(last, wasm_agent::provider::Message::ToolResult(r) if r.is_error));
+}
+
+#[tokio::test]
+async fn run_context_reaches_sandboxed_and_host_tools() {
+    let server = ProviderServer::start(vec![
+        openai::tool_calls(&[("c1", "context", "{}"), ("c2", "whoami", "{}")]),
+        openai::text("ok"),
+    ])
+    .await;
+    let host = fixture(Duration::from_secs(5)).await;
+    let whoami = AgentTool::host(
+        "whoami",
+        "Who is asking.",
+        json!({"type": "object"}),
+        |_, context: wasm_agent::agent::ToolContext| async move {
+            context
+                .set_state("seen", &json!(true))
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>(format!(
+                "{} {} {:?} {}",
+                context.call.run_id,
+                context.call.session_id,
+                context.call.tenant_id,
+                context.get_state("seen").unwrap()
+            ))
+        },
+    )
+    .unwrap();
+    let agent = agent("openai:m", &server, &host)
+        .tool(whoami)
+        .build()
+        .unwrap();
+    let context = CallContext::new()
+        .session("s-1")
+        .user("u-1")
+        .tenant("t-1")
+        .metadata("plan", "pro");
+    let run_id = context.run_id.clone();
+    let output = agent
+        .run("who", RunOptions::new().context(context))
+        .await
+        .unwrap();
+    let seen: Value = serde_json::from_str(&output.tool_calls[0].content).unwrap();
+    assert_eq!(seen["run_id"], run_id.as_str());
+    assert_eq!(seen["session_id"], "s-1");
+    assert_eq!(seen["user_id"], "u-1");
+    assert_eq!(seen["tenant_id"], "t-1");
+    assert_eq!(seen["metadata"]["plan"], "pro");
+    assert_eq!(
+        output.tool_calls[1].content,
+        format!("{run_id} s-1 Some(\"t-1\") true")
+    );
+}
+
+#[tokio::test]
+async fn tools_can_be_added_removed_and_resolved_per_run() {
+    let server = ProviderServer::with(|_, _| openai::text("ok")).await;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let agent = Agent::builder("live")
+        .model(model("openai:m", &server))
+        .tool(counting_tool("alpha", calls.clone()))
+        .tool_resolver(Arc::new(|context: &CallContext, tools: &[AgentTool]| {
+            // Tenant "basic" gets no tool whose name starts with "admin".
+            tools
+                .iter()
+                .filter(|t| {
+                    context.tenant_id.as_deref() != Some("basic") || !t.name().starts_with("admin")
+                })
+                .cloned()
+                .collect()
+        }))
+        .build()
+        .unwrap();
+    agent.run("1", RunOptions::default()).await.unwrap();
+    agent
+        .add_tool(counting_tool("admin_reset", calls.clone()))
+        .unwrap();
+    assert!(
+        agent
+            .add_tool(counting_tool("alpha", calls.clone()))
+            .is_err()
+    );
+    agent.run("2", RunOptions::default()).await.unwrap();
+    agent
+        .run(
+            "3",
+            RunOptions::new().context(CallContext::new().tenant("basic")),
+        )
+        .await
+        .unwrap();
+    assert!(agent.remove_tool("alpha").is_some());
+    agent.run("4", RunOptions::default()).await.unwrap();
+    assert_eq!(offered(&server, 0), ["alpha"]);
+    assert_eq!(offered(&server, 1), ["admin_reset", "alpha"]);
+    assert_eq!(offered(&server, 2), ["alpha"]);
+    assert_eq!(offered(&server, 3), ["admin_reset"]);
+}
+
+#[tokio::test]
+async fn a_host_tool_delegates_to_another_agent() {
+    let server = ProviderServer::start(vec![
+        openai::tool_calls(&[(
+            "c1",
+            "ask_researcher",
+            r#"{"question": "capital of France?"}"#,
+        )]),
+        openai::text("Paris"),
+        openai::text("The researcher says: Paris."),
+    ])
+    .await;
+    let researcher = Agent::builder("researcher")
+        .model(model("openai:researcher", &server))
+        .build()
+        .unwrap();
+    let ask = AgentTool::host(
+        "ask_researcher",
+        "Ask the research agent.",
+        json!({"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]}),
+        |arguments: Value, context: wasm_agent::agent::ToolContext| async move {
+            let question = arguments["question"].as_str().unwrap_or_default().to_string();
+            context
+                .delegate("researcher", &question)
+                .await
+                .map_err(|e| e.to_string())
+        },
+    )
+    .unwrap();
+    let lead = Agent::builder("lead")
+        .model(model("openai:lead", &server))
+        .tool(ask)
+        .delegate(researcher)
+        .build()
+        .unwrap();
+    let output = lead
+        .run("What is the capital of France?", RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(output.tool_calls[0].content, "Paris");
+    assert_eq!(output.text, "The researcher says: Paris.");
+    let requests = server.requests();
+    assert_eq!(requests[1].body["model"], "researcher");
+    assert_eq!(
+        requests[1].body["messages"][0]["content"],
+        "capital of France?"
+    );
+    assert!(
+        lead.delegate("nobody", "x", &CallContext::new())
+            .await
+            .is_err(),
+        "unknown agents are refused"
+    );
+}
+
+#[tokio::test]
+async fn openai_streams_interleaved_tool_call_fragments() {
+    let server = ProviderServer::start(vec![
+        openai::stream_tool_calls(&[
+            ("call_a", "calculate", r#"{"expression": "10-4"}"#),
+            ("call_b", "calculate", r#"{"expression": "2**10"}"#),
+        ]),
+        openai::stream_text(&["6 ", "and ", "1024."]),
+    ])
+    .await;
+    let host = calculator().await;
+    let events = agent("openai:gpt-4o-mini", &server, &host)
+        .build()
+        .unwrap()
+        .stream("10-4 and 2**10", RunOptions::default());
+    let (mut text, mut started) = (String::new(), Vec::new());
+    let output = drain(events, |event| match event {
+        AgentEvent::TextDelta(delta) => text.push_str(&delta),
+        AgentEvent::ToolCallStarted { id, arguments, .. } => started.push((id, arguments)),
+        _ => {}
+    })
+    .await;
+    assert_eq!(text, "6 and 1024.");
+    started.sort();
+    assert_eq!(
+        started,
+        [
+            (
+                "call_a".to_string(),
+                r#"{"expression": "10-4"}"#.to_string()
+            ),
+            (
+                "call_b".to_string(),
+                r#"{"expression": "2**10"}"#.to_string()
+            )
+        ]
+    );
+    assert_eq!(output.tool_calls[0].content, "6");
+    assert_eq!(output.usage.total_tokens, 198, "usage from the final chunk");
+    let first = &server.requests()[0].body;
+    assert_eq!(first["stream"], true);
+    assert_eq!(first["stream_options"]["include_usage"], true);
+}
