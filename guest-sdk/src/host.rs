@@ -1,5 +1,5 @@
 //! What the host offers a tool besides WASI: logging, session state,
-//! configured dependencies, events and cancellation.
+//! configured dependencies, events, cancellation and delegation to agents.
 //!
 //! These functions call into the host, so they only work inside a component;
 //! in a native build (unit tests) calling them aborts.
@@ -127,4 +127,13 @@ pub fn emit<T: Serialize + ?Sized>(name: &str, payload: &T) -> Result<(), ToolEr
 /// loop should check it and return early.
 pub fn cancelled() -> bool {
     wit::cancelled()
+}
+
+/// Hands a sub-task to the host's agent named `agent` and returns its answer.
+///
+/// Works only inside an agent run (`wasm-agent run`, or the library's
+/// `Agent`), and only for agents the tool's policy names
+/// (`--allow-delegate NAME`); otherwise the error says which is missing.
+pub fn delegate(agent: &str, input: &str) -> Result<String, ToolError> {
+    wit::delegate(agent, input).map_err(ToolError::failed)
 }

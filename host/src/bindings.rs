@@ -3,7 +3,11 @@
 wasmtime::component::bindgen!({
     path: "../wit",
     world: "toolkit",
-    imports: { default: trappable },
+    imports: {
+        // Delegation awaits another agent's run; every other import is quick.
+        "wasm-agent:tool/host.delegate": async | trappable,
+        default: trappable,
+    },
     exports: { default: async },
 });
 

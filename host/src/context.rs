@@ -1,5 +1,7 @@
 //! Who and what a call is for.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -22,6 +24,33 @@ pub struct CallContext {
     pub cancellation: CancellationToken,
     /// How many agents handed this work on (bounds delegation chains).
     pub(crate) delegation_depth: u32,
+    /// Who runs `host.delegate` for sandboxed tools (set by the agent loop).
+    pub(crate) delegator: Option<DelegatorHandle>,
+}
+
+/// Runs a named agent on behalf of a tool (`host.delegate`). The agent loop
+/// sets itself as the delegator of its runs; an embedder with its own loop can
+/// set one with [`CallContext::delegator`].
+#[async_trait::async_trait]
+pub trait Delegator: Send + Sync + 'static {
+    /// The answer of the agent named `agent` to `input`, run within `context`
+    /// (same session, user, tenant; cancelled with it).
+    async fn delegate(
+        &self,
+        agent: &str,
+        input: &str,
+        context: &CallContext,
+    ) -> Result<String, String>;
+}
+
+/// A shared [`Delegator`] (opaque in debug output).
+#[derive(Clone)]
+pub(crate) struct DelegatorHandle(pub Arc<dyn Delegator>);
+
+impl std::fmt::Debug for DelegatorHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Delegator")
+    }
 }
 
 impl Default for CallContext {
@@ -34,6 +63,7 @@ impl Default for CallContext {
             metadata: Map::new(),
             cancellation: CancellationToken::new(),
             delegation_depth: 0,
+            delegator: None,
         }
     }
 }
@@ -65,6 +95,13 @@ impl CallContext {
     /// Adds one metadata entry.
     pub fn metadata(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
         self.metadata.insert(key.into(), value.into());
+        self
+    }
+
+    /// Lets sandboxed tools delegate through `delegator` (their policy must
+    /// still name the agent).
+    pub fn delegator(mut self, delegator: Arc<dyn Delegator>) -> Self {
+        self.delegator = Some(DelegatorHandle(delegator));
         self
     }
 

@@ -495,6 +495,13 @@ impl ToolHost {
             deadline: Instant::now() + component.policy.timeout,
             log_lines: 0,
             events_sent: 0,
+            delegate_to: component.policy.delegate.clone(),
+            delegator: context
+                .delegator
+                .as_ref()
+                .filter(|_| !component.policy.delegate.is_empty())
+                .map(|handle| (handle.0.clone(), context.clone())),
+            delegations: 0,
         }
     }
 

@@ -32,7 +32,7 @@ pub mod result;
 pub mod sandbox;
 pub mod session;
 
-pub use context::CallContext;
+pub use context::{CallContext, Delegator};
 pub use events::{EventBus, ToolEvent};
 pub use host::{ComponentSource, HostError, LoadOptions, LoadReport, ToolHost, ToolHostBuilder};
 pub use policy::{ByteSize, DirGrant, DirMode, Policy};

@@ -984,3 +984,79 @@ async fn openai_streams_interleaved_tool_call_fragments() {
     assert_eq!(first["stream"], true);
     assert_eq!(first["stream_options"]["include_usage"], true);
 }
+
+#[tokio::test]
+async fn sandboxed_tools_delegate_only_to_agents_their_policy_names() {
+    let researcher = |server: &ProviderServer| {
+        Agent::builder("researcher")
+            .model(model("openai:researcher", server))
+            .build()
+            .unwrap()
+    };
+    let delegate_call = r#"{"agent": "researcher", "input": "capital of France?"}"#;
+
+    // Granted: the guest's host.delegate runs the researcher and gets its answer.
+    let server = ProviderServer::start(vec![
+        openai::tool_calls(&[("c1", "delegate", delegate_call)]),
+        openai::text("Paris"),
+        openai::text("Paris, says the researcher."),
+    ])
+    .await;
+    let host = host();
+    let policy = Policy::default().allow_delegate("researcher");
+    host.load_with(
+        component("fixture_tool"),
+        LoadOptions::new(policy).name("fixture"),
+    )
+    .await
+    .unwrap();
+    let lead = agent("openai:lead", &server, &host)
+        .delegate(researcher(&server))
+        .build()
+        .unwrap();
+    let output = lead.run("capital?", RunOptions::default()).await.unwrap();
+    assert_eq!(output.tool_calls[0].content, "Paris");
+    assert_eq!(server.requests()[1].body["model"], "researcher");
+
+    // Not granted: refused before any model request, as a denied capability.
+    let server = ProviderServer::start(vec![
+        openai::tool_calls(&[("c1", "delegate", delegate_call)]),
+        openai::text("I could not ask."),
+    ])
+    .await;
+    let host = fixture(Duration::from_secs(5)).await;
+    let lead = agent("openai:lead", &server, &host)
+        .delegate(researcher(&server))
+        .build()
+        .unwrap();
+    let output = lead.run("capital?", RunOptions::default()).await.unwrap();
+    let error = output.tool_calls[0].error.as_ref().unwrap();
+    assert_eq!(error.kind, ErrorKind::CapabilityDenied);
+    assert!(
+        error.message.contains("--allow-delegate researcher"),
+        "{}",
+        error.message
+    );
+    assert_eq!(server.requests().len(), 2, "the researcher was never asked");
+
+    // Outside an agent run there is nobody to delegate to.
+    let host = crate::common::host();
+    host.load_with(
+        component("fixture_tool"),
+        LoadOptions::new(Policy::default().allow_delegate("*")).name("fixture"),
+    )
+    .await
+    .unwrap();
+    let result = host
+        .call("delegate", delegate_call, &CallContext::new())
+        .await;
+    assert!(
+        result
+            .error
+            .as_ref()
+            .unwrap()
+            .message
+            .contains("no agent is running this call"),
+        "{result:?}"
+    );
+}

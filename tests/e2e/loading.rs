@@ -161,3 +161,25 @@ async fn tool_specs_are_checked_and_exposed() {
     assert!(read.annotations.read_only);
     assert!(!read.description.is_empty());
 }
+
+#[tokio::test]
+async fn a_tool_built_against_contract_0_1_0_still_loads_and_runs() {
+    let host = host();
+    let report = host
+        .load(component("compat_tool"), Policy::default())
+        .await
+        .expect("0.1.x hosts load 0.1.0 tools");
+    assert_eq!(report.tools, ["legacy_echo"]);
+    let result = host
+        .call(
+            "legacy_echo",
+            r#"{"text": "hi"}"#,
+            &wasm_agent::CallContext::new().session("s9"),
+        )
+        .await;
+    assert_eq!(result.error, None);
+    assert_eq!(
+        result.content,
+        r#"0.1.0 tool in session s9: {"text": "hi"}"#
+    );
+}

@@ -357,6 +357,11 @@ impl Agent {
         Ok(output.text)
     }
 
+    /// Forgets every cached tool result.
+    pub fn clear_cache(&self) {
+        self.inner.cache.clear();
+    }
+
     fn read_tools(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, AgentTool>> {
         self.inner
             .tools
@@ -369,5 +374,19 @@ impl Agent {
             .tools
             .write()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::context::Delegator for Agent {
+    async fn delegate(
+        &self,
+        agent: &str,
+        input: &str,
+        context: &CallContext,
+    ) -> Result<String, String> {
+        Agent::delegate(self, agent, input, context)
+            .await
+            .map_err(|e| e.to_string())
     }
 }

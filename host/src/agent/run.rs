@@ -1,6 +1,7 @@
 //! One run of the loop: ask the model, run the tools it chose in parallel
 //! batches, feed the results back, until it answers or a limit is reached.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Serialize, Serializer};
@@ -186,7 +187,8 @@ impl Agent {
         options: RunOptions,
         events: Option<&EventSender>,
     ) -> Result<RunOutput, AgentError> {
-        let context = options.context;
+        // Sandboxed tools of this run delegate through this agent.
+        let context = options.context.delegator(Arc::new(self.clone()));
         let max_roundtrips = options
             .max_tool_roundtrips
             .unwrap_or(self.inner.options.max_tool_roundtrips);

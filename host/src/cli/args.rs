@@ -164,6 +164,10 @@ pub struct PolicyFlags {
     /// environment; the tool never sees the value).
     #[arg(long = "http-header", value_name = "HOST:NAME=VALUE", value_parser = parse_header)]
     pub http_headers: Vec<(String, String, String)>,
+    /// Let the tool hand sub-tasks to the agent NAME with host.delegate
+    /// (repeatable; `*` for any agent). Used by `run`.
+    #[arg(long = "allow-delegate", value_name = "NAME")]
+    pub delegate: Vec<String>,
 }
 
 impl PolicyFlags {
@@ -180,6 +184,7 @@ impl PolicyFlags {
             network: self.network.clone(),
             max_response: self.max_response,
             max_requests: self.max_requests,
+            delegate: self.delegate.clone(),
             http_headers: self.http_headers.iter().fold(
                 BTreeMap::<String, BTreeMap<String, String>>::new(),
                 |mut all, (pattern, name, value)| {
@@ -253,6 +258,8 @@ mod tests {
             "3",
             "--http-header",
             "a.com:X=1",
+            "--allow-delegate",
+            "researcher",
         ])
         .unwrap();
         let Command::Call { host, .. } = cli.command else {

@@ -53,6 +53,9 @@ pub struct PolicyLayer {
     /// Merged into the base policy's headers, pattern by pattern.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub http_headers: BTreeMap<String, BTreeMap<String, String>>,
+    /// Added to the base policy's delegation grants.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub delegate: Vec<String>,
 }
 
 impl PolicyLayer {
@@ -76,6 +79,7 @@ impl PolicyLayer {
             max_response,
             max_requests,
             http_headers,
+            delegate,
         } = self;
         if let Some(timeout) = timeout {
             policy.timeout = *timeout;
@@ -99,6 +103,7 @@ impl PolicyLayer {
         if let Some(max_requests) = max_requests {
             policy.max_requests = *max_requests;
         }
+        policy.delegate.extend(delegate.iter().cloned());
         for (pattern, headers) in http_headers {
             policy
                 .http_headers
@@ -131,6 +136,7 @@ mod tests {
             max_response: Some(ByteSize(1)),
             max_requests: Some(1),
             http_headers: [("a.com".into(), [("X".into(), "1".into())].into())].into(),
+            delegate: vec!["researcher".into()],
         };
         let layer = serde_json::to_value(full_layer).unwrap();
         let mut layer_keys: Vec<_> = layer.as_object().unwrap().keys().cloned().collect();

@@ -54,6 +54,9 @@ pub struct Policy {
     /// (`api.example.com`, `*.example.com`), e.g. credentials. `${VAR}` in a
     /// value reads the host's environment. The tool never sees them.
     pub http_headers: BTreeMap<String, BTreeMap<String, String>>,
+    /// Agents the tool may hand sub-tasks to with `host.delegate` (`*` for
+    /// any); none by default.
+    pub delegate: Vec<String>,
 }
 
 impl Default for Policy {
@@ -70,6 +73,7 @@ impl Default for Policy {
             max_response: ByteSize::mib(10),
             max_requests: 50,
             http_headers: BTreeMap::new(),
+            delegate: Vec::new(),
         }
     }
 }
@@ -176,6 +180,17 @@ impl Policy {
             .or_default()
             .insert(name.into(), value.into());
         self
+    }
+    /// Lets the tool delegate to the agent named `agent` (`*`: any agent).
+    pub fn allow_delegate(mut self, agent: impl Into<String>) -> Self {
+        self.delegate.push(agent.into());
+        self
+    }
+    /// Whether the tool may delegate to `agent`.
+    pub fn may_delegate_to(&self, agent: &str) -> bool {
+        self.delegate
+            .iter()
+            .any(|allowed| allowed == "*" || allowed == agent)
     }
     /// Sets the largest result a call may return.
     pub fn max_output(mut self, max_output: ByteSize) -> Self {

@@ -50,13 +50,11 @@ pub enum LoadError {
     #[error("invalid WebAssembly component: {0}")]
     Invalid(String),
     /// The component imports something this host does not provide.
-    #[error(
-        "{0}; this host provides WASI 0.2 (with wasi:http) and wasm-agent:tool/host@0.1.0 only"
-    )]
+    #[error("{0}; this host provides WASI 0.2 (with wasi:http) and wasm-agent:tool/host@0.1 only")]
     MissingImport(String),
     /// The component does not export the tool interface.
     #[error(
-        "the component does not export wasm-agent:tool/tool@0.1.0 (it was built for another \
+        "the component does not export wasm-agent:tool/tool@0.1 (it was built for another \
          world; build it against wit/world.wit, world `toolkit`)"
     )]
     MissingExport,

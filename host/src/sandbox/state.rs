@@ -13,6 +13,7 @@ use super::http::PolicyHooks;
 
 use super::limits::CallLimiter;
 use crate::bindings::imported::{self, Level};
+use crate::context::{CallContext, Delegator};
 use crate::events::{EventBus, ToolEvent};
 use crate::session::SessionStore;
 
@@ -26,6 +27,8 @@ const MAX_STATE_KEY: usize = 256;
 const MAX_STATE_VALUE: usize = 1024 * 1024;
 /// Largest event payload.
 const MAX_EVENT_PAYLOAD: usize = 64 * 1024;
+/// Delegations one call may make.
+const MAX_DELEGATIONS: u32 = 8;
 
 /// Everything a call's store holds.
 pub struct CallState {
@@ -69,6 +72,12 @@ pub struct HostImports {
     pub(crate) deadline: Instant,
     pub(crate) log_lines: u32,
     pub(crate) events_sent: u32,
+    /// Agents the policy lets this tool delegate to.
+    pub(crate) delegate_to: Vec<String>,
+    /// Who runs delegated tasks, and the context to run them in; `None`
+    /// outside an agent run or when the policy allows no delegation.
+    pub(crate) delegator: Option<(Arc<dyn Delegator>, CallContext)>,
+    pub(crate) delegations: u32,
 }
 
 impl HostImports {
@@ -165,6 +174,38 @@ impl imported::Host for CallState {
 
     fn cancelled(&mut self) -> wasmtime::Result<bool> {
         Ok(self.host.is_cancelled())
+    }
+
+    async fn delegate(
+        &mut self,
+        agent: String,
+        input: String,
+    ) -> wasmtime::Result<Result<String, String>> {
+        let host = &mut self.host;
+        if !host.delegate_to.iter().any(|a| a == "*" || *a == agent) {
+            let reason = format!(
+                "the policy of tool {:?} does not allow delegating to agent {agent:?}; add \
+                 --allow-delegate {agent} (config: delegate = [\"{agent}\"]) to allow it",
+                host.tool
+            );
+            self.http_hooks
+                .denials
+                .record(format!("delegate to agent {agent:?}"), reason.clone());
+            return Ok(Err(reason));
+        }
+        let Some((delegator, context)) = &host.delegator else {
+            return Ok(Err(
+                "no agent is running this call, so there is nobody to delegate to".into(),
+            ));
+        };
+        host.delegations += 1;
+        if host.delegations > MAX_DELEGATIONS {
+            return Ok(Err(format!(
+                "a call may delegate at most {MAX_DELEGATIONS} times"
+            )));
+        }
+        tracing::info!(tool = %host.tool, call_id = %host.call_id, agent, "delegating");
+        Ok(delegator.delegate(&agent, &input, context).await)
     }
 }
 

@@ -173,6 +173,17 @@ fn log(args: LogArgs, _: &Context) -> Result<String, ToolError> {
     Ok("logged".into())
 }
 
+/// Arguments of `delegate`.
+#[derive(Deserialize, JsonSchema)]
+struct DelegateArgs {
+    agent: String,
+    input: String,
+}
+
+fn delegate(args: DelegateArgs, _: &Context) -> Result<String, ToolError> {
+    host::delegate(&args.agent, &args.input)
+}
+
 fn cancelled(_: NoArgs, _: &Context) -> Result<String, ToolError> {
     Ok(host::cancelled().to_string())
 }
@@ -374,6 +385,7 @@ wasm_agent_guest::export_tools![
     .read_only(),
     Tool::new("emit", "Publish an event.", emit),
     Tool::new("log", "Write a log line.", log),
+    Tool::new("delegate", "Ask another agent.", delegate),
     Tool::new(
         "cancelled",
         "Report whether the call is cancelled.",
