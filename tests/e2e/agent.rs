@@ -1060,3 +1060,83 @@ async fn sandboxed_tools_delegate_only_to_agents_their_policy_names() {
         "{result:?}"
     );
 }
+
+#[tokio::test]
+async fn strict_tools_send_openai_structured_output_schemas() {
+    let server = ProviderServer::start(vec![openai::text("ok"), anthropic::text("ok")]).await;
+    let host = fixture(Duration::from_secs(5)).await;
+    let tools = || {
+        AgentTool::all_from(&host)
+            .into_iter()
+            .filter(|t| t.name() == "state_set" || t.name() == "big_output")
+            .map(|t| {
+                let strict = t.name() == "state_set";
+                t.strict(strict)
+            })
+    };
+    let agent = Agent::builder("strict")
+        .model(model("openai:m", &server))
+        .tools(tools())
+        .build()
+        .unwrap();
+    agent.run("x", RunOptions::default()).await.unwrap();
+    let sent = server.requests()[0].body["tools"].clone();
+    let strict = sent
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "state_set")
+        .unwrap();
+    assert_eq!(strict["function"]["strict"], true);
+    let parameters = &strict["function"]["parameters"];
+    assert_eq!(parameters["additionalProperties"], false);
+    assert_eq!(parameters["required"], json!(["key", "value"]));
+    assert!(parameters.get("$schema").is_none());
+    let loose = sent
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "big_output")
+        .unwrap();
+    assert!(loose["function"].get("strict").is_none_or(|s| s == false));
+
+    // Other providers ignore the flag and get the schema as it is.
+    let agent = Agent::builder("strict")
+        .model(model("anthropic:claude-sonnet-4-5", &server))
+        .tools(tools())
+        .build()
+        .unwrap();
+    agent.run("x", RunOptions::default()).await.unwrap();
+    let sent = &server.requests()[1].body["tools"];
+    assert!(sent[0].get("strict").is_none() && sent[1].get("strict").is_none());
+}
+
+#[tokio::test]
+async fn truncation_keeps_the_first_items_that_fit_and_says_how_many_were_cut() {
+    let server = ProviderServer::start(vec![
+        openai::tool_calls(&[("c", "big_output", r#"{"bytes": 5000}"#)]),
+        openai::text("ok"),
+    ])
+    .await;
+    let host = fixture(Duration::from_secs(5)).await;
+    let tools = AgentTool::all_from(&host)
+        .into_iter()
+        .map(|t| t.max_chars(300, OverflowStrategy::Truncate));
+    let agent = Agent::builder("limits")
+        .model(model("openai:m", &server))
+        .tools(tools)
+        .build()
+        .unwrap();
+    let output = agent.run("big", RunOptions::default()).await.unwrap();
+    let call = &output.tool_calls[0];
+    assert_eq!(call.content.len(), 5000);
+    assert_eq!(call.shortened, Some("truncated"));
+    assert!(call.model_content.chars().count() <= 300);
+    assert!(
+        call.model_content.contains("characters omitted"),
+        "{}",
+        call.model_content
+    );
+    let sent = messages(&server, 1);
+    assert_eq!(sent.last().unwrap()["content"], call.model_content.as_str());
+}

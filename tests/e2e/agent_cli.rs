@@ -281,3 +281,139 @@ async fn provider_failures_end_with_exit_1_and_the_reason() {
         "Incorrect API key provided (check OPENAI_API_KEY)",
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_cancels_the_run_and_its_sandboxed_call() {
+    let server = ProviderServer::start(vec![
+        openai::tool_calls(&[("c1", "sleep", r#"{"ms": 30000}"#)]),
+        openai::text("unreachable"),
+    ])
+    .await;
+    let url = server.openai_url();
+    let fixture = fixture();
+    let child = wasm_agent()
+        .args([
+            "run",
+            "sleep",
+            "--model",
+            "openai:m",
+            "--base-url",
+            &url,
+            "--tools",
+            &fixture,
+        ])
+        .args(["--timeout", "60s", "--json"])
+        .env("OPENAI_API_KEY", "sk-test")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    while server.requests().is_empty() {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // Let the tool start sleeping inside the sandbox, then interrupt.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let result: Value = serde_json::from_str(stdout(&output).trim()).unwrap();
+    assert_eq!(result["stop_reason"], "cancelled");
+    assert_eq!(result["tool_calls"][0]["error"]["kind"], "cancelled");
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approval_is_asked_on_a_terminal() {
+    let dir = temp_dir();
+    let config = dir.path().join("wasm-agent.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[tools.fixture]\ncomponent = {:?}\n\n[agent.tools.state_set]\nrequires_approval = \"always\"\n",
+            fixture()
+        ),
+    )
+    .unwrap();
+    for (answer, expected) in [("y", Value::Null), ("n", json!("denied"))] {
+        let server = ProviderServer::start(vec![
+            openai::tool_calls(&[("c1", "state_set", r#"{"key": "k", "value": 1}"#)]),
+            openai::text("done"),
+        ])
+        .await;
+        // `script` gives the CLI a pseudo-terminal, as an operator's shell would.
+        let command = format!(
+            "{} run 'set it' --model openai:m --base-url {} --config {} --data-dir {} --json",
+            env!("CARGO_BIN_EXE_wasm-agent"),
+            server.openai_url(),
+            config.display(),
+            dir.path().join("data").display()
+        );
+        let answer = format!("{answer}\n");
+        let output = tokio::task::spawn_blocking(move || {
+            let mut child = std::process::Command::new("script")
+                .args(["-qec", &command, "/dev/null"])
+                .env("OPENAI_API_KEY", "sk-test")
+                .env("WASM_AGENT_CACHE_DIR", crate::common::cache_dir())
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(answer.as_bytes()).unwrap();
+            let output = child.wait_with_output().unwrap();
+            drop(stdin);
+            output
+        })
+        .await
+        .unwrap();
+        let text = stdout(&output);
+        assert!(
+            text.contains("[approval] allow state_set {\"key\":\"k\",\"value\":1}? [y/N]"),
+            "{text}"
+        );
+        // The terminal interleaves the echoed answer and the prompt with the output.
+        let start = text.find("{\"run_id\"").expect(&text);
+        let json_line = text[start..].lines().next().unwrap_or_default();
+        let result: Value = serde_json::from_str(json_line.trim()).unwrap();
+        assert_eq!(
+            result["tool_calls"][0]["error"]["kind"].clone(),
+            expected,
+            "{text}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_keeps_session_state_across_processes() {
+    let data = temp_dir();
+    let data_dir = data.path().display().to_string();
+    let fixture = fixture();
+    let call = |tool: &str, arguments: &str| {
+        let args = args(&[
+            "call",
+            &fixture,
+            tool,
+            arguments,
+            "--session",
+            "p1",
+            "--data-dir",
+            &data_dir,
+        ]);
+        async move {
+            tokio::task::spawn_blocking(move || wasm_agent().args(&args).output().unwrap())
+                .await
+                .unwrap()
+        }
+    };
+    let set = call("state_set", r#"{"key": "k", "value": [7]}"#).await;
+    assert_eq!(set.status.code(), Some(0), "{}", stderr(&set));
+    let get = call("state_get", r#"{"key": "k"}"#).await;
+    assert_eq!(stdout(&get).trim(), "[7]");
+}

@@ -252,6 +252,20 @@ mod tests {
     }
 
     #[test]
+    fn agent_section_errors_name_key_and_line() {
+        let err =
+            parse("[agent]\nmodel = \"openai:m\"\n\n[agent.tools.q]\ncache_ttl = \"later\"\n")
+                .unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("agent.tools.q.cache_ttl"), "{err}");
+        assert_eq!(err.line, Some(5), "{err}");
+        let err = parse("[agent]\nmax_roundtrips = 3\n").unwrap_err();
+        assert_eq!(err.line, Some(2), "{err}");
+        assert!(err.to_string().contains("max_tool_roundtrips"), "{err}");
+        let config = parse("[agent]\nmodel = \"anthropic:claude\"\n").unwrap();
+        assert_eq!(config.agent.model.as_deref(), Some("anthropic:claude"));
+    }
+
+    #[test]
     fn missing_component_names_key_and_line() {
         let err = parse("\n[tools.x]\ncomponent = \"nope.wasm\"\n").unwrap_err();
         assert_eq!(err.key.as_deref(), Some("tools.x.component"));
