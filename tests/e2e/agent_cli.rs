@@ -168,10 +168,9 @@ async fn session_state_and_conversation_survive_two_runs() {
     assert!(contents.contains(&"Noted."), "{contents:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn approval_is_denied_without_a_terminal_unless_given() {
-    let dir = temp_dir();
-    let config = dir.path().join("wasm-agent.toml");
+/// A config loading the fixture, whose `state_set` always needs approval.
+fn approval_config(dir: &std::path::Path) -> std::path::PathBuf {
+    let config = dir.join("wasm-agent.toml");
     std::fs::write(
         &config,
         format!(
@@ -180,6 +179,13 @@ async fn approval_is_denied_without_a_terminal_unless_given() {
         ),
     )
     .unwrap();
+    config
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approval_is_denied_without_a_terminal_unless_given() {
+    let dir = temp_dir();
+    let config = approval_config(dir.path());
     let data_dir = dir.path().join("data").display().to_string();
     let config = config.display().to_string();
     for (extra, expected) in [(None, "denied"), (Some("state_set"), "ok")] {
@@ -331,15 +337,7 @@ async fn ctrl_c_cancels_the_run_and_its_sandboxed_call() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approval_is_asked_on_a_terminal() {
     let dir = temp_dir();
-    let config = dir.path().join("wasm-agent.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[tools.fixture]\ncomponent = {:?}\n\n[agent.tools.state_set]\nrequires_approval = \"always\"\n",
-            fixture()
-        ),
-    )
-    .unwrap();
+    let config = approval_config(dir.path());
     for (answer, expected) in [("y", Value::Null), ("n", json!("denied"))] {
         let server = ProviderServer::start(vec![
             openai::tool_calls(&[("c1", "state_set", r#"{"key": "k", "value": 1}"#)]),
