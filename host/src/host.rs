@@ -461,18 +461,7 @@ impl ToolHost {
     }
 
     fn unknown_tool(&self, name: &str) -> CallError {
-        let tools = self.read_tools();
-        let mut known: Vec<&str> = tools.keys().map(String::as_str).take(30).collect();
-        if tools.len() > known.len() {
-            known.push("...");
-        }
-        CallError::new(
-            ErrorKind::UnknownTool,
-            format!(
-                "there is no tool named {name:?}; available tools: {}",
-                known.join(", ")
-            ),
-        )
+        registry::unknown_tool(name, self.read_tools().keys().map(String::as_str))
     }
 
     fn host_imports(

@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::bindings::types;
+use crate::result::{CallError, ErrorKind};
 use crate::sandbox::CallPolicy;
 use crate::sandbox::LoadedComponent;
 
@@ -90,6 +91,26 @@ pub enum SpecError {
     /// The component offers nothing.
     #[error("the component lists no tools")]
     Empty,
+}
+
+/// The error for a call to a tool that does not exist, listing (up to 30 of)
+/// the names that do.
+pub(crate) fn unknown_tool<'a>(
+    name: &str,
+    known: impl ExactSizeIterator<Item = &'a str>,
+) -> CallError {
+    let total = known.len();
+    let mut names: Vec<&str> = known.take(30).collect();
+    if total > names.len() {
+        names.push("...");
+    }
+    CallError::new(
+        ErrorKind::UnknownTool,
+        format!(
+            "there is no tool named {name:?}; available tools: {}",
+            names.join(", ")
+        ),
+    )
 }
 
 /// Checks a tool name: 1-64 characters of `[a-zA-Z0-9_-]`.

@@ -8,7 +8,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use wasm_agent::agent::{
     Agent, AgentBuilder, AgentEvent, AgentTool, Approval, ApprovalRequest, ApprovalRule,
-    LexicalRouter, ModelRouter, OverflowStrategy, RunOptions, RunOutput, RunStream, StopReason,
+    LexicalRouter, ModelRouter, OverflowStrategy, RunOptions, RunOutput, RunStream, Shortened,
+    StopReason,
 };
 use wasm_agent::provider::{HttpProvider, ModelSpec, Provider, RetryPolicy};
 use wasm_agent::{CallContext, ErrorKind, LoadOptions, Policy, ToolHost};
@@ -495,8 +496,8 @@ async fn oversized_results_are_truncated_or_summarized_for_the_model_only() {
     ])
     .await;
     for (strategy, shortened) in [
-        (OverflowStrategy::Summarize, "summarized"),
-        (OverflowStrategy::Summarize, "truncated"),
+        (OverflowStrategy::Summarize, Shortened::Summarized),
+        (OverflowStrategy::Summarize, Shortened::Truncated),
     ] {
         let agent = Agent::builder("limits")
             .model(model("openai:m", &server))
@@ -508,7 +509,7 @@ async fn oversized_results_are_truncated_or_summarized_for_the_model_only() {
         assert_eq!(call.content, big, "the full result stays in the output");
         assert_eq!(call.shortened, Some(shortened));
         assert!(call.model_content.chars().count() <= 500);
-        if shortened == "truncated" {
+        if shortened == Shortened::Truncated {
             assert!(
                 call.model_content.starts_with("[{\"id\":0"),
                 "{}",
@@ -529,8 +530,6 @@ async fn oversized_results_are_truncated_or_summarized_for_the_model_only() {
         summary_prompt.contains("\"name\":\"row 199\""),
         "the summarizer sees it all"
     );
-    let truncation = OverflowStrategy::Truncate;
-    assert_eq!(truncation.to_string(), "truncate");
 }
 
 #[tokio::test]
@@ -547,7 +546,12 @@ async fn cancelling_a_run_stops_its_sandboxed_call() {
     let events = agent.stream("sleep", RunOptions::new().context(context));
     let outcome = drain(events, |event| {
         if let AgentEvent::ToolCallStarted { .. } = event {
-            cancel.cancel();
+            // Cancel once the guest is asleep inside the sandbox.
+            let cancel = cancel.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                cancel.cancel();
+            });
         }
     })
     .await;
@@ -556,7 +560,11 @@ async fn cancelling_a_run_stops_its_sandboxed_call() {
         outcome.tool_calls[0].error.as_ref().unwrap().kind,
         ErrorKind::Cancelled
     );
-    assert!(outcome.tool_calls[0].duration < Duration::from_secs(20));
+    let duration = outcome.tool_calls[0].duration;
+    assert!(
+        duration >= Duration::from_millis(300) && duration < Duration::from_secs(5),
+        "stopped mid-sleep, not before it or at its end: {duration:?}"
+    );
     assert_eq!(
         server.requests().len(),
         1,
@@ -717,6 +725,13 @@ async fn anthropic_and_gemini_answers_without_streaming() {
     assert_eq!(ids.len(), 2);
     assert_ne!(ids[0], ids[1], "calls without provider ids get unique ids");
     let requests = server.requests();
+    let answered: Vec<&str> = requests[1].body["contents"][2]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["functionResponse"]["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(answered, ids, "each response names the call it answers");
     assert_eq!(
         requests[0].path,
         "/v1beta/models/gemini-2.5-flash:generateContent"
@@ -806,20 +821,24 @@ async fn run_context_reaches_sandboxed_and_host_tools() {
             context
                 .set_state("seen", &json!(true))
                 .map_err(|e| e.to_string())?;
+            context.emit("asked", json!({"by": context.call.user_id}));
             Ok::<_, String>(format!(
-                "{} {} {:?} {}",
+                "{} {} {:?} {} {}",
                 context.call.run_id,
                 context.call.session_id,
                 context.call.tenant_id,
-                context.get_state("seen").unwrap()
+                context.get_state("seen").unwrap(),
+                context.dependency("region").unwrap_or("none")
             ))
         },
     )
     .unwrap();
     let agent = agent("openai:m", &server, &host)
         .tool(whoami)
+        .dependency("region", "eu-west")
         .build()
         .unwrap();
+    let mut events = agent.events().subscribe();
     let context = CallContext::new()
         .session("s-1")
         .user("u-1")
@@ -838,8 +857,20 @@ async fn run_context_reaches_sandboxed_and_host_tools() {
     assert_eq!(seen["metadata"]["plan"], "pro");
     assert_eq!(
         output.tool_calls[1].content,
-        format!("{run_id} s-1 Some(\"t-1\") true")
+        format!("{run_id} s-1 Some(\"t-1\") true eu-west")
     );
+    match events.try_recv().unwrap() {
+        wasm_agent::ToolEvent::Emitted {
+            tool,
+            name,
+            payload,
+            ..
+        } => {
+            assert_eq!((tool.as_str(), name.as_str()), ("whoami", "asked"));
+            assert_eq!(payload, json!({"by": "u-1"}));
+        }
+        other => panic!("unexpected event {other:?}"),
+    }
 }
 
 #[tokio::test]
@@ -1130,7 +1161,7 @@ async fn truncation_keeps_the_first_items_that_fit_and_says_how_many_were_cut() 
     let output = agent.run("big", RunOptions::default()).await.unwrap();
     let call = &output.tool_calls[0];
     assert_eq!(call.content.len(), 5000);
-    assert_eq!(call.shortened, Some("truncated"));
+    assert_eq!(call.shortened, Some(Shortened::Truncated));
     assert!(call.model_content.chars().count() <= 300);
     assert!(
         call.model_content.contains("characters omitted"),
@@ -1139,4 +1170,127 @@ async fn truncation_keeps_the_first_items_that_fit_and_says_how_many_were_cut() 
     );
     let sent = messages(&server, 1);
     assert_eq!(sent.last().unwrap()["content"], call.model_content.as_str());
+}
+
+#[tokio::test]
+async fn strict_calls_may_send_null_for_optional_arguments() {
+    // Strict mode makes optional properties required-but-nullable, so models
+    // send null for them; the tool must see them as not given.
+    let server = ProviderServer::start(vec![
+        openai::tool_calls(&[("c1", "search", r#"{"query": "rust", "limit": null}"#)]),
+        openai::text("ok"),
+    ])
+    .await;
+    let search = AgentTool::host(
+        "search",
+        "Search the catalogue.",
+        json!({
+            "type": "object",
+            "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
+            "required": ["query"],
+            "additionalProperties": false
+        }),
+        |arguments: Value, _| async move { Ok::<_, String>(arguments.to_string()) },
+    )
+    .unwrap()
+    .strict(true);
+    let agent = Agent::builder("strict")
+        .model(model("openai:m", &server))
+        .tool(search)
+        .build()
+        .unwrap();
+    let output = agent.run("find", RunOptions::default()).await.unwrap();
+    let call = &output.tool_calls[0];
+    assert!(call.is_ok(), "{:?}", call.error);
+    assert_eq!(call.content, r#"{"query":"rust"}"#);
+    let sent = &server.requests()[0].body["tools"][0]["function"]["parameters"];
+    assert_eq!(sent["required"], json!(["limit", "query"]));
+}
+
+#[tokio::test]
+async fn retry_after_is_honoured() {
+    let server = ProviderServer::start(vec![
+        Reply::Error {
+            status: 429,
+            retry_after: Some("1"),
+            body: json!({"error": {"message": "Rate limit reached"}}),
+        },
+        openai::text("later"),
+    ])
+    .await;
+    let agent = Agent::builder("patient")
+        .model(model("openai:m", &server))
+        .build()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let output = agent.run("hi", RunOptions::default()).await.unwrap();
+    assert_eq!(output.text, "later");
+    assert!(
+        started.elapsed() >= Duration::from_millis(950),
+        "waited as asked, not the 10 ms backoff: {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn broken_provider_answers_are_errors_not_crashes() {
+    let garbage = ProviderServer::start(vec![Reply::Sse(vec![(None, "{not json".into())])]).await;
+    let plain = Agent::builder("a")
+        .model(model("openai:m", &garbage))
+        .build()
+        .unwrap();
+    let mut events = plain.stream("hi", RunOptions::default());
+    let error = loop {
+        if let AgentEvent::Done(outcome) = events.next().await.unwrap() {
+            break outcome.unwrap_err().to_string();
+        }
+    };
+    assert!(error.contains("unexpected answer"), "{error}");
+
+    // A stream cut after some text: an error, and no retry that would show
+    // the text twice.
+    let cut = ProviderServer::start(vec![Reply::Sse(vec![(
+        None,
+        json!({"id": "x", "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": {"content": "Hel"}, "finish_reason": null}]})
+        .to_string(),
+    )])])
+    .await;
+    let plain = Agent::builder("a")
+        .model(model("openai:m", &cut))
+        .build()
+        .unwrap();
+    let mut events = plain.stream("hi", RunOptions::default());
+    let mut shown = String::new();
+    let outcome = loop {
+        match events.next().await.unwrap() {
+            AgentEvent::TextDelta(text) => shown.push_str(&text),
+            AgentEvent::Done(outcome) => break outcome,
+            _ => {}
+        }
+    };
+    assert!(outcome.is_err());
+    assert_eq!(shown, "Hel");
+    assert_eq!(cut.requests().len(), 1);
+
+    // A model error after a tool ran keeps what the run did.
+    let late = ProviderServer::start(vec![
+        openai::tool_calls(&[("c1", "calculate", r#"{"expression": "1+1"}"#)]),
+        Reply::Error {
+            status: 400,
+            retry_after: None,
+            body: json!({"error": {"message": "context length exceeded"}}),
+        },
+    ])
+    .await;
+    let host = calculator().await;
+    let error = agent("openai:m", &late, &host)
+        .build()
+        .unwrap()
+        .run("1+1", RunOptions::default())
+        .await
+        .unwrap_err();
+    let partial = error.partial().expect("the run so far");
+    assert_eq!(partial.tool_calls[0].content, "2");
+    assert!(error.to_string().contains("context length exceeded"));
 }

@@ -38,6 +38,12 @@ impl ToolContext {
             .set(&self.call.session_id, &self.scope(), key, value.to_string())
     }
 
+    /// A dependency value configured on the agent
+    /// ([`super::AgentBuilder::dependency`]).
+    pub fn dependency(&self, name: &str) -> Option<&str> {
+        self.agent.inner.dependencies.get(name).map(String::as_str)
+    }
+
     /// Publishes an event on the agent's event bus.
     pub fn emit(&self, name: &str, payload: Value) {
         self.agent.inner.events.publish_with(|| ToolEvent::Emitted {

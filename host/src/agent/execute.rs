@@ -1,7 +1,10 @@
 //! One tool call inside a run: parse and check the arguments, ask for
 //! approval, consult the cache, run the tool, shorten the result for the model.
 
+use std::panic::AssertUnwindSafe;
 use std::time::Instant;
+
+use futures::FutureExt;
 
 use serde_json::Value;
 
@@ -10,7 +13,7 @@ use super::approval::ApprovalRequest;
 use super::cache::CacheKey;
 use super::context::ToolContext;
 use super::limit::{self, OverflowStrategy};
-use super::run::{AgentEvent, EventSender, ToolCallRecord};
+use super::run::{AgentEvent, EventSender, Shortened, ToolCallRecord};
 use super::tool::{AgentTool, Runner, ToolOutput};
 use crate::context::CallContext;
 use crate::provider::{ChatRequest, Message, ToolCallRequest, Usage};
@@ -41,7 +44,10 @@ impl Agent {
         let tool = tools.iter().find(|t| t.name == call.name);
         let mut cached = false;
         let outcome = match tool {
-            None => Err(unknown_tool(&call.name, tools)),
+            None => Err(registry::unknown_tool(
+                &call.name,
+                tools.iter().map(|t| t.name.as_str()),
+            )),
             Some(tool) => {
                 self.call_tool(tool, call, context, events, &mut cached)
                     .await
@@ -70,7 +76,12 @@ impl Agent {
                     && record.content.chars().count() > max_chars
                 {
                     let (text, how, spent) = self
-                        .shorten(&record.content, max_chars, tool.settings.overflow)
+                        .shorten(
+                            &record.content,
+                            max_chars,
+                            tool.settings.overflow,
+                            &context.cancellation,
+                        )
                         .await;
                     record.model_content = text;
                     record.shortened = Some(how);
@@ -94,7 +105,15 @@ impl Agent {
         events: Option<&EventSender>,
         cached: &mut bool,
     ) -> Result<ToolOutput, CallError> {
-        let arguments = parse_arguments(&call.arguments)?;
+        if context.cancellation.is_cancelled() {
+            return Err(cancelled());
+        }
+        let mut arguments = parse_arguments(&call.arguments)?;
+        if tool.settings.strict {
+            // Strict schemas make optional properties required-but-nullable;
+            // the model's nulls mean "not given" to the tool's own schema.
+            drop_optional_nulls(&mut arguments, &tool.parameters);
+        }
         if let Runner::Host(_, validator) = &tool.runner {
             registry::check_value(validator, &tool.name, &arguments)
                 .map_err(|message| CallError::new(ErrorKind::InvalidArguments, message))?;
@@ -109,7 +128,11 @@ impl Agent {
             if let Some(sender) = events {
                 let _ = sender.send(AgentEvent::ApprovalRequested(request.clone()));
             }
-            if !self.inner.approval.approve(&request).await {
+            let approved = tokio::select! {
+                approved = self.inner.approval.approve(&request) => approved,
+                () = context.cancellation.cancelled() => return Err(cancelled()),
+            };
+            if !approved {
                 return Err(CallError::new(
                     ErrorKind::Denied,
                     format!(
@@ -150,14 +173,17 @@ impl Agent {
                     tool: tool.name.clone(),
                     agent: self.clone(),
                 };
+                // A panicking host tool fails its call, not the run.
+                let running = AssertUnwindSafe(run(arguments, tool_context)).catch_unwind();
                 tokio::select! {
-                    result = run(arguments, tool_context) => {
-                        result.map_err(|message| CallError::new(ErrorKind::Failed, message))
-                    }
-                    () = context.cancellation.cancelled() => Err(CallError::new(
-                        ErrorKind::Cancelled,
-                        "the run was cancelled before the tool finished",
-                    )),
+                    result = running => match result {
+                        Ok(result) => result.map_err(|message| CallError::new(ErrorKind::Failed, message)),
+                        Err(panic) => Err(CallError::new(
+                            ErrorKind::Trap,
+                            format!("the tool panicked: {}", panic_message(&*panic)),
+                        )),
+                    },
+                    () = context.cancellation.cancelled() => Err(cancelled()),
                 }
             }
         }?;
@@ -174,7 +200,8 @@ impl Agent {
         text: &str,
         max_chars: usize,
         strategy: OverflowStrategy,
-    ) -> (String, &'static str, Usage) {
+        cancellation: &tokio_util::sync::CancellationToken,
+    ) -> (String, Shortened, Usage) {
         if strategy == OverflowStrategy::Summarize {
             let model = self.inner.summarizer.as_ref().unwrap_or(&self.inner.model);
             let request = ChatRequest {
@@ -185,28 +212,81 @@ impl Agent {
                 ))],
                 ..ChatRequest::default()
             };
-            match model.chat(&request, None).await {
-                Ok(answer)
+            let answer = tokio::select! {
+                answer = model.chat(&request, None) => Some(answer),
+                () = cancellation.cancelled() => None,
+            };
+            match answer {
+                None => {}
+                Some(Ok(answer))
                     if !answer.text.trim().is_empty()
                         && answer.text.chars().count() <= max_chars =>
                 {
-                    return (answer.text, "summarized", answer.usage);
+                    return (answer.text, Shortened::Summarized, answer.usage);
                 }
-                Ok(answer) => {
+                Some(Ok(answer)) => {
                     tracing::warn!(
                         chars = answer.text.chars().count(),
                         max_chars,
                         "summary empty or too long; truncating instead"
                     );
                 }
-                Err(error) => tracing::warn!(%error, "summarizing failed; truncating instead"),
+                Some(Err(error)) => {
+                    tracing::warn!(%error, "summarizing failed; truncating instead")
+                }
             }
         }
         (
             limit::truncate(text, max_chars),
-            "truncated",
+            Shortened::Truncated,
             Usage::default(),
         )
+    }
+}
+
+fn cancelled() -> CallError {
+    CallError::new(
+        ErrorKind::Cancelled,
+        "the run was cancelled before the tool finished",
+    )
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("no message")
+}
+
+/// Removes `null` values of properties that `schema` does not require, at
+/// every level of nested objects and arrays it describes.
+fn drop_optional_nulls(value: &mut Value, schema: &Value) {
+    match value {
+        Value::Object(map) => {
+            let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+                return;
+            };
+            let required: Vec<&str> = schema
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            map.retain(|key, v| !v.is_null() || required.contains(&key.as_str()));
+            for (key, v) in map.iter_mut() {
+                if let Some(sub_schema) = properties.get(key) {
+                    drop_optional_nulls(v, sub_schema);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for item in items {
+                    drop_optional_nulls(item, item_schema);
+                }
+            }
+        }
+        _ => {}
     }
 }
 
@@ -231,13 +311,38 @@ fn parse_arguments(text: &str) -> Result<Value, CallError> {
     Ok(value)
 }
 
-fn unknown_tool(name: &str, tools: &[AgentTool]) -> CallError {
-    let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).take(30).collect();
-    CallError::new(
-        ErrorKind::UnknownTool,
-        format!(
-            "there is no tool named {name:?}; available tools: {}",
-            names.join(", ")
-        ),
-    )
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn optional_nulls_are_dropped_at_every_level() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "limit": {"type": "integer"},
+                "filter": {"type": "object", "properties": {"tag": {"type": "string"}}},
+                "rows": {"type": "array", "items": {"type": "object", "properties": {"note": {"type": "string"}}, "required": []}}
+            },
+            "required": ["name", "filter"]
+        });
+        let mut arguments = json!({
+            "name": null, "limit": null,
+            "filter": {"tag": null},
+            "rows": [{"note": null}, {"note": "x"}]
+        });
+        drop_optional_nulls(&mut arguments, &schema);
+        assert_eq!(
+            arguments,
+            json!({"name": null, "filter": {}, "rows": [{}, {"note": "x"}]})
+        );
+    }
+
+    #[test]
+    fn panic_messages_are_readable() {
+        let caught = std::panic::catch_unwind(|| panic!("boom {}", 1)).unwrap_err();
+        assert_eq!(panic_message(&*caught), "boom 1");
+    }
 }

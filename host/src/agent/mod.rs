@@ -39,7 +39,9 @@ pub use approval::{
 pub use context::ToolContext;
 pub use limit::OverflowStrategy;
 pub use router::{LexicalRouter, ModelRouter, RouterSettings, ToolRouter};
-pub use run::{AgentEvent, RunOptions, RunOutput, RunStream, StopReason, ToolCallRecord};
+pub use run::{
+    AgentEvent, RunOptions, RunOutput, RunStream, Shortened, StopReason, ToolCallRecord,
+};
 pub use tool::{AgentTool, ToolOutput, ToolSettings};
 
 use std::collections::BTreeMap;
@@ -57,9 +59,18 @@ pub const MAX_DELEGATION_DEPTH: u32 = 4;
 /// Why an agent could not be built or a run could not finish.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
-    /// The model request failed (after retries).
+    /// A model could not be used (e.g. a bad `--model` or a missing key).
     #[error(transparent)]
     Provider(#[from] ProviderError),
+    /// A model request failed (after retries) during a run; `partial` holds
+    /// what the run did before: tool calls, tokens, the conversation.
+    #[error("{source}")]
+    ModelFailed {
+        /// Why the request failed.
+        source: ProviderError,
+        /// The run up to the failure.
+        partial: Box<RunOutput>,
+    },
     /// The agent has no model.
     #[error("agent {0:?} has no model; call .model(...)")]
     NoModel(String),
@@ -83,6 +94,16 @@ pub enum AgentError {
     /// Agents handed work on too many times.
     #[error("delegation deeper than {MAX_DELEGATION_DEPTH} agents refused")]
     DelegationTooDeep,
+}
+
+impl AgentError {
+    /// What a run did before it failed, if it got that far.
+    pub fn partial(&self) -> Option<&RunOutput> {
+        match self {
+            AgentError::ModelFailed { partial, .. } => Some(partial),
+            _ => None,
+        }
+    }
 }
 
 /// Chooses the tool set of one run from the run context and the agent's tools.
@@ -116,6 +137,7 @@ struct Inner {
     sessions: Arc<dyn SessionStore>,
     events: EventBus,
     agents: RwLock<BTreeMap<String, Agent>>,
+    dependencies: BTreeMap<String, String>,
     options: LoopOptions,
 }
 
@@ -133,6 +155,7 @@ pub struct AgentBuilder {
     sessions: Option<Arc<dyn SessionStore>>,
     events: EventBus,
     agents: Vec<Agent>,
+    dependencies: BTreeMap<String, String>,
     options: LoopOptions,
 }
 
@@ -219,6 +242,12 @@ impl AgentBuilder {
         self.events = events;
         self
     }
+    /// A value host tools read with [`ToolContext::dependency`] (sandboxed
+    /// tools get theirs from their policy).
+    pub fn dependency(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.dependencies.insert(name.into(), value.into());
+        self
+    }
     /// Registers an agent this one (and its tools) may delegate to, by name.
     pub fn delegate(mut self, agent: Agent) -> Self {
         self.agents.push(agent);
@@ -257,6 +286,7 @@ impl AgentBuilder {
                     .unwrap_or_else(|| Arc::new(InMemorySessionStore::default())),
                 events: self.events,
                 agents: RwLock::new(agents),
+                dependencies: self.dependencies,
                 options: self.options,
             }),
         })
@@ -279,6 +309,7 @@ impl Agent {
             sessions: None,
             events: EventBus::default(),
             agents: Vec::new(),
+            dependencies: BTreeMap::new(),
             options: LoopOptions {
                 max_tool_roundtrips: 10,
                 parallel_tool_calls: 5,
@@ -290,6 +321,11 @@ impl Agent {
     /// The agent's name.
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// The bus host tools publish their events on.
+    pub fn events(&self) -> &EventBus {
+        &self.inner.events
     }
 
     /// Its tools, by name.

@@ -59,6 +59,25 @@ pub enum StopReason {
     Cancelled,
 }
 
+/// How an oversized result was shortened for the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Shortened {
+    /// Cut to fit (JSON-aware).
+    Truncated,
+    /// Summarized by the summarizer model.
+    Summarized,
+}
+
+impl std::fmt::Display for Shortened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Shortened::Truncated => "truncated",
+            Shortened::Summarized => "summarized",
+        })
+    }
+}
+
 /// One tool call of a run, with everything it produced.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ToolCallRecord {
@@ -81,8 +100,8 @@ pub struct ToolCallRecord {
     pub cached: bool,
     /// What the model was shown (`Error: ...`, or a shortened result).
     pub model_content: String,
-    /// `"truncated"` or `"summarized"` when the result was shortened.
-    pub shortened: Option<&'static str>,
+    /// How the result was shortened for the model, if it was.
+    pub shortened: Option<Shortened>,
 }
 
 impl ToolCallRecord {
@@ -106,7 +125,7 @@ pub struct RunOutput {
     /// Tokens used by every model request of the run (router and summaries
     /// included).
     pub usage: Usage,
-    /// Model turns that asked for tools.
+    /// Model turns whose tool calls were run.
     pub roundtrips: usize,
     /// Why the run ended.
     pub stop_reason: StopReason,
@@ -142,6 +161,7 @@ pub enum AgentEvent {
 /// The events of a streamed run; the last one is [`AgentEvent::Done`].
 pub struct RunStream {
     receiver: mpsc::UnboundedReceiver<AgentEvent>,
+    _cancel_on_drop: tokio_util::sync::DropGuard,
 }
 
 impl RunStream {
@@ -164,8 +184,13 @@ impl Agent {
     }
 
     /// Runs the agent in a task and streams what happens.
-    pub fn stream(&self, input: &str, options: RunOptions) -> RunStream {
+    ///
+    /// Dropping the stream cancels the run.
+    pub fn stream(&self, input: &str, mut options: RunOptions) -> RunStream {
         let (sender, receiver) = mpsc::unbounded_channel();
+        // Only this run's token: the caller's may be shared with other work.
+        let token = options.context.cancellation.child_token();
+        options.context.cancellation = token.clone();
         let agent = self.clone();
         let input = input.to_string();
         tokio::spawn(async move {
@@ -178,7 +203,10 @@ impl Agent {
                 .unwrap_or_else(|e| Err(AgentError::Aborted(e.to_string())));
             let _ = sender.send(AgentEvent::Done(Box::new(outcome)));
         });
-        RunStream { receiver }
+        RunStream {
+            receiver,
+            _cancel_on_drop: token.drop_guard(),
+        }
     }
 
     async fn run_inner(
@@ -193,9 +221,11 @@ impl Agent {
             .max_tool_roundtrips
             .unwrap_or(self.inner.options.max_tool_roundtrips);
         let mut usage = Usage::default();
-        let tools = self
-            .route(input, self.tools_for(&context), &mut usage)
-            .await;
+        let tools = tokio::select! {
+            tools = self.route(input, self.tools_for(&context), &mut usage) => tools,
+            // Cancelled while routing: the loop below stops at once.
+            () = context.cancellation.cancelled() => Vec::new(),
+        };
         let mut output = RunOutput {
             run_id: context.run_id.clone(),
             session_id: context.session_id.clone(),
@@ -226,10 +256,20 @@ impl Agent {
                 .as_ref()
                 .map(|f| f as &(dyn Fn(&str) + Send + Sync));
             let answer = tokio::select! {
-                answer = self.inner.model.chat(&request, sink) => answer?,
+                answer = self.inner.model.chat(&request, sink) => answer,
                 () = context.cancellation.cancelled() => {
                     output.stop_reason = StopReason::Cancelled;
                     break;
+                }
+            };
+            let answer = match answer {
+                Ok(answer) => answer,
+                Err(source) => {
+                    output.messages = request.messages;
+                    return Err(AgentError::ModelFailed {
+                        source,
+                        partial: Box::new(output),
+                    });
                 }
             };
             output.usage += answer.usage;

@@ -8,13 +8,13 @@ use std::sync::Arc;
 use anyhow::Context;
 use wasm_agent::agent::config::{AgentConfig, RouterKind};
 use wasm_agent::agent::{
-    Agent, AgentEvent, AgentTool, ApprovalHandler, ApprovalRequest, ApproveTools, LexicalRouter,
-    ModelRouter, RunOptions, RunOutput, StopReason, ToolCallRecord, ToolRouter,
+    Agent, AgentError, AgentEvent, AgentTool, ApprovalHandler, ApprovalRequest, ApproveTools,
+    LexicalRouter, ModelRouter, RunOptions, RunOutput, StopReason, ToolCallRecord, ToolRouter,
 };
 use wasm_agent::policy::ConfigFile;
 use wasm_agent::provider::{HttpProvider, Message, ModelSpec, Provider};
 use wasm_agent::session::SqliteSessionStore;
-use wasm_agent::{CallContext, ToolHost};
+use wasm_agent::{CallContext, CancellationToken, ToolHost};
 
 use super::args::RunArgs;
 use super::{EXIT_CALL_FAILED, load_targets_with};
@@ -38,7 +38,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
              or set `model` in the [agent] section of the config",
         )?;
     let base_url = args.base_url.clone().or_else(|| settings.base_url.clone());
-    let provider = provider_for(&model, base_url.as_deref())?;
+    let spec: ModelSpec = model.parse()?;
+    let provider = provider_for(&spec, base_url.as_deref())?;
 
     let store = Arc::new(open_store(args.host.data_dir.clone())?);
     let host = if args.tools.is_empty() && config.is_none() {
@@ -46,7 +47,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         Some(load_targets_with(&args.tools, &args.host, config.as_ref(), store.clone()).await?)
     };
-    let agent = build_agent(&args, &settings, provider, host.as_ref(), store.clone())?;
+    let agent = build_agent(
+        &args,
+        &settings,
+        (&spec, provider),
+        host.as_ref(),
+        store.clone(),
+    )?;
+    let interrupts = Interrupts::listen();
 
     let session = args.session.clone().unwrap_or_else(|| "default".into());
     // The conversation continues only in a session the operator named.
@@ -62,22 +70,70 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
 
     let Some(prompt) = &args.prompt else {
-        return chat(&agent, &args, &store, history, context).await;
+        return chat(&agent, &args, &store, history, context, &interrupts).await;
     };
-    let output = match run_once(&agent, prompt, context(), history.clone(), args.json).await {
-        Ok(output) => output,
+    let outcome = run_once(
+        &agent,
+        prompt,
+        context(),
+        history.clone(),
+        &args,
+        &interrupts,
+    )
+    .await;
+    let code = match &outcome {
+        Ok(output) => exit_code(output),
         // The run itself failed (the model could not be reached): exit 1,
         // as a failed call does; exit 2 stays for usage and config errors.
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            return Ok(ExitCode::from(EXIT_CALL_FAILED));
-        }
+        Err(_) => ExitCode::from(EXIT_CALL_FAILED),
     };
-    history = output.messages.clone();
-    if let Some(id) = &args.session {
+    if let (Some(messages), Some(id)) = (conversation(&outcome), &args.session) {
+        history = messages;
         save_history(&store, id, &history);
     }
-    Ok(exit_code(&output))
+    Ok(code)
+}
+
+/// The conversation after a run, also when the model failed part-way.
+fn conversation(outcome: &Result<RunOutput, AgentError>) -> Option<Vec<Message>> {
+    match outcome {
+        Ok(output) => Some(output.messages.clone()),
+        Err(error) => error.partial().map(|partial| partial.messages.clone()),
+    }
+}
+
+/// Ctrl-C cancels the run in progress; with none in progress it exits.
+/// One listener for the whole process, so it works at every prompt.
+#[derive(Clone, Default)]
+struct Interrupts {
+    current: Arc<std::sync::Mutex<Option<CancellationToken>>>,
+}
+
+impl Interrupts {
+    fn listen() -> Self {
+        let interrupts = Self::default();
+        let current = interrupts.current.clone();
+        tokio::spawn(async move {
+            while tokio::signal::ctrl_c().await.is_ok() {
+                let running = current
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .take();
+                match running {
+                    Some(token) => token.cancel(),
+                    None => std::process::exit(130),
+                }
+            }
+        });
+        interrupts
+    }
+
+    fn set(&self, token: Option<CancellationToken>) {
+        *self
+            .current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = token;
+    }
 }
 
 /// Reads prompts line by line until end of input or `/exit`.
@@ -87,6 +143,7 @@ async fn chat(
     store: &SqliteSessionStore,
     mut history: Vec<Message>,
     context: impl Fn() -> CallContext,
+    interrupts: &Interrupts,
 ) -> anyhow::Result<ExitCode> {
     let interactive = std::io::stdin().is_terminal();
     if interactive {
@@ -108,18 +165,16 @@ async fn chat(
         if line == "/exit" || line == "/quit" {
             break;
         }
-        match run_once(agent, line, context(), history.clone(), args.json).await {
-            Ok(output) => {
-                last = exit_code(&output);
-                history = output.messages;
-                if let Some(id) = &args.session {
-                    save_history(store, id, &history);
-                }
-            }
-            // A failed model request ends this turn, not the chat.
-            Err(error) => {
-                eprintln!("error: {error:#}");
-                last = ExitCode::from(EXIT_CALL_FAILED);
+        let outcome = run_once(agent, line, context(), history.clone(), args, interrupts).await;
+        // A failed model request ends this turn, not the chat.
+        last = match &outcome {
+            Ok(output) => exit_code(output),
+            Err(_) => ExitCode::from(EXIT_CALL_FAILED),
+        };
+        if let Some(messages) = conversation(&outcome) {
+            history = messages;
+            if let Some(id) = &args.session {
+                save_history(store, id, &history);
             }
         }
     }
@@ -127,34 +182,43 @@ async fn chat(
 }
 
 /// One prompt: streamed to the terminal, or one JSON object with `--json`.
+/// Errors are reported here; the caller only picks the exit code.
 async fn run_once(
     agent: &Agent,
     prompt: &str,
     context: CallContext,
     history: Vec<Message>,
-    json: bool,
-) -> anyhow::Result<RunOutput> {
+    args: &RunArgs,
+    interrupts: &Interrupts,
+) -> Result<RunOutput, AgentError> {
     // Ctrl-C stops the run and its in-flight sandboxed calls.
-    let cancellation = context.cancellation.clone();
-    let ctrl_c = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            cancellation.cancel();
-        }
-    });
+    interrupts.set(Some(context.cancellation.clone()));
     let options = RunOptions::new().context(context).history(history);
-    let outcome = if json {
+    let outcome = if args.json {
         agent.run(prompt, options).await
     } else {
         stream_to_terminal(agent, prompt, options).await
     };
-    ctrl_c.abort();
-    let output = outcome?;
-    if json {
-        println!("{}", serde_json::to_string(&output)?);
-    } else {
-        report_end(&output);
+    interrupts.set(None);
+    match &outcome {
+        Ok(output) if args.json => match serde_json::to_string(output) {
+            Ok(json) => println!("{json}"),
+            Err(e) => eprintln!("error: cannot print the run as JSON: {e}"),
+        },
+        Ok(output) => report_end(output),
+        Err(error) => {
+            eprintln!("error: {error}");
+            if let Some(partial) = error.partial()
+                && !partial.tool_calls.is_empty()
+            {
+                eprintln!(
+                    "({} tool call(s) ran before the failure; the session keeps them)",
+                    partial.tool_calls.len()
+                );
+            }
+        }
     }
-    Ok(output)
+    outcome
 }
 
 async fn stream_to_terminal(
@@ -169,14 +233,23 @@ async fn stream_to_terminal(
         match event {
             AgentEvent::TextDelta(text) => {
                 wrote_text = true;
-                let _ = stdout.write_all(text.as_bytes());
+                let _ = stdout.write_all(printable(&text, true).as_bytes());
                 let _ = stdout.flush();
             }
-            AgentEvent::ToolCallFinished(record) => {
+            AgentEvent::ToolCallStarted {
+                name, arguments, ..
+            } => {
                 if wrote_text {
                     println!();
                     wrote_text = false;
                 }
+                eprintln!(
+                    "  [tool] {} {} …",
+                    printable(&name, false),
+                    short_arguments(&arguments)
+                );
+            }
+            AgentEvent::ToolCallFinished(record) => {
                 eprintln!("{}", describe_call(&record));
             }
             AgentEvent::Done(outcome) => {
@@ -185,7 +258,7 @@ async fn stream_to_terminal(
                 }
                 return *outcome;
             }
-            AgentEvent::ToolCallStarted { .. } | AgentEvent::ApprovalRequested(_) => {}
+            AgentEvent::ApprovalRequested(_) => {}
         }
     }
     Err(wasm_agent::agent::AgentError::Aborted(
@@ -193,29 +266,46 @@ async fn stream_to_terminal(
     ))
 }
 
-/// `  ⚙ calculate {"expression":"2+2"}  0.4 ms  ok`
+/// `  [tool] calculate  0.4 ms  ok`
 fn describe_call(record: &ToolCallRecord) -> String {
-    // Compact JSON when it parses; the model's own text when it does not.
-    let full = serde_json::from_str::<serde_json::Value>(&record.arguments)
-        .map(|v| v.to_string())
-        .unwrap_or_else(|_| record.arguments.clone());
-    let mut arguments: String = full.chars().take(80).collect();
-    if full.chars().count() > 80 {
-        arguments.push('…');
-    }
     let status = match &record.error {
         None if record.cached => "ok (cached)".to_string(),
         None => match record.shortened {
             Some(how) => format!("ok ({how} for the model)"),
             None => "ok".to_string(),
         },
-        Some(error) => format!("{}: {}", error.kind, error.message),
+        Some(error) => format!("{}: {}", error.kind, printable(&error.message, false)),
     };
     format!(
-        "  [tool] {} {arguments}  {:.1} ms  {status}",
-        record.name,
+        "  [tool] {}  {:.1} ms  {status}",
+        printable(&record.name, false),
         record.duration.as_secs_f64() * 1000.0
     )
+}
+
+/// Arguments on one line: compact JSON when they parse, cut at 80 characters.
+fn short_arguments(arguments: &str) -> String {
+    let full = serde_json::from_str::<serde_json::Value>(arguments)
+        .map(|v| v.to_string())
+        .unwrap_or_else(|_| arguments.to_string());
+    let mut short: String = printable(&full, false).chars().take(80).collect();
+    if full.chars().count() > 80 {
+        short.push('…');
+    }
+    short
+}
+
+/// Text from a model or tool, safe to print: control characters (terminal
+/// escapes that could fake an `[approval]` line, say) become `�`.
+fn printable(text: &str, keep_newlines: bool) -> String {
+    text.chars()
+        .map(|c| match c {
+            '\n' | '\t' if keep_newlines => c,
+            '\n' | '\t' => ' ',
+            c if c.is_control() => '\u{fffd}',
+            c => c,
+        })
+        .collect()
 }
 
 fn report_end(output: &RunOutput) {
@@ -245,15 +335,27 @@ fn exit_code(output: &RunOutput) -> ExitCode {
     }
 }
 
-fn provider_for(model: &str, base_url: Option<&str>) -> anyhow::Result<Arc<dyn Provider>> {
-    let spec: ModelSpec = model.parse()?;
-    Ok(Arc::new(HttpProvider::new(&spec, base_url)?))
+fn provider_for(spec: &ModelSpec, base_url: Option<&str>) -> anyhow::Result<Arc<dyn Provider>> {
+    Ok(Arc::new(HttpProvider::new(spec, base_url)?))
+}
+
+/// A helper model (summarizer, router). It shares the main model's base URL
+/// only when it is of the same provider: an `openai:` summarizer beside an
+/// `openai-compatible:` main model must not send the OpenAI key there.
+fn helper_model(
+    text: &str,
+    main: &ModelSpec,
+    base_url: Option<&str>,
+) -> anyhow::Result<Arc<dyn Provider>> {
+    let spec: ModelSpec = text.parse()?;
+    let base_url = base_url.filter(|_| spec.kind == main.kind);
+    provider_for(&spec, base_url)
 }
 
 fn build_agent(
     args: &RunArgs,
     settings: &AgentConfig,
-    provider: Arc<dyn Provider>,
+    (spec, provider): (&ModelSpec, Arc<dyn Provider>),
     host: Option<&ToolHost>,
     store: Arc<SqliteSessionStore>,
 ) -> anyhow::Result<Agent> {
@@ -283,13 +385,23 @@ fn build_agent(
     }
     let base_url = args.base_url.as_deref().or(settings.base_url.as_deref());
     if let Some(summarizer) = &settings.summarizer {
-        builder = builder.summarizer(provider_for(summarizer, base_url)?);
+        builder = builder.summarizer(helper_model(summarizer, spec, base_url)?);
     }
     if let Some(router) = &settings.router {
+        if router.kind == RouterKind::Lexical && router.model.is_some() {
+            anyhow::bail!("[agent] router: `model` is only used with kind = \"model\"");
+        }
+        if router.min_tools > router.max_tools {
+            anyhow::bail!(
+                "[agent] router: min_tools ({}) is larger than max_tools ({})",
+                router.min_tools,
+                router.max_tools
+            );
+        }
         let chosen: Arc<dyn ToolRouter> = match router.kind {
             RouterKind::Lexical => Arc::new(LexicalRouter),
             RouterKind::Model => Arc::new(ModelRouter::new(match &router.model {
-                Some(model) => provider_for(model, base_url)?,
+                Some(model) => helper_model(model, spec, base_url)?,
                 None => provider,
             })),
         };

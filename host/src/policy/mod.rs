@@ -22,6 +22,11 @@ pub use layer::PolicyLayer;
 pub use network::{HostPattern, NetworkGrant, PortPattern, default_port};
 pub use size::ByteSize;
 
+/// Whether a `delegate` list (agent names, or `*` for any) admits `agent`.
+pub(crate) fn delegation_allowed(allowed: &[String], agent: &str) -> bool {
+    allowed.iter().any(|a| a == "*" || a == agent)
+}
+
 /// The largest linear memory a 32-bit WebAssembly guest can address.
 pub const MAX_MEMORY: ByteSize = ByteSize::gib(4);
 
@@ -188,9 +193,7 @@ impl Policy {
     }
     /// Whether the tool may delegate to `agent`.
     pub fn may_delegate_to(&self, agent: &str) -> bool {
-        self.delegate
-            .iter()
-            .any(|allowed| allowed == "*" || allowed == agent)
+        delegation_allowed(&self.delegate, agent)
     }
     /// Sets the largest result a call may return.
     pub fn max_output(mut self, max_output: ByteSize) -> Self {

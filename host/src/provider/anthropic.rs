@@ -3,7 +3,7 @@
 use serde_json::{Map, Value, json};
 
 use super::types::{ChatRequest, ChatResponse, Message, ToolCallRequest, Usage};
-use super::wire::{StreamDecoder, Wire, WireError};
+use super::wire::{StreamDecoder, Wire, WireError, arguments_object};
 
 /// The API version this format follows, sent on every request.
 const API_VERSION: &str = "2023-06-01";
@@ -141,16 +141,6 @@ impl Wire for Anthropic {
     }
 }
 
-/// The `input` of a `tool_use` block must be an object; arguments the model
-/// wrote as invalid JSON are sent back as `{}` (the failed call's result
-/// tells the model what went wrong).
-fn arguments_object(arguments: &str) -> Value {
-    match serde_json::from_str::<Value>(arguments) {
-        Ok(value @ Value::Object(_)) => value,
-        _ => json!({}),
-    }
-}
-
 /// Reads counts that may come in pieces (`message_start`, then
 /// `message_delta`); a later count replaces an earlier one. Cache reads and
 /// writes are prompt tokens too, billed apart.
@@ -162,7 +152,10 @@ fn add_usage(usage: &mut Usage, found: &Value) {
         "cache_read_input_tokens",
     ];
     if input.iter().any(|key| count(key).is_some()) {
-        usage.prompt_tokens = input.iter().filter_map(|key| count(key)).sum();
+        usage.prompt_tokens = input
+            .iter()
+            .filter_map(|key| count(key))
+            .fold(0u64, u64::saturating_add);
     }
     if let Some(output) = count("output_tokens") {
         usage.completion_tokens = output;
@@ -171,7 +164,7 @@ fn add_usage(usage: &mut Usage, found: &Value) {
 
 fn total(usage: Usage) -> Usage {
     Usage {
-        total_tokens: usage.prompt_tokens + usage.completion_tokens,
+        total_tokens: usage.prompt_tokens.saturating_add(usage.completion_tokens),
         ..usage
     }
 }

@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 
 use super::schema;
 use super::types::{ChatRequest, ChatResponse, Message, ToolCallRequest, Usage};
-use super::wire::{StreamDecoder, Wire, WireError};
+use super::wire::{StreamDecoder, Wire, WireError, arguments_object};
 
 /// Gemini 3 refuses a replayed function call without the thought signature
 /// it came with, and [`ToolCallRequest`] has no place to keep one. Google's
@@ -37,7 +37,17 @@ impl Wire for Gemini {
         for message in &request.messages {
             match message {
                 Message::User(text) => {
-                    contents.push(json!({ "role": "user", "parts": [{ "text": text }] }));
+                    let part = json!({ "text": text });
+                    // Roles must alternate: a prompt right after tool results
+                    // (a run stopped early) joins their user content.
+                    match contents.last_mut() {
+                        Some(last) if last["role"] == "user" => {
+                            if let Some(parts) = last["parts"].as_array_mut() {
+                                parts.push(part);
+                            }
+                        }
+                        _ => contents.push(json!({ "role": "user", "parts": [part] })),
+                    }
                 }
                 Message::Assistant { text, tool_calls } => {
                     let mut parts = Vec::new();
@@ -126,14 +136,6 @@ impl Wire for Gemini {
 
     fn decoder(&self) -> Box<dyn StreamDecoder> {
         Box::new(Answer::default())
-    }
-}
-
-/// `args` must be an object; invalid arguments are sent back as `{}`.
-fn arguments_object(arguments: &str) -> Value {
-    match serde_json::from_str::<Value>(arguments) {
-        Ok(value @ Value::Object(_)) => value,
-        _ => json!({}),
     }
 }
 
@@ -250,7 +252,7 @@ fn read_usage(usage: &Value) -> Usage {
         total_tokens: usage
             .get("totalTokenCount")
             .and_then(Value::as_u64)
-            .unwrap_or(prompt + completion),
+            .unwrap_or(prompt.saturating_add(completion)),
     }
 }
 
@@ -306,6 +308,31 @@ mod tests {
             Gemini.auth_headers("k"),
             [("x-goog-api-key", "k".to_string())]
         );
+    }
+
+    #[test]
+    fn a_prompt_after_tool_results_joins_their_user_content() {
+        let request = ChatRequest {
+            messages: vec![
+                Message::User("go".into()),
+                Message::Assistant {
+                    text: String::new(),
+                    tool_calls: vec![call("", "now", "{}")],
+                },
+                result("", "12:00", false),
+                Message::User("and now?".into()),
+            ],
+            ..ChatRequest::default()
+        };
+        let body = Gemini.body(&request, false);
+        let roles: Vec<&str> = body["contents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles, ["user", "model", "user"]);
+        assert_eq!(body["contents"][2]["parts"][1]["text"], "and now?");
     }
 
     #[test]

@@ -14,6 +14,12 @@ use super::{
     ChatRequest, ChatResponse, ModelSpec, Provider, ProviderError, ProviderKind, TextSink,
 };
 
+/// The largest answer read from a provider, streamed or not; a larger one is
+/// refused (a broken or hostile server must not exhaust memory).
+const MAX_ANSWER_BYTES: usize = 32 << 20;
+/// The most of an error answer's body kept for its message.
+const MAX_ERROR_BODY: usize = 64 << 10;
+
 /// When and how often to retry a failed request.
 #[derive(Clone, Copy, Debug)]
 pub struct RetryPolicy {
@@ -149,7 +155,10 @@ impl HttpProvider {
         let status = response.status();
         if !status.is_success() {
             let retry_after = retry_after(response.headers());
-            let body = response.text().await.unwrap_or_default();
+            let body = read_capped(&mut response, MAX_ERROR_BODY)
+                .await
+                .unwrap_or_default();
+            let body = String::from_utf8_lossy(&body);
             return Err(self.status_error(status.as_u16(), &body, retry_after));
         }
         let is_event_stream = response
@@ -162,8 +171,19 @@ impl HttpProvider {
             reason,
         };
         // Some OpenAI-compatible servers answer a streamed request with plain JSON.
+        let too_large = || {
+            malformed(WireError(format!(
+                "the answer is larger than {} MiB",
+                MAX_ANSWER_BYTES >> 20
+            )))
+        };
         let (Some(sink), true) = (stream, is_event_stream) else {
-            let bytes = response.bytes().await.map_err(transport)?;
+            let bytes = read_capped(&mut response, MAX_ANSWER_BYTES + 1)
+                .await
+                .map_err(transport)?;
+            if bytes.len() > MAX_ANSWER_BYTES {
+                return Err(too_large());
+            }
             let body: Value = serde_json::from_slice(&bytes)
                 .map_err(|e| malformed(WireError(format!("the answer is not JSON ({e})"))))?;
             let answer = self.wire.parse(&body).map_err(malformed)?;
@@ -176,7 +196,12 @@ impl HttpProvider {
         };
         let mut decoder = self.wire.decoder();
         let mut parser = SseParser::default();
+        let mut received = 0usize;
         while let Some(chunk) = response.chunk().await.map_err(transport)? {
+            received += chunk.len();
+            if received > MAX_ANSWER_BYTES {
+                return Err(too_large());
+            }
             for event in parser.push(&chunk) {
                 if let Some(text) = decoder
                     .event(&event.event, &event.data)
@@ -243,10 +268,24 @@ impl Provider for HttpProvider {
         } else {
             request
         };
+        // Once text has been shown, a retry would show it again: fail instead.
+        let shown = std::sync::atomic::AtomicBool::new(false);
+        let tracked = stream.map(|sink| {
+            let shown = &shown;
+            move |text: &str| {
+                shown.store(true, std::sync::atomic::Ordering::Relaxed);
+                sink(text);
+            }
+        });
+        let tracked = tracked.as_ref().map(|f| f as &(dyn Fn(&str) + Send + Sync));
         let mut attempt = 0;
         loop {
-            match self.attempt(request, stream).await {
-                Err(error) if error.is_retryable() && attempt < self.retry.max_retries => {
+            match self.attempt(request, tracked).await {
+                Err(error)
+                    if error.is_retryable()
+                        && attempt < self.retry.max_retries
+                        && !shown.load(std::sync::atomic::Ordering::Relaxed) =>
+                {
                     let delay = self.retry.delay(attempt, &error);
                     tracing::warn!(%error, retry_in = ?delay, "model request failed; retrying");
                     tokio::time::sleep(delay).await;
@@ -280,7 +319,23 @@ fn error_message(body: &str) -> String {
 fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
     let seconds: f64 = value.trim().parse().ok()?;
-    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
+    if seconds.is_nan() {
+        return None;
+    }
+    // A huge value is clamped later by `max_delay`; it must not panic here.
+    Duration::try_from_secs_f64(seconds.min(86_400.0)).ok()
+}
+
+/// Reads a body up to `cap` bytes (more is left unread).
+async fn read_capped(response: &mut reqwest::Response, cap: usize) -> reqwest::Result<Vec<u8>> {
+    let mut body = Vec::new();
+    while body.len() < cap
+        && let Some(chunk) = response.chunk().await?
+    {
+        let room = cap - body.len();
+        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+    }
+    Ok(body)
 }
 
 /// The error and its causes on one line (reqwest hides the useful part in
@@ -332,5 +387,20 @@ mod tests {
             policy.delay(0, &error(Some(Duration::from_secs(3600)))),
             Duration::from_secs(60)
         );
+        let mut headers = reqwest::header::HeaderMap::new();
+        for (value, expected) in [
+            ("2", Some(2.0)),
+            ("1e300", Some(86_400.0)),
+            ("-1", None),
+            ("NaN", None),
+            ("soon", None),
+        ] {
+            headers.insert(reqwest::header::RETRY_AFTER, value.parse().unwrap());
+            assert_eq!(
+                retry_after(&headers).map(|d| d.as_secs_f64()),
+                expected,
+                "{value}"
+            );
+        }
     }
 }

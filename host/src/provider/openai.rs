@@ -172,7 +172,7 @@ fn usage(usage: &Value) -> Usage {
         total_tokens: usage
             .get("total_tokens")
             .and_then(Value::as_u64)
-            .unwrap_or(prompt + completion),
+            .unwrap_or(prompt.saturating_add(completion)),
     }
 }
 
@@ -222,7 +222,7 @@ impl OpenAiStream {
             Some(index) => index,
             None => match self.calls.last() {
                 Some((last, call)) if id.is_empty() || call.id == id => *last,
-                Some((last, _)) => last + 1,
+                Some((last, _)) => last.saturating_add(1),
                 None => 0,
             },
         };

@@ -15,6 +15,9 @@ pub(crate) struct SseEvent {
 #[derive(Default)]
 pub(crate) struct SseParser {
     buffer: Vec<u8>,
+    /// How far `buffer` is known to hold no blank line (so each byte is
+    /// scanned about once, however the stream is chunked).
+    scanned: usize,
 }
 
 impl SseParser {
@@ -22,18 +25,24 @@ impl SseParser {
     pub fn push(&mut self, bytes: &[u8]) -> Vec<SseEvent> {
         self.buffer.extend_from_slice(bytes);
         let mut events = Vec::new();
-        while let Some((end, separator)) = find_blank_line(&self.buffer) {
+        // A separator may straddle the previous end: back up by its length.
+        let mut from = self.scanned.saturating_sub(3);
+        while let Some((start, separator)) = find_blank_line(&self.buffer[from..]) {
+            let end = from + start;
             let block: Vec<u8> = self.buffer.drain(..end + separator).take(end).collect();
             if let Some(event) = parse_block(&String::from_utf8_lossy(&block)) {
                 events.push(event);
             }
+            from = 0;
         }
+        self.scanned = self.buffer.len();
         events
     }
 
     /// The last event, if the stream ended without a blank line after it.
     pub fn finish(&mut self) -> Option<SseEvent> {
         let rest = std::mem::take(&mut self.buffer);
+        self.scanned = 0;
         parse_block(&String::from_utf8_lossy(&rest))
     }
 }

@@ -5,6 +5,15 @@ use serde_json::Value;
 
 use super::types::{ChatRequest, ChatResponse};
 
+/// Tool arguments as a JSON object for formats that carry them parsed
+/// (Anthropic `input`, Gemini `args`); text that is not an object becomes `{}`.
+pub(crate) fn arguments_object(arguments: &str) -> Value {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(value @ Value::Object(_)) => value,
+        _ => Value::Object(Default::default()),
+    }
+}
+
 /// A provider's answer did not have the documented shape.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]

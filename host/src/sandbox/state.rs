@@ -182,7 +182,7 @@ impl imported::Host for CallState {
         input: String,
     ) -> wasmtime::Result<Result<String, String>> {
         let host = &mut self.host;
-        if !host.delegate_to.iter().any(|a| a == "*" || *a == agent) {
+        if !crate::policy::delegation_allowed(&host.delegate_to, &agent) {
             let reason = format!(
                 "the policy of tool {:?} does not allow delegating to agent {agent:?}; add \
                  --allow-delegate {agent} (config: delegate = [\"{agent}\"]) to allow it",
