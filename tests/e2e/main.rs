@@ -11,4 +11,5 @@ mod loading;
 mod network;
 mod policy;
 mod provider_server;
+mod providers;
 mod sandbox;

@@ -60,7 +60,7 @@ impl ToolContext {
     }
 
     /// Hands `input` to the agent named `agent` (registered with
-    /// [`super::AgentBuilder::delegate`]) and returns its answer.
+    /// [`super::AgentBuilder::sub_agent`]) and returns its answer.
     pub async fn delegate(&self, agent: &str, input: &str) -> Result<String, AgentError> {
         self.agent.delegate(agent, input, &self.call).await
     }

@@ -248,8 +248,8 @@ impl AgentBuilder {
         self.dependencies.insert(name.into(), value.into());
         self
     }
-    /// Registers an agent this one (and its tools) may delegate to, by name.
-    pub fn delegate(mut self, agent: Agent) -> Self {
+    /// Registers an agent this one's tools may delegate to, by its name.
+    pub fn sub_agent(mut self, agent: Agent) -> Self {
         self.agents.push(agent);
         self
     }
@@ -353,8 +353,8 @@ impl Agent {
         self.write_tools().remove(name)
     }
 
-    /// Registers another agent to delegate to.
-    pub fn add_delegate(&self, agent: Agent) {
+    /// Registers another agent to delegate to, on a live agent.
+    pub fn add_sub_agent(&self, agent: Agent) {
         self.inner
             .agents
             .write()

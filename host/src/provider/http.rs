@@ -89,11 +89,8 @@ impl HttpProvider {
         }
         let base_url = base_url
             .or(spec.kind.default_base_url())
-            .ok_or_else(|| {
-                ProviderError::BadSpec(format!(
-                    "{} needs --base-url (e.g. http://localhost:8000/v1)",
-                    spec.kind
-                ))
+            .ok_or(ProviderError::MissingBaseUrl {
+                provider: spec.kind.prefix(),
             })?
             .trim_end_matches('/')
             .to_string();

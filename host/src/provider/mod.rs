@@ -54,6 +54,12 @@ pub enum ProviderError {
     /// A `--model` value that names no known provider.
     #[error("{0}")]
     BadSpec(String),
+    /// A provider that has no default address was given none.
+    #[error("{provider} needs --base-url (e.g. http://localhost:8000/v1)")]
+    MissingBaseUrl {
+        /// The provider.
+        provider: &'static str,
+    },
     /// The server answered with an error status.
     #[error("{provider} answered {status}: {message}{hint}")]
     Status {
