@@ -7,6 +7,22 @@ use serde_json::{Value, json};
 use wasm_agent::agent::{Agent, AgentEvent, AgentTool, RunOptions, StopReason};
 
 use crate::agent::{agent, calculator, drain, fixture, messages, model};
+use wasm_agent::ToolHost;
+use wasm_agent::agent::{AgentError, RunOutput};
+
+/// Runs an agent with `host`'s tools on `input` against `server`.
+async fn run_with(
+    spec: &str,
+    server: &ProviderServer,
+    host: &ToolHost,
+    input: &str,
+) -> Result<RunOutput, AgentError> {
+    agent(spec, server, host)
+        .build()
+        .unwrap()
+        .run(input, RunOptions::default())
+        .await
+}
 
 use crate::provider_server::{ProviderServer, Reply, anthropic, gemini, openai};
 
@@ -124,10 +140,7 @@ async fn anthropic_and_gemini_answers_without_streaming() {
         anthropic::text("42"),
     ])
     .await;
-    let output = agent("anthropic:claude-sonnet-4-5", &server, &host)
-        .build()
-        .unwrap()
-        .run("7*6?", RunOptions::default())
+    let output = run_with("anthropic:claude-sonnet-4-5", &server, &host, "7*6?")
         .await
         .unwrap();
     assert_eq!(
@@ -261,10 +274,7 @@ async fn provider_errors_are_clear_and_rate_limits_are_retried() {
     }])
     .await;
     let host = calculator().await;
-    let error = agent("openai:m", &unauthorized, &host)
-        .build()
-        .unwrap()
-        .run("hi", RunOptions::default())
+    let error = run_with("openai:m", &unauthorized, &host, "hi")
         .await
         .unwrap_err()
         .to_string();
@@ -290,20 +300,12 @@ async fn provider_errors_are_clear_and_rate_limits_are_retried() {
         openai::text("finally"),
     ])
     .await;
-    let output = agent("openai:m", &limited, &host)
-        .build()
-        .unwrap()
-        .run("hi", RunOptions::default())
-        .await
-        .unwrap();
+    let output = run_with("openai:m", &limited, &host, "hi").await.unwrap();
     assert_eq!(output.text, "finally");
     assert_eq!(limited.requests().len(), 3);
 
     let down = ProviderServer::start(vec![]).await;
-    let error = agent("openai:m", &down, &host)
-        .build()
-        .unwrap()
-        .run("hi", RunOptions::default())
+    let error = run_with("openai:m", &down, &host, "hi")
         .await
         .unwrap_err()
         .to_string();
@@ -388,12 +390,7 @@ async fn broken_provider_answers_are_errors_not_crashes() {
     ])
     .await;
     let host = calculator().await;
-    let error = agent("openai:m", &late, &host)
-        .build()
-        .unwrap()
-        .run("1+1", RunOptions::default())
-        .await
-        .unwrap_err();
+    let error = run_with("openai:m", &late, &host, "1+1").await.unwrap_err();
     let partial = error.partial().expect("the run so far");
     assert_eq!(partial.tool_calls[0].content, "2");
     assert!(error.to_string().contains("context length exceeded"));
