@@ -10,6 +10,19 @@ use crate::agent::{agent, calculator, drain, fixture, messages, model};
 use wasm_agent::ToolHost;
 use wasm_agent::agent::{AgentError, RunOutput};
 
+/// The strings of a JSON array, sorted (key order differs with serde_json's
+/// `preserve_order`, so tests must not depend on it).
+fn sorted_strings(array: &Value) -> Vec<&str> {
+    let mut strings: Vec<&str> = array
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    strings.sort_unstable();
+    strings
+}
+
 /// Runs an agent with `host`'s tools on `input` against `server`.
 async fn run_with(
     spec: &str,
@@ -425,14 +438,7 @@ async fn strict_tools_send_openai_structured_output_schemas() {
     assert_eq!(strict["function"]["strict"], true);
     let parameters = &strict["function"]["parameters"];
     assert_eq!(parameters["additionalProperties"], false);
-    let mut required: Vec<&str> = parameters["required"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    required.sort_unstable();
-    assert_eq!(required, ["key", "value"]);
+    assert_eq!(sorted_strings(&parameters["required"]), ["key", "value"]);
     assert!(parameters.get("$schema").is_none());
     let loose = sent
         .as_array()
@@ -485,12 +491,9 @@ async fn strict_calls_may_send_null_for_optional_arguments() {
     assert!(call.is_ok(), "{:?}", call.error);
     assert_eq!(call.content, r#"{"query":"rust"}"#);
     let sent = &server.requests()[0].body["tools"][0]["function"]["parameters"];
-    let mut required: Vec<&str> = sent["required"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    required.sort_unstable();
-    assert_eq!(required, ["limit", "query"], "every property required");
+    assert_eq!(
+        sorted_strings(&sent["required"]),
+        ["limit", "query"],
+        "every property required"
+    );
 }
