@@ -111,6 +111,25 @@ mod tests {
         assert_eq!(parser.finish().map(|e| e.data).as_deref(), Some("tail"));
     }
 
+    /// However a stream is cut into chunks, the same events come out.
+    #[test]
+    fn every_split_of_a_stream_gives_the_same_events() {
+        let stream = "event: a\ndata: {\"x\": \"é\"}\n\n: ping\r\n\r\ndata: one\ndata: two\n\ndata: [DONE]\n\n";
+        let whole = SseParser::default().push(stream.as_bytes());
+        assert_eq!(whole.len(), 3);
+        let bytes = stream.as_bytes();
+        for first in 0..=bytes.len() {
+            for second in first..=bytes.len() {
+                let mut parser = SseParser::default();
+                let mut events = parser.push(&bytes[..first]);
+                events.extend(parser.push(&bytes[first..second]));
+                events.extend(parser.push(&bytes[second..]));
+                events.extend(parser.finish());
+                assert_eq!(events, whole, "split at {first} and {second}");
+            }
+        }
+    }
+
     #[test]
     fn utf8_split_inside_a_character() {
         let mut parser = SseParser::default();
