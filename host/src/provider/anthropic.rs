@@ -26,7 +26,7 @@ impl Wire for Anthropic {
         ]
     }
 
-    fn body(&self, request: &ChatRequest, stream: bool) -> Value {
+    fn body(&self, request: &ChatRequest, model: &str, stream: bool) -> Value {
         // Roles must alternate, and all results of one turn's tool calls go
         // back in one user message: consecutive same-role blocks are merged.
         let mut turns: Vec<(&str, Vec<Value>)> = Vec::new();
@@ -69,7 +69,7 @@ impl Wire for Anthropic {
             .collect();
 
         let mut body = Map::new();
-        body.insert("model".into(), json!(request.model));
+        body.insert("model".into(), json!(model));
         body.insert(
             "max_tokens".into(),
             json!(request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
@@ -385,7 +385,7 @@ mod tests {
             }],
             max_tokens: None,
         };
-        let body = Anthropic.body(&request, true);
+        let body = Anthropic.body(&request, &request.model, true);
         assert_eq!(body["max_tokens"], 4096);
         assert_eq!(body["system"], "Be brief.");
         assert_eq!(body["stream"], true);

@@ -31,7 +31,7 @@ impl Wire for Gemini {
         vec![("x-goog-api-key", api_key.to_string())]
     }
 
-    fn body(&self, request: &ChatRequest, _stream: bool) -> Value {
+    fn body(&self, request: &ChatRequest, _model: &str, _stream: bool) -> Value {
         let mut contents: Vec<Value> = Vec::new();
         let mut after_result = false;
         for message in &request.messages {
@@ -324,7 +324,7 @@ mod tests {
             ],
             ..ChatRequest::default()
         };
-        let body = Gemini.body(&request, false);
+        let body = Gemini.body(&request, &request.model, false);
         let roles: Vec<&str> = body["contents"]
             .as_array()
             .unwrap()
@@ -377,7 +377,7 @@ mod tests {
             ],
             max_tokens: Some(512),
         };
-        let body = Gemini.body(&request, false);
+        let body = Gemini.body(&request, &request.model, false);
         assert_eq!(
             body["systemInstruction"],
             json!({ "parts": [{ "text": "Be brief." }] })
@@ -428,7 +428,7 @@ mod tests {
             ],
             ..ChatRequest::default()
         };
-        let body = Gemini.body(&request, true);
+        let body = Gemini.body(&request, &request.model, true);
         assert_eq!(
             body["contents"][0]["parts"][0]["functionCall"],
             json!({ "name": "now", "args": {}, "id": "fc_1" })

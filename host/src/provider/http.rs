@@ -131,13 +131,16 @@ impl HttpProvider {
         request: &ChatRequest,
         stream: Option<TextSink<'_>>,
     ) -> Result<ChatResponse, ProviderError> {
-        let url = self
-            .wire
-            .url(&self.base_url, &request.model, stream.is_some());
-        let mut builder = self
-            .client
-            .post(&url)
-            .json(&self.wire.body(request, stream.is_some()));
+        // The request may name a model; otherwise this provider's own.
+        let model = match request.model.as_str() {
+            "" => self.model.as_str(),
+            named => named,
+        };
+        let url = self.wire.url(&self.base_url, model, stream.is_some());
+        let mut builder =
+            self.client
+                .post(&url)
+                .json(&self.wire.body(request, model, stream.is_some()));
         if let Some(key) = &self.api_key {
             for (name, value) in self.wire.auth_headers(key) {
                 builder = builder.header(name, value);
@@ -255,16 +258,6 @@ impl Provider for HttpProvider {
         request: &ChatRequest,
         stream: Option<TextSink<'_>>,
     ) -> Result<ChatResponse, ProviderError> {
-        let owned;
-        let request = if request.model.is_empty() {
-            owned = ChatRequest {
-                model: self.model.clone(),
-                ..request.clone()
-            };
-            &owned
-        } else {
-            request
-        };
         // Once text has been shown, a retry would show it again: fail instead.
         let shown = std::sync::atomic::AtomicBool::new(false);
         let tracked = stream.map(|sink| {

@@ -19,7 +19,7 @@ impl Wire for OpenAi {
         vec![("authorization", format!("Bearer {api_key}"))]
     }
 
-    fn body(&self, request: &ChatRequest, stream: bool) -> Value {
+    fn body(&self, request: &ChatRequest, model: &str, stream: bool) -> Value {
         let mut messages = Vec::new();
         if let Some(system) = &request.system {
             messages.push(json!({ "role": "system", "content": system }));
@@ -36,7 +36,7 @@ impl Wire for OpenAi {
             });
         }
         let mut body = Map::new();
-        body.insert("model".into(), json!(request.model));
+        body.insert("model".into(), json!(model));
         body.insert("messages".into(), Value::Array(messages));
         if !request.tools.is_empty() {
             let tools = request.tools.iter().map(|tool| {
@@ -52,7 +52,7 @@ impl Wire for OpenAi {
             body.insert("tools".into(), tools.collect());
         }
         if let Some(max) = request.max_tokens {
-            body.insert(max_tokens_field(&request.model).into(), json!(max));
+            body.insert(max_tokens_field(model).into(), json!(max));
         }
         if stream {
             body.insert("stream".into(), json!(true));
@@ -370,7 +370,8 @@ mod tests {
 
     #[test]
     fn body_of_parallel_tool_calls_and_results() {
-        let body = OpenAi.body(&weather_request(false), false);
+        let request = weather_request(false);
+        let body = OpenAi.body(&request, &request.model, false);
         assert_eq!(body["model"], "gpt-4o-mini");
         assert_eq!(body["max_tokens"], 256);
         assert!(body.get("stream").is_none());
@@ -402,7 +403,7 @@ mod tests {
     fn strict_tools_and_streaming_options() {
         let mut request = weather_request(true);
         request.model = "o3-mini".into();
-        let body = OpenAi.body(&request, true);
+        let body = OpenAi.body(&request, &request.model, true);
         assert_eq!(body["max_completion_tokens"], 256);
         assert!(body.get("max_tokens").is_none());
         assert_eq!(body["stream"], true);
@@ -413,7 +414,12 @@ mod tests {
         assert_eq!(function["parameters"]["required"], json!(["city", "units"]));
         assert!(function["parameters"].get("$schema").is_none());
         request.tools.clear();
-        assert!(OpenAi.body(&request, false).get("tools").is_none());
+        assert!(
+            OpenAi
+                .body(&request, &request.model, false)
+                .get("tools")
+                .is_none()
+        );
     }
 
     #[test]

@@ -25,8 +25,9 @@ pub(crate) trait Wire: Send + Sync + 'static {
     fn url(&self, base_url: &str, model: &str, stream: bool) -> String;
     /// Headers that carry the API key (and any required version header).
     fn auth_headers(&self, api_key: &str) -> Vec<(&'static str, String)>;
-    /// The JSON body of a request.
-    fn body(&self, request: &ChatRequest, stream: bool) -> Value;
+    /// The JSON body of a request to `model` (the request's own `model` is
+    /// ignored: the provider decides, so a request need not be copied to set it).
+    fn body(&self, request: &ChatRequest, model: &str, stream: bool) -> Value;
     /// Decodes a non-streamed answer.
     fn parse(&self, body: &Value) -> Result<ChatResponse, WireError>;
     /// A decoder for one streamed answer (server-sent events).
