@@ -4,8 +4,10 @@ GUESTS  := calculator files json fetch weather fixture-tool echo-tool compat-too
 WASM    := target/wasm32-wasip2/release
 BIN     := target/release/wasm-agent
 DEMO    := target/demo
+VENV    := target/mcp-venv
+PYTHON  ?= python3
 
-.PHONY: setup wasm-target host guests demo test bench lint clean
+.PHONY: setup wasm-target host guests demo test test-mcp mcp-venv bench lint clean
 
 ## Install the wasm32-wasip2 target, build the host (release) and every guest.
 setup: wasm-target host guests
@@ -51,9 +53,23 @@ demo: setup
 ## tested on its own: a workspace-wide build unifies dependency features
 ## differently (serde_json's preserve_order, ...) and would compile wasmtime
 ## a second time.
-test: wasm-target guests
+## Then `wasm-agent serve` is driven by the official Python MCP SDK.
+test: wasm-target guests mcp-venv
 	$(CARGO) test --release -p wasm-agent
 	$(CARGO) test --release $(addprefix -p ,wasm-agent-guest $(GUESTS))
+	$(VENV)/bin/pytest tests/mcp -q
+
+## The MCP tests alone (official Python SDK against target/release/wasm-agent).
+test-mcp: host guests mcp-venv
+	$(VENV)/bin/pytest tests/mcp -q
+
+## A Python venv with the pinned MCP SDK and pytest (tests/mcp/requirements.txt).
+mcp-venv: $(VENV)/.installed
+
+$(VENV)/.installed: tests/mcp/requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/mcp/requirements.txt
+	touch $@
 
 ## Benchmark warm calls, throughput, cold loads, and a Node.js subprocess per call.
 bench: setup

@@ -245,6 +245,12 @@ struct Inner {
     next_call: AtomicU64,
 }
 
+/// A component compiled and checked, not yet offered.
+struct Prepared {
+    report: LoadReport,
+    entries: Vec<ToolEntry>,
+}
+
 impl ToolHost {
     /// A builder with the defaults.
     pub fn builder() -> ToolHostBuilder {
@@ -272,7 +278,30 @@ impl ToolHost {
         source: impl Into<ComponentSource>,
         options: LoadOptions,
     ) -> Result<LoadReport, HostError> {
-        let (default_name, bytes) = match source.into() {
+        let prepared = self.prepare(source.into(), options).await?;
+        self.install(prepared, false)
+    }
+
+    /// Loads a new version of a component, replacing the tools of the loaded
+    /// component with the same name in one step (or adding them if there is
+    /// none). If the new version fails to load, the old one stays. Calls in
+    /// flight finish on the version they started on.
+    pub async fn reload_with(
+        &self,
+        source: impl Into<ComponentSource>,
+        options: LoadOptions,
+    ) -> Result<LoadReport, HostError> {
+        let prepared = self.prepare(source.into(), options).await?;
+        self.install(prepared, true)
+    }
+
+    /// Compiles a component and checks its tool specs, without adding them.
+    async fn prepare(
+        &self,
+        source: ComponentSource,
+        options: LoadOptions,
+    ) -> Result<Prepared, HostError> {
+        let (default_name, bytes) = match source {
             ComponentSource::File(path) => {
                 let bytes = std::fs::read(&path).map_err(|reason| HostError::Read {
                     path: path.clone(),
@@ -332,31 +361,49 @@ impl ToolHost {
                 reason,
             }
         })?;
+        Ok(Prepared {
+            report: LoadReport {
+                component: id,
+                tools: entries.iter().map(|e| e.info.name.clone()).collect(),
+                cache,
+                load_time,
+            },
+            entries,
+        })
+    }
 
+    /// Adds a prepared component's tools, first removing those of the
+    /// component with the same name when `replace` is set.
+    fn install(&self, prepared: Prepared, replace: bool) -> Result<LoadReport, HostError> {
+        let Prepared { report, entries } = prepared;
+        let id = report.component.as_str();
         let mut tools = self.write_tools();
-        if tools.values().any(|t| *t.component.id == *id) {
-            return Err(HostError::DuplicateComponent(id));
+        let is_same = |t: &ToolEntry| *t.component.id == *id;
+        if !replace && tools.values().any(|t| is_same(t)) {
+            return Err(HostError::DuplicateComponent(id.to_string()));
         }
-        if let Some((entry, existing)) = entries
-            .iter()
-            .find_map(|e| tools.get(&e.info.name).map(|existing| (e, existing)))
-        {
+        if let Some((entry, existing)) = entries.iter().find_map(|e| {
+            tools
+                .get(&e.info.name)
+                .filter(|existing| !(replace && is_same(existing)))
+                .map(|existing| (e, existing))
+        }) {
             return Err(HostError::DuplicateTool {
                 tool: entry.info.name.clone(),
-                component: id,
+                component: id.to_string(),
                 existing: existing.component.id.to_string(),
             });
         }
-        let names: Vec<String> = entries.iter().map(|e| e.info.name.clone()).collect();
+        tools.retain(|_, t| !is_same(t));
         for entry in entries {
             tools.insert(entry.info.name.clone(), Arc::new(entry));
         }
-        Ok(LoadReport {
-            component: id,
-            tools: names,
-            cache,
-            load_time,
-        })
+        Ok(report)
+    }
+
+    /// The tool with this public name, if the host offers it.
+    pub fn tool(&self, name: &str) -> Option<ToolInfo> {
+        self.read_tools().get(name).map(|t| t.info.clone())
     }
 
     /// Every tool the host offers, by name.
@@ -460,7 +507,9 @@ impl ToolHost {
             .await
     }
 
-    fn unknown_tool(&self, name: &str) -> CallError {
+    /// The error for a call of a tool the host does not offer, with a
+    /// "did you mean" hint.
+    pub(crate) fn unknown_tool(&self, name: &str) -> CallError {
         registry::unknown_tool(name, self.read_tools().keys().map(String::as_str))
     }
 

@@ -25,6 +25,7 @@ mod bindings;
 pub mod context;
 pub mod events;
 pub mod host;
+pub mod mcp;
 pub mod policy;
 pub mod provider;
 pub mod registry;

@@ -137,6 +137,51 @@ async fn two_components_may_not_offer_the_same_name_without_a_prefix() {
 }
 
 #[tokio::test]
+async fn reloading_swaps_a_component_and_a_failed_reload_keeps_the_old_one() {
+    let host = host();
+    let named = |policy| LoadOptions::new(policy).name("tools");
+    host.load_with(component("calculator"), named(Policy::default()))
+        .await
+        .unwrap();
+    // Another component under the same name replaces it in one step.
+    let report = host
+        .reload_with(component("json"), named(Policy::default()))
+        .await
+        .unwrap();
+    assert!(
+        report.tools.contains(&"json_query".to_string()),
+        "{report:?}"
+    );
+    assert!(host.tool("calculate").is_none(), "the old tools are gone");
+    assert!(host.tool("json_query").is_some());
+
+    // A version that fails to load leaves the loaded one serving.
+    let err = host
+        .reload_with(
+            ComponentSource::Bytes {
+                name: "tools".into(),
+                bytes: b"not wasm".to_vec(),
+            },
+            named(Policy::default()),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, HostError::Load { .. }), "{err}");
+    assert!(host.tool("json_query").is_some());
+
+    // A clash with another component's tools is refused, and nothing changes.
+    host.load_with(component("calculator"), LoadOptions::new(Policy::default()))
+        .await
+        .unwrap();
+    let err = host
+        .reload_with(component("calculator"), named(Policy::default()))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, HostError::DuplicateTool { .. }), "{err}");
+    assert!(host.tool("json_query").is_some());
+}
+
+#[tokio::test]
 async fn list_tools_runs_under_the_policy() {
     let host = host();
     let err = host

@@ -8,6 +8,7 @@ mod cli;
 mod common;
 mod concurrency;
 mod loading;
+mod mcp;
 mod network;
 mod policy;
 mod provider_server;

@@ -1,11 +1,12 @@
 //! Command-line arguments. Policy flags mirror the policy keys one to one.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use wasm_agent::policy::{ByteSize, DirGrant, NetworkGrant, PolicyLayer};
+use wasm_agent::policy::{ByteSize, ConfigError, ConfigFile, DirGrant, NetworkGrant, PolicyLayer};
 
 /// Run LLM-agent tools as WebAssembly components under an enforced policy.
 #[derive(Debug, Parser)]
@@ -59,6 +60,55 @@ pub enum Command {
     /// Run an agent: a model calls the tools until it answers. Without PROMPT,
     /// chat line by line.
     Run(Box<RunArgs>),
+    /// Serve the tools to MCP clients over stdio or streamable HTTP (at /mcp).
+    Serve(Box<ServeArgs>),
+}
+
+/// `wasm-agent serve`.
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("transport").required(true))]
+pub struct ServeArgs {
+    /// Talk MCP over stdin/stdout (for clients that start the server).
+    #[arg(long, group = "transport")]
+    pub stdio: bool,
+    /// Serve streamable HTTP on ADDR (default 127.0.0.1:8787); port 0 picks one.
+    #[arg(
+        long,
+        group = "transport",
+        value_name = "ADDR",
+        num_args = 0..=1,
+        default_missing_value = "127.0.0.1:8787"
+    )]
+    pub http: Option<SocketAddr>,
+    /// Component files or folders of .wasm files (default: every configured tool).
+    #[arg(long = "tools", value_name = "COMPONENT|DIR", num_args = 1..)]
+    pub tools: Vec<String>,
+    /// Reload components added to, changed in or removed from the tools
+    /// folders (and named files), and tell clients the tool list changed.
+    #[arg(long)]
+    pub watch: bool,
+    /// Allow calls that need approval for TOOL (or all); refused otherwise.
+    #[arg(long, value_name = "TOOL|all")]
+    pub approve: Vec<String>,
+    /// HTTP: require `Authorization: Bearer TOKEN`.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "WASM_AGENT_MCP_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+    /// HTTP: also accept this browser Origin (e.g. https://app.example.com:443).
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub origins: Vec<String>,
+    /// HTTP: also accept requests for this Host name (loopback names always are).
+    #[arg(long = "allow-host-header", value_name = "NAME")]
+    pub host_headers: Vec<String>,
+    /// HTTP: largest request body.
+    #[arg(long, value_name = "SIZE", default_value = "4MiB")]
+    pub max_body: ByteSize,
+    #[command(flatten)]
+    pub host: HostFlags,
 }
 
 /// `wasm-agent run`.
@@ -120,8 +170,18 @@ pub struct HostFlags {
     /// Where session state is kept (default ~/.local/share/wasm-agent).
     #[arg(long, value_name = "DIR", env = "WASM_AGENT_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
+    /// Sandboxed calls that may run at once; more wait their turn.
+    #[arg(long, value_name = "N")]
+    pub max_concurrency: Option<u32>,
     #[command(flatten)]
     pub policy: PolicyFlags,
+}
+
+impl HostFlags {
+    /// The config file named by `--config`, parsed and checked.
+    pub fn load_config(&self) -> Result<Option<ConfigFile>, ConfigError> {
+        self.config.as_deref().map(ConfigFile::load).transpose()
+    }
 }
 
 /// Policy keys as flags; each overrides the config (lists and maps extend it).

@@ -3,6 +3,8 @@
 mod args;
 mod output;
 mod run;
+mod serve;
+mod watch;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -45,8 +47,10 @@ pub fn main() -> ExitCode {
 }
 
 fn init_logging(verbose: u8) {
+    // rmcp warns about every client mistake it answers (unknown tools, ...);
+    // those are the client's to see, not the operator's.
     let default = match verbose {
-        0 => "warn",
+        0 => "warn,rmcp=error",
         1 => "info",
         _ => "debug",
     };
@@ -95,7 +99,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 context.metadata =
                     serde_json::from_str(&metadata).context("--metadata must be a JSON object")?;
             }
-            let config = host.config.as_deref().map(ConfigFile::load).transpose()?;
+            let config = host.load_config()?;
             let store = Arc::new(run::open_store(host.data_dir.clone())?);
             let tool_host = load_targets_with(
                 std::slice::from_ref(&component),
@@ -120,6 +124,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             })
         }
         Command::Run(args) => run::run(*args).await,
+        Command::Serve(args) => serve::serve(*args).await,
     }
 }
 
@@ -146,7 +151,7 @@ struct Target {
 }
 
 async fn load_targets(targets: &[String], flags: &HostFlags) -> anyhow::Result<ToolHost> {
-    let config = flags.config.as_deref().map(ConfigFile::load).transpose()?;
+    let config = flags.load_config()?;
     load_targets_with(
         targets,
         flags,
@@ -165,6 +170,9 @@ async fn load_targets_with(
 ) -> anyhow::Result<ToolHost> {
     let resolved = resolve_targets(targets, config)?;
     let mut builder = ToolHost::builder().session_store(sessions);
+    if let Some(calls) = flags.max_concurrency {
+        builder = builder.max_concurrency(calls);
+    }
     if flags.no_cache {
         builder = builder.no_cache();
     } else if let Some(dir) = &flags.cache_dir {

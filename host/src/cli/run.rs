@@ -11,7 +11,6 @@ use wasm_agent::agent::{
     Agent, AgentError, AgentEvent, AgentTool, ApprovalHandler, ApprovalRequest, ApproveTools,
     LexicalRouter, ModelRouter, RunOptions, RunOutput, StopReason, ToolCallRecord, ToolRouter,
 };
-use wasm_agent::policy::ConfigFile;
 use wasm_agent::provider::{HttpProvider, Message, ModelSpec, Provider};
 use wasm_agent::session::SqliteSessionStore;
 use wasm_agent::{CallContext, CancellationToken, ToolHost};
@@ -21,12 +20,7 @@ use super::{EXIT_CALL_FAILED, load_targets_with};
 
 /// Runs the agent once (PROMPT) or as a chat (no PROMPT).
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let config = args
-        .host
-        .config
-        .as_deref()
-        .map(ConfigFile::load)
-        .transpose()?;
+    let config = args.host.load_config()?;
     let settings = config.as_ref().map(|c| c.agent.clone()).unwrap_or_default();
     let model = args
         .model

@@ -1,0 +1,181 @@
+//! MCP over streamable HTTP at `/mcp`, with the checks a local server needs:
+//! `Host` and `Origin` validation against DNS rebinding, an optional bearer
+//! token and a request body limit.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode, header};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use sha2::{Digest, Sha256};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::server::{McpError, McpServer};
+
+/// The path the MCP endpoint answers on.
+pub const MCP_PATH: &str = "/mcp";
+
+/// How an HTTP MCP server admits requests.
+#[derive(Clone, Debug)]
+pub struct HttpOptions {
+    /// Required as `Authorization: Bearer <token>` when set.
+    pub token: Option<String>,
+    /// Accepted `Host` names besides the loopback ones (any port).
+    pub hosts: Vec<String>,
+    /// Accepted `Origin`s besides loopback ones (`http://localhost:*`, ...).
+    /// Requests without an `Origin` (non-browser clients) are accepted.
+    pub origins: Vec<String>,
+    /// Largest request body, in bytes.
+    pub max_body: usize,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            token: None,
+            hosts: Vec::new(),
+            origins: Vec::new(),
+            max_body: 4 << 20,
+        }
+    }
+}
+
+/// Requests whose headers take longer than this are dropped.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Requests queued per session before the client is slowed down.
+const SESSION_QUEUE: usize = 256;
+
+type Body = BoxBody<Bytes, Infallible>;
+
+/// Serves MCP on `listener` until `shutdown` is cancelled. Every connection
+/// and every session runs on its own tasks, so calls run in parallel.
+pub async fn serve_http(
+    server: McpServer,
+    listener: TcpListener,
+    options: HttpOptions,
+    shutdown: CancellationToken,
+) -> Result<(), McpError> {
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1", "[::1]"]
+        .map(String::from)
+        .into();
+    hosts.extend(options.hosts.iter().cloned());
+    let mut origins: Vec<String> = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
+        .map(String::from)
+        .into();
+    origins.extend(options.origins.iter().cloned());
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts)
+        .with_allowed_origins(origins)
+        .enforce_origin_validation()
+        .with_max_request_body_bytes(options.max_body)
+        .with_cancellation_token(shutdown.child_token());
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.channel_capacity = SESSION_QUEUE;
+    let mcp = StreamableHttpService::new(move || Ok(server.session()), Arc::new(sessions), config);
+    let gate = Arc::new(Gate {
+        token_digest: options.token.as_deref().map(digest),
+    });
+    loop {
+        let (stream, peer) = tokio::select! {
+            _ = shutdown.cancelled() => return Ok(()),
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors and the like: back off, go on.
+                    tracing::warn!(%error, "cannot accept a connection");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let (mcp, gate) = (mcp.clone(), gate.clone());
+        let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+            let (mcp, gate) = (mcp.clone(), gate.clone());
+            async move {
+                Ok::<_, Infallible>(match gate.refuse(&request) {
+                    Some(refusal) => refusal,
+                    None => mcp.handle(request).await,
+                })
+            }
+        });
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            tokio::select! {
+                result = connection.as_mut() => {
+                    if let Err(error) = result {
+                        tracing::debug!(%peer, %error, "connection ended");
+                    }
+                }
+                _ = shutdown.cancelled() => connection.as_mut().graceful_shutdown(),
+            }
+        });
+    }
+}
+
+/// The checks before rmcp sees a request (rmcp checks Host, Origin and size).
+struct Gate {
+    token_digest: Option<[u8; 32]>,
+}
+
+impl Gate {
+    fn refuse(&self, request: &Request<Incoming>) -> Option<Response<Body>> {
+        if request.uri().path() != MCP_PATH {
+            return Some(plain(
+                StatusCode::NOT_FOUND,
+                &format!("not found: the MCP endpoint is {MCP_PATH}"),
+            ));
+        }
+        let expected = self.token_digest?;
+        let presented = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.strip_prefix("Bearer "));
+        // Digests are compared, so the time taken says nothing about the token.
+        if presented.map(digest) == Some(expected) {
+            return None;
+        }
+        let mut response = plain(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized: send the server's token as `Authorization: Bearer <token>`",
+        );
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer"),
+        );
+        Some(response)
+    }
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+fn plain(status: StatusCode, message: &str) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from(format!("{message}\n"))).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// Whether binding `addr` keeps the server on this machine.
+pub fn is_loopback(addr: &SocketAddr) -> bool {
+    addr.ip().is_loopback()
+}

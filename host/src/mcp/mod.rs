@@ -1,0 +1,15 @@
+//! Serving the host's tools over the Model Context Protocol (with `rmcp`):
+//! stdio for clients that spawn the server, streamable HTTP for the rest.
+//!
+//! Tool errors of every kind come back as `isError` results naming the limit
+//! or capability involved; an unknown tool is a JSON-RPC invalid-params error.
+//! Clients can cancel calls and ask for progress, and hear about tools added,
+//! reloaded or removed (`notifications/tools/list_changed`).
+
+mod content;
+mod http;
+mod server;
+
+pub use content::{call_result, tool};
+pub use http::{HttpOptions, MCP_PATH, is_loopback, serve_http};
+pub use server::{McpError, McpServer, McpServerBuilder};

@@ -1,0 +1,346 @@
+//! The MCP server: a [`ToolHost`]'s tools behind rmcp's `ServerHandler`.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ServerCapabilities, ServerConfig, SubscriptionFilter,
+};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::Value;
+use tokio::sync::broadcast;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use super::content;
+use crate::agent::{Approval, ApprovalHandler, ApprovalRequest, DenyAll};
+use crate::context::CallContext;
+use crate::host::ToolHost;
+use crate::result::{ErrorKind, ToolCallResult};
+
+/// How often a long call reports progress, when the client asked for it.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// Why the server could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    /// The client never completed the MCP handshake.
+    #[error("MCP handshake failed: {0}")]
+    Handshake(String),
+    /// The server task ended abnormally.
+    #[error("MCP server stopped: {0}")]
+    Stopped(String),
+    /// The HTTP listener failed.
+    #[error("MCP HTTP server: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Serves a [`ToolHost`]'s tools over MCP. Each connection (stdio, or each
+/// HTTP session) gets its own handler from [`McpServer::session`]; they share
+/// the host, so tools added, reloaded or removed show up everywhere.
+///
+/// ```no_run
+/// # async fn demo(host: wasm_agent::ToolHost) -> Result<(), wasm_agent::mcp::McpError> {
+/// wasm_agent::mcp::McpServer::builder(host).build().serve_stdio().await
+/// # }
+/// ```
+pub struct McpServer {
+    shared: Arc<Shared>,
+    session_id: String,
+    /// Cancelled when this connection's handler is dropped.
+    closed: CancellationToken,
+    _close_on_drop: DropGuard,
+}
+
+struct Shared {
+    host: ToolHost,
+    approvals: BTreeMap<String, Approval>,
+    approver: Arc<dyn ApprovalHandler>,
+    tools_changed: broadcast::Sender<()>,
+    progress_every: Duration,
+}
+
+/// Settings of an [`McpServer`].
+pub struct McpServerBuilder {
+    host: ToolHost,
+    approvals: BTreeMap<String, Approval>,
+    approver: Arc<dyn ApprovalHandler>,
+    progress_every: Duration,
+}
+
+impl McpServerBuilder {
+    /// Calls of `tool` need approval when `approval` says so (default: never).
+    pub fn requires_approval(mut self, tool: impl Into<String>, approval: Approval) -> Self {
+        self.approvals.insert(tool.into(), approval);
+        self
+    }
+
+    /// Who approves calls that need it. The default, [`DenyAll`], refuses
+    /// them: MCP clients cannot be asked, so the operator decides up front.
+    pub fn approval_handler(mut self, handler: Arc<dyn ApprovalHandler>) -> Self {
+        self.approver = handler;
+        self
+    }
+
+    /// How often a long call reports progress to clients that asked (1 s).
+    pub fn progress_every(mut self, interval: Duration) -> Self {
+        self.progress_every = interval.max(Duration::from_millis(10));
+        self
+    }
+
+    /// The server.
+    pub fn build(self) -> McpServer {
+        let (tools_changed, _) = broadcast::channel(16);
+        McpServer::for_session(Arc::new(Shared {
+            host: self.host,
+            approvals: self.approvals,
+            approver: self.approver,
+            tools_changed,
+            progress_every: self.progress_every,
+        }))
+    }
+}
+
+impl McpServer {
+    /// A builder over `host`.
+    pub fn builder(host: ToolHost) -> McpServerBuilder {
+        McpServerBuilder {
+            host,
+            approvals: BTreeMap::new(),
+            approver: Arc::new(DenyAll),
+            progress_every: PROGRESS_EVERY,
+        }
+    }
+
+    fn for_session(shared: Arc<Shared>) -> Self {
+        let closed = CancellationToken::new();
+        Self {
+            shared,
+            session_id: format!("mcp-{}", uuid::Uuid::new_v4()),
+            _close_on_drop: closed.clone().drop_guard(),
+            closed,
+        }
+    }
+
+    /// A handler for one more connection, sharing this server's host.
+    pub fn session(&self) -> Self {
+        Self::for_session(self.shared.clone())
+    }
+
+    /// The host whose tools are served.
+    pub fn host(&self) -> &ToolHost {
+        &self.shared.host
+    }
+
+    /// Tells every connected client that the tool list changed
+    /// (`notifications/tools/list_changed`).
+    pub fn notify_tools_changed(&self) {
+        // No receivers just means no client is connected.
+        let _ = self.shared.tools_changed.send(());
+    }
+
+    /// Serves one client over stdin/stdout until it disconnects.
+    pub async fn serve_stdio(self) -> Result<(), McpError> {
+        let running = self
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|e| McpError::Handshake(e.to_string()))?;
+        running
+            .waiting()
+            .await
+            .map_err(|e| McpError::Stopped(e.to_string()))?;
+        Ok(())
+    }
+
+    /// Forwards tool-list changes to `send` until the connection closes or
+    /// sending fails.
+    fn forward_tool_changes<F, Fut>(&self, send: F) -> impl Future<Output = ()> + use<F, Fut>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        let mut changes = self.shared.tools_changed.subscribe();
+        let closed = self.closed.clone();
+        async move {
+            loop {
+                tokio::select! {
+                    _ = closed.cancelled() => return,
+                    change = changes.recv() => match change {
+                        // Missed changes are still one change to report.
+                        Ok(()) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                            if !send().await {
+                                return;
+                            }
+                        }
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    },
+                }
+            }
+        }
+    }
+
+    async fn approved(&self, tool: &str, arguments: &Value, request_id: String) -> bool {
+        let needed = self
+            .shared
+            .approvals
+            .get(tool)
+            .is_some_and(|approval| approval.required_for(arguments));
+        if !needed {
+            return true;
+        }
+        let request = ApprovalRequest {
+            run_id: self.session_id.clone(),
+            call_id: request_id,
+            tool: tool.to_string(),
+            arguments: arguments.clone(),
+        };
+        self.shared.approver.approve(&request).await
+    }
+
+    async fn run_call(
+        &self,
+        name: &str,
+        arguments: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> ToolCallResult {
+        let mut call_context = CallContext::new().session(self.session_id.clone());
+        call_context.cancellation = context.ct.child_token();
+        let call = self.shared.host.call(name, arguments, &call_context);
+        match context.meta.get_progress_token() {
+            None => call.await,
+            Some(token) => {
+                let ticks =
+                    report_progress(context.peer.clone(), token, self.shared.progress_every);
+                tokio::select! {
+                    result = call => result,
+                    never = ticks => match never {},
+                }
+            }
+        }
+    }
+}
+
+/// Sends `notifications/progress` every `interval` (elapsed seconds as the
+/// progress value) until dropped.
+async fn report_progress(
+    peer: rmcp::Peer<RoleServer>,
+    token: ProgressToken,
+    interval: Duration,
+) -> std::convert::Infallible {
+    let started = tokio::time::Instant::now();
+    let mut ticks = tokio::time::interval_at(started + interval, interval);
+    loop {
+        let now = ticks.tick().await;
+        let seconds = (now - started).as_secs_f64();
+        let update = ProgressNotificationParam::new(token.clone(), seconds)
+            .with_message(format!("running for {seconds:.0} s"));
+        if let Err(error) = peer.notify_progress(update).await {
+            tracing::debug!(%error, "cannot send progress");
+        }
+    }
+}
+
+fn refusal(tool: &str) -> CallToolResult {
+    let message = format!(
+        "{}: tool {tool:?} requires approval, which an MCP client cannot give; \
+         the server's operator can allow it with `wasm-agent serve --approve {tool}` \
+         (or `--approve all`)",
+        ErrorKind::Denied
+    );
+    let mut result = CallToolResult::error(vec![ContentBlock::text(message.clone())]);
+    result.structured_content = Some(serde_json::json!({
+        "error": { "kind": ErrorKind::Denied, "message": message }
+    }));
+    result
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("wasm-agent", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Each tool runs in its own WebAssembly sandbox with only the files, \
+                 hosts and environment its policy grants, under time and memory limits. \
+                 A failed call comes back as an error result naming the limit or \
+                 capability involved.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self.shared.host.tools();
+        Ok(ListToolsResult::with_all_items(
+            tools.iter().map(content::tool).collect(),
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.as_ref();
+        if self.shared.host.tool(name).is_none() {
+            let unknown = self.shared.host.unknown_tool(name);
+            return Err(ErrorData::invalid_params(unknown.message, None));
+        }
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        if !self
+            .approved(name, &arguments, context.id.to_string())
+            .await
+        {
+            return Ok(refusal(name).into());
+        }
+        let result = self.run_call(name, &arguments.to_string(), &context).await;
+        if result
+            .error
+            .as_ref()
+            .is_some_and(|e| e.kind == ErrorKind::UnknownTool)
+        {
+            // Removed between the lookup and the call.
+            let message = result.error.map(|e| e.message).unwrap_or_default();
+            return Err(ErrorData::invalid_params(message, None));
+        }
+        Ok(content::call_result(&result).into())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let peer = context.peer;
+        let forward = self.forward_tool_changes(move || {
+            let peer = peer.clone();
+            async move { peer.notify_tool_list_changed().await.is_ok() }
+        });
+        tokio::spawn(forward);
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.tools_list_changed = requested.tools_list_changed;
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let forward = self.forward_tool_changes(|| async {
+            context.sink().notify_tool_list_changed().await.is_ok()
+        });
+        tokio::select! {
+            _ = context.cancelled() => {}
+            _ = forward => {}
+        }
+        Ok(())
+    }
+}

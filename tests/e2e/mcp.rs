@@ -1,0 +1,372 @@
+//! `wasm-agent serve` over HTTP, spoken to directly: the refusals (token,
+//! Host, Origin, body size, path), the JSON-RPC exchange and `--watch`.
+//! The official Python MCP SDK drives the same server in `tests/mcp`.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::common::{assert_clean_failure, component, run, temp_dir, wasm_agent};
+
+/// A running `wasm-agent serve --http 127.0.0.1:0`, killed on drop.
+struct Server {
+    child: Child,
+    url: String,
+    http: reqwest::Client,
+}
+
+impl Server {
+    fn start(args: &[&str]) -> Self {
+        let mut child = wasm_agent()
+            .args(["serve", "--http", "127.0.0.1:0"])
+            .args(args)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("wasm-agent serve starts");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("wasm-agent: serving MCP on ") {
+                    let _ = tx.send(url.to_string());
+                }
+                eprintln!("[server] {line}");
+            }
+        });
+        let url = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the server prints its URL");
+        Self {
+            child,
+            url,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    fn post(&self, body: &Value) -> reqwest::RequestBuilder {
+        self.http
+            .post(&self.url)
+            .header("accept", "application/json, text/event-stream")
+            .json(body)
+    }
+
+    /// Initializes a session and returns its id.
+    async fn session(&self, token: Option<&str>) -> String {
+        let mut request = self.post(&initialize());
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.expect("initialize is answered");
+        assert_eq!(response.status(), StatusCode::OK);
+        let session = response.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        let mut notify = self
+            .post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .header("mcp-session-id", &session);
+        if let Some(token) = token {
+            notify = notify.bearer_auth(token);
+        }
+        let status = notify.send().await.unwrap().status();
+        assert!(status.is_success(), "initialized: {status}");
+        session
+    }
+
+    /// One request in `session`; returns the JSON-RPC response.
+    async fn rpc(&self, session: &str, id: u64, method: &str, params: Value) -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let response = self
+            .post(&body)
+            .header("mcp-session-id", session)
+            .send()
+            .await
+            .expect("the request is answered");
+        assert_eq!(response.status(), StatusCode::OK);
+        let text = response.text().await.unwrap();
+        response_in(&text, id).unwrap_or_else(|| panic!("no response {id} in {text:?}"))
+    }
+
+    async fn tool_names(&self, session: &str, id: u64) -> Vec<String> {
+        let listed = self.rpc(session, id, "tools/list", json!({})).await;
+        listed["result"]["tools"]
+            .as_array()
+            .expect("a tool list")
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn initialize() -> Value {
+    json!({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "e2e", "version": "0"}
+        }
+    })
+}
+
+/// The JSON-RPC response with `id` in a JSON or SSE body.
+fn response_in(body: &str, id: u64) -> Option<Value> {
+    let candidates = body
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .chain(std::iter::once(body));
+    candidates
+        .filter_map(|text| serde_json::from_str::<Value>(text.trim()).ok())
+        .find(|message| message["id"] == id)
+}
+
+fn calculator_args() -> Vec<String> {
+    vec!["--tools".into(), path(&component("calculator"))]
+}
+
+fn path(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+#[tokio::test]
+async fn tools_are_listed_and_called_with_errors_as_results() {
+    let fixture = path(&component("fixture_tool"));
+    let server = Server::start(&["--tools", &fixture, "--timeout", "300ms"]);
+    let session = server.session(None).await;
+
+    let listed = server.rpc(&session, 1, "tools/list", json!({})).await;
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    let echo = tools.iter().find(|t| t["name"] == "echo").expect("echo");
+    assert_eq!(echo["title"], "Echo");
+    assert_eq!(echo["inputSchema"]["type"], "object");
+    assert!(echo["annotations"]["readOnlyHint"].is_boolean());
+
+    let called = server
+        .rpc(
+            &session,
+            2,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "hi"}}),
+        )
+        .await;
+    assert_eq!(called["result"]["isError"], false, "{called}");
+    assert_eq!(called["result"]["content"][0]["text"], "hi");
+
+    let spun = server
+        .rpc(
+            &session,
+            3,
+            "tools/call",
+            json!({"name": "spin", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(spun["result"]["isError"], true, "{spun}");
+    assert_eq!(
+        spun["result"]["structuredContent"]["error"]["kind"],
+        "timeout"
+    );
+
+    let unknown = server
+        .rpc(
+            &session,
+            4,
+            "tools/call",
+            json!({"name": "ehco", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("echo"),
+        "the message suggests the near name: {unknown}"
+    );
+
+    // Still serving after all of that.
+    let again = server
+        .rpc(
+            &session,
+            5,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "on"}}),
+        )
+        .await;
+    assert_eq!(again["result"]["content"][0]["text"], "on");
+}
+
+#[tokio::test]
+async fn tokens_are_required_when_set() {
+    let mut args = calculator_args();
+    args.extend(["--token".into(), "s3cret".into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = Server::start(&args);
+
+    let missing = server.post(&initialize()).send().await.unwrap();
+    assert_eq!(missing.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(missing.headers()["www-authenticate"], "Bearer");
+    let wrong = server
+        .post(&initialize())
+        .bearer_auth("guess")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+
+    let session = server.session(Some("s3cret")).await;
+    assert!(!session.is_empty());
+}
+
+#[tokio::test]
+async fn forged_host_and_origin_headers_are_refused() {
+    let args = calculator_args();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = Server::start(&args);
+
+    let forged_host = server
+        .post(&initialize())
+        .header("host", "evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        forged_host.status().is_client_error(),
+        "{}",
+        forged_host.status()
+    );
+
+    let forged_origin = server
+        .post(&initialize())
+        .header("origin", "http://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged_origin.status(), StatusCode::FORBIDDEN);
+
+    let local_origin = server
+        .post(&initialize())
+        .header("origin", "http://localhost:6274")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        local_origin.status(),
+        StatusCode::OK,
+        "loopback origins are fine"
+    );
+}
+
+#[tokio::test]
+async fn oversized_bodies_and_other_paths_are_refused() {
+    let mut args = calculator_args();
+    args.extend(["--max-body".into(), "1KiB".into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = Server::start(&args);
+
+    let mut big = initialize();
+    big["params"]["clientInfo"]["name"] = json!("x".repeat(4096));
+    let response = server.post(&big).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+
+    let elsewhere = server.url.replace("/mcp", "/admin");
+    let response = server.http.get(elsewhere).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+}
+
+#[test]
+fn binding_beyond_loopback_needs_a_token() {
+    let calculator = path(&component("calculator"));
+    let output = run(&["serve", "--http", "0.0.0.0:0", "--tools", &calculator]);
+    assert_clean_failure(&output, 2, "--token");
+}
+
+#[test]
+fn serve_needs_a_transport() {
+    let output = run(&["serve", "--tools", "x.wasm"]);
+    assert_clean_failure(&output, 2, "--stdio");
+}
+
+#[tokio::test]
+async fn watch_reloads_changes_and_keeps_the_old_version_of_a_broken_file() {
+    let dir = temp_dir();
+    std::fs::copy(component("calculator"), dir.path().join("calc.wasm")).unwrap();
+    let folder = path(dir.path());
+    let server = Server::start(&["--tools", &folder, "--watch"]);
+    let session = server.session(None).await;
+    assert_eq!(server.tool_names(&session, 1).await, ["calculate"]);
+
+    // A broken file where a component was: the working version stays.
+    std::fs::write(dir.path().join("calc.wasm"), b"not wasm").unwrap();
+    // Added beside it: picked up.
+    let staged = dir.path().join("json.tmp");
+    std::fs::copy(component("json"), &staged).unwrap();
+    std::fs::rename(&staged, dir.path().join("json.wasm")).unwrap();
+    let mut id = 2;
+    let names = wait_for(
+        || {
+            id += 1;
+            let server = &server;
+            let session = &session;
+            async move { server.tool_names(session, id).await }
+        },
+        |names| names.iter().any(|n| n == "json_query"),
+    )
+    .await;
+    assert!(names.contains(&"calculate".to_string()), "{names:?}");
+
+    let called = server
+        .rpc(
+            &session,
+            100,
+            "tools/call",
+            json!({"name": "calculate", "arguments": {"expression": "6*7"}}),
+        )
+        .await;
+    assert_eq!(called["result"]["content"][0]["text"], "42");
+
+    // Removed: its tools go.
+    std::fs::remove_file(dir.path().join("json.wasm")).unwrap();
+    let mut id = 200;
+    wait_for(
+        || {
+            id += 1;
+            let server = &server;
+            let session = &session;
+            async move { server.tool_names(session, id).await }
+        },
+        |names| !names.iter().any(|n| n == "json_query"),
+    )
+    .await;
+}
+
+/// Polls `probe` until `done` holds (at most 20 s).
+async fn wait_for<F, Fut, T>(mut probe: F, done: impl Fn(&T) -> bool) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = T>,
+    T: std::fmt::Debug,
+{
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let value = probe().await;
+        if done(&value) {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "gave up waiting; last: {value:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -1,0 +1,90 @@
+"""Handshake, tool listing and a plain call, over stdio and streamable HTTP."""
+
+from __future__ import annotations
+
+import pytest
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from conftest import dump, text_of, wasm
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_initialize(open_session):
+    async with open_session("--tools", wasm("calculator")) as session:
+        result = session.initialize_result
+        assert result is not None
+        assert result.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS, dump(result)
+        assert result.server_info.name == "wasm-agent", dump(result)
+        assert result.server_info.version, dump(result)
+        tools = result.capabilities.tools
+        assert tools is not None, f"capabilities.tools missing: {dump(result)}"
+        assert tools.list_changed is True, f"capabilities.tools.listChanged is not true: {dump(result)}"
+        # The session is usable after the handshake.
+        await session.send_ping()
+
+
+async def test_list_tools_calculator(open_session):
+    async with open_session("--tools", wasm("calculator")) as session:
+        listing = await session.list_tools()
+        by_name = {tool.name: tool for tool in listing.tools}
+        assert set(by_name) == {"calculate"}, dump(listing)
+        tool = by_name["calculate"]
+        assert tool.title, f"no title: {dump(tool)}"
+        assert tool.description and "arithmetic" in tool.description, dump(tool)
+        schema = tool.input_schema
+        assert schema.get("type") == "object", schema
+        assert "expression" in schema.get("properties", {}), schema
+        assert "expression" in schema.get("required", []), schema
+        # example-tools/calculator declares `.idempotent()` only (it writes `ans` to session state).
+        hints = tool.annotations
+        assert hints is not None, dump(tool)
+        assert hints.read_only_hint is False, dump(tool)
+        assert hints.destructive_hint is False, dump(tool)
+        assert hints.idempotent_hint is True, dump(tool)
+        assert hints.open_world_hint is False, dump(tool)
+
+
+@pytest.mark.parametrize(
+    ("name", "read_only", "destructive", "idempotent", "open_world"),
+    [
+        ("echo", True, False, True, False),
+        ("write_path", False, True, False, False),
+        ("tcp_connect", False, False, False, True),
+        ("spin", False, False, False, False),
+    ],
+)
+async def test_annotations_follow_the_component(open_session, name, read_only, destructive, idempotent, open_world):
+    """Each hint comes from the component's own flags (tests/fixture-tool), not a constant."""
+    async with open_session("--tools", wasm("fixture_tool")) as session:
+        listing = await session.list_tools()
+        tool = next((t for t in listing.tools if t.name == name), None)
+        assert tool is not None, f"{name} not listed: {sorted(t.name for t in listing.tools)}"
+        hints = tool.annotations
+        assert hints is not None, dump(tool)
+        assert (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint, hints.open_world_hint) == (
+            read_only,
+            destructive,
+            idempotent,
+            open_world,
+        ), dump(tool)
+
+
+async def test_call_calculate(open_session):
+    async with open_session("--tools", wasm("calculator")) as session:
+        result = await session.call_tool("calculate", {"expression": "2 * (3 + 4)"})
+        assert result.is_error is False, dump(result)
+        assert text_of(result) == "14", dump(result)
+        result = await session.call_tool("calculate", {"expression": "6 * 7"})
+        assert result.is_error is False, dump(result)
+        assert text_of(result) == "42", dump(result)
+
+
+async def test_several_components(open_session):
+    """--tools repeated: every component's tools are offered and callable."""
+    async with open_session("--tools", wasm("calculator"), "--tools", wasm("echo_tool")) as session:
+        listing = await session.list_tools()
+        assert {"calculate", "echo"} <= {t.name for t in listing.tools}, dump(listing)
+        result = await session.call_tool("echo", {"text": "héllo ✓"})
+        assert result.is_error is False, dump(result)
+        assert text_of(result) == "héllo ✓", dump(result)
