@@ -6,11 +6,17 @@ BIN     := target/release/wasm-agent
 DEMO    := target/demo
 VENV    := target/mcp-venv
 PYTHON  ?= python3
+# Tools in Python (componentize-py) and JavaScript (componentize-js).
+POLY    := target/polyglot
+PY_VENV := target/py-venv
+JS_DEPS := example-tools/mdtable
+POLYGLOT := $(addprefix $(POLY)/,textstats.wasm fixture-py.wasm mdtable.wasm fixture-js.wasm)
 
-.PHONY: setup wasm-target host guests demo test test-mcp mcp-venv bench lint clean
+.PHONY: setup wasm-target host guests polyglot py-toolchain js-toolchain demo test test-mcp mcp-venv bench lint clean
 
-## Install the wasm32-wasip2 target, build the host (release) and every guest.
-setup: wasm-target host guests
+## Install the wasm32-wasip2 target, build the host (release) and every guest,
+## the Python and JavaScript ones included.
+setup: wasm-target host guests polyglot
 
 wasm-target:
 	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
@@ -20,6 +26,49 @@ host:
 
 guests: wasm-target
 	$(CARGO) build --release --target wasm32-wasip2 $(addprefix -p ,$(GUESTS))
+
+## Python and JavaScript tools: componentize-py in a venv, componentize-js
+## from npm (versions pinned in guest-sdk/python/requirements.txt and
+## example-tools/mdtable/package-lock.json).
+polyglot: $(POLYGLOT)
+
+py-toolchain: $(PY_VENV)/.installed
+
+$(PY_VENV)/.installed: guest-sdk/python/requirements.txt
+	$(PYTHON) -m venv $(PY_VENV)
+	$(PY_VENV)/bin/pip install --quiet --disable-pip-version-check -r $<
+	touch $@
+
+js-toolchain: $(JS_DEPS)/node_modules/.installed
+
+$(JS_DEPS)/node_modules/.installed: $(JS_DEPS)/package-lock.json
+	npm ci --prefix $(JS_DEPS) --no-audit --no-fund --loglevel=error
+	touch $@
+
+PY_SDK := guest-sdk/python/wasm_agent_tool.py wit/world.wit
+JS_SDK := guest-sdk/js/wasm-agent-tool.js wit/world.wit
+
+$(POLY)/textstats.wasm: example-tools/textstats/app.py $(PY_SDK) | py-toolchain
+	$(call componentize-py,example-tools/textstats)
+$(POLY)/fixture-py.wasm: tests/fixture-py/app.py $(PY_SDK) | py-toolchain
+	$(call componentize-py,tests/fixture-py)
+$(POLY)/mdtable.wasm: example-tools/mdtable/app.js $(JS_SDK) | js-toolchain
+	$(call componentize-js,example-tools/mdtable/app.js)
+$(POLY)/fixture-js.wasm: tests/fixture-js/app.js $(JS_SDK) | js-toolchain
+	$(call componentize-js,tests/fixture-js/app.js)
+
+# $(call componentize-py,FOLDER): FOLDER/app.py with the helper -> $@
+define componentize-py
+	@mkdir -p $(POLY)
+	$(PY_VENV)/bin/componentize-py -d wit -w toolkit componentize app -p $(1) -p guest-sdk/python -o $@
+endef
+
+# $(call componentize-js,FILE): FILE without wasi:http -> $@ (run from the
+# root: componentize-js reads files only under its working directory).
+define componentize-js
+	@mkdir -p $(POLY)
+	$(JS_DEPS)/node_modules/.bin/componentize-js --wit wit --world-name toolkit --disable http fetch-event -o $@ $(1)
+endef
 
 ## List the example tools, make a few calls, and show denied ones.
 demo: setup
@@ -32,6 +81,10 @@ demo: setup
 	@$(BIN) call $(WASM)/files.wasm search '{"path": "/data", "pattern": "beta"}' --allow-dir $(DEMO)/data:/data:ro
 	@echo; echo "== json_query =="
 	@$(BIN) call $(WASM)/json.wasm json_query '{"document": "{\"users\": [{\"name\": \"ada\"}]}", "path": "users[0].name"}'
+	@echo; echo "== a Python tool (componentize-py): text_stats =="
+	@$(BIN) call $(POLY)/textstats.wasm text_stats '{"text": "Tools run in sandboxes. Sandboxes keep tools honest."}'
+	@echo; echo "== a JavaScript tool (componentize-js): markdown_table =="
+	@$(BIN) call $(POLY)/mdtable.wasm markdown_table '{"rows": [{"tool": "calculate", "ms": 0.03}, {"tool": "text_stats", "ms": 1.2}]}'
 	@echo; echo "== denied: write into a read-only grant =="
 	@$(BIN) call $(WASM)/files.wasm write_file '{"path": "/data/x.txt", "content": "x"}' --allow-dir $(DEMO)/data:/data:ro || true
 	@echo; echo "== denied: read outside every grant =="
@@ -54,9 +107,11 @@ demo: setup
 ## differently (serde_json's preserve_order, ...) and would compile wasmtime
 ## a second time.
 ## Then `wasm-agent serve` is driven by the official Python MCP SDK.
-test: wasm-target guests mcp-venv
+test: wasm-target guests polyglot mcp-venv
 	$(CARGO) test --release -p wasm-agent
 	$(CARGO) test --release $(addprefix -p ,wasm-agent-guest $(GUESTS))
+	$(VENV)/bin/pytest -p no:cacheprovider -q guest-sdk/python
+	node --test guest-sdk/js/test/
 	$(VENV)/bin/pytest tests/mcp -q
 
 ## The MCP tests alone (official Python SDK against target/release/wasm-agent).
@@ -71,9 +126,11 @@ $(VENV)/.installed: tests/mcp/requirements.txt
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/mcp/requirements.txt
 	touch $@
 
-## Benchmark warm calls, throughput, cold loads, and a Node.js subprocess per call.
-bench: setup
+## Benchmark warm calls, throughput, cold loads, and a Node.js subprocess per
+## call; then the MCP server as the official Python SDK sees it over stdio.
+bench: setup mcp-venv
 	$(CARGO) bench -p wasm-agent --bench calls
+	$(VENV)/bin/python tests/mcp/bench_mcp.py
 
 lint:
 	$(CARGO) fmt --all --check

@@ -13,10 +13,13 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const WARM_CALLS: usize = 20_000;
 const SUBPROCESS_CALLS: usize = 30;
+const POLYGLOT_CALLS: usize = 400;
 
-fn component(name: &str) -> PathBuf {
+/// A component `make setup` built into `target/FOLDER`.
+fn built(folder: &str, name: &str) -> PathBuf {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/wasm32-wasip2/release")
+        .join("../target")
+        .join(folder)
         .join(format!("{name}.wasm"));
     assert!(
         path.is_file(),
@@ -24,6 +27,16 @@ fn component(name: &str) -> PathBuf {
         path.display()
     );
     path
+}
+
+/// A Rust guest.
+fn component(name: &str) -> PathBuf {
+    built("wasm32-wasip2/release", name)
+}
+
+/// The Python and JavaScript fixtures.
+fn polyglot(name: &str) -> PathBuf {
+    built("polyglot", name)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -38,13 +51,14 @@ fn millis(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
 }
 
-async fn warm_latency(host: &ToolHost) -> Vec<Duration> {
+/// Sorted latencies of `calls` calls of `echo`, after `calls / 20` to warm up.
+async fn warm_latency(host: &ToolHost, calls: usize) -> Vec<Duration> {
     let context = CallContext::new();
-    for _ in 0..1000 {
+    for _ in 0..calls / 20 {
         host.call("echo", r#"{"text":"hi"}"#, &context).await;
     }
-    let mut samples = Vec::with_capacity(WARM_CALLS);
-    for _ in 0..WARM_CALLS {
+    let mut samples = Vec::with_capacity(calls);
+    for _ in 0..calls {
         let started = Instant::now();
         let result = host.call("echo", r#"{"text":"hi"}"#, &context).await;
         samples.push(started.elapsed());
@@ -116,7 +130,7 @@ async fn main() {
     // Measured on a runtime worker, like every call an embedder makes.
     let warm = tokio::spawn({
         let host = host.clone();
-        async move { warm_latency(&host).await }
+        async move { warm_latency(&host, WARM_CALLS).await }
     })
     .await
     .expect("latency task");
@@ -147,6 +161,30 @@ async fn main() {
             millis(compile)
         );
         println!("| cold load of {name}: from cache | {} |", millis(cached));
+    }
+    for (language, name) in [("Python", "fixture-py"), ("JavaScript", "fixture-js")] {
+        let path = polyglot(name);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (compile, first) = cold_load(&path, dir.path()).await;
+        let (cached, second) = cold_load(&path, dir.path()).await;
+        assert_eq!((first, second), (CacheOutcome::Compiled, CacheOutcome::Hit));
+        let size = std::fs::metadata(&path).map_or(0, |m| m.len()) / (1024 * 1024);
+        println!(
+            "| {language} tool ({name}, {size} MiB): compile | {} |",
+            millis(compile)
+        );
+        println!("| {language} tool: load from cache | {} |", millis(cached));
+        let host = ToolHost::builder()
+            .cache_dir(dir.path())
+            .build()
+            .expect("host");
+        host.load(&*path, Policy::default()).await.expect("load");
+        let warm = warm_latency(&host, POLYGLOT_CALLS).await;
+        println!(
+            "| {language} tool: warm call p50 / p99 of `echo` | {} / {} |",
+            millis(percentile(&warm, 0.50)),
+            millis(percentile(&warm, 0.99))
+        );
     }
     match node_subprocess() {
         Some(node) => {

@@ -11,6 +11,8 @@ mod loading;
 mod mcp;
 mod network;
 mod policy;
+mod polyglot;
 mod provider_server;
 mod providers;
 mod sandbox;
+mod scaffold;

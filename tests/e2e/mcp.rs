@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use wasm_agent::mcp::{HttpOptions, McpServer, serve_http};
+
 use crate::common::{assert_clean_failure, component, run, temp_dir, wasm_agent};
 
 /// A running `wasm-agent serve --http 127.0.0.1:0`, killed on drop.
@@ -89,6 +91,19 @@ impl Server {
         assert_eq!(response.status(), StatusCode::OK);
         let text = response.text().await.unwrap();
         response_in(&text, id).unwrap_or_else(|| panic!("no response {id} in {text:?}"))
+    }
+
+    /// Polls the tool list (ids from 1000 up) until `done` holds; at most 20 s.
+    async fn wait_for_tools(&self, session: &str, done: impl Fn(&[String]) -> bool) -> Vec<String> {
+        let mut id = 1000;
+        wait_for(
+            || {
+                id += 1;
+                self.tool_names(session, id)
+            },
+            |names| done(names),
+        )
+        .await
     }
 
     async fn tool_names(&self, session: &str, id: u64) -> Vec<String> {
@@ -226,6 +241,86 @@ async fn tokens_are_required_when_set() {
 
     let session = server.session(Some("s3cret")).await;
     assert!(!session.is_empty());
+    // The scheme is case-insensitive (RFC 7235).
+    let lower = server
+        .post(&initialize())
+        .header("authorization", "bearer s3cret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(lower.status(), StatusCode::OK);
+}
+
+#[test]
+fn an_empty_token_is_refused() {
+    let calculator = path(&component("calculator"));
+    let output = run(&[
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+        "--token",
+        " ",
+        "--tools",
+        &calculator,
+    ]);
+    assert_clean_failure(&output, 2, "empty");
+}
+
+#[tokio::test]
+async fn sessions_beyond_the_limit_are_refused_until_one_closes() {
+    let host = crate::common::host();
+    host.load(component("calculator"), wasm_agent::Policy::default())
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let options = HttpOptions {
+        max_sessions: 2,
+        ..HttpOptions::default()
+    };
+    let shutdown = wasm_agent::CancellationToken::new();
+    let server = McpServer::builder(host).build();
+    let serving = tokio::spawn(serve_http(server, listener, options, shutdown.clone()));
+    let http = reqwest::Client::new();
+    let open = || {
+        http.post(&url)
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize())
+            .send()
+    };
+    let first = open().await.unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    let first_id = first.headers()["mcp-session-id"].clone();
+    assert_eq!(open().await.unwrap().status(), StatusCode::OK);
+    let third = open().await.unwrap();
+    assert_eq!(third.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        third
+            .text()
+            .await
+            .unwrap()
+            .contains("too many open MCP sessions")
+    );
+
+    let closed = http
+        .delete(&url)
+        .header("mcp-session-id", first_id)
+        .send()
+        .await
+        .unwrap();
+    assert!(closed.status().is_success(), "{}", closed.status());
+    let fourth = wait_for(open, |r| match r {
+        Ok(response) => response.status() == StatusCode::OK,
+        Err(_) => false,
+    })
+    .await;
+    assert!(fourth.is_ok());
+
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(15), serving)
+        .await
+        .expect("the server stops after shutdown")
+        .unwrap();
 }
 
 #[tokio::test]
@@ -312,17 +407,9 @@ async fn watch_reloads_changes_and_keeps_the_old_version_of_a_broken_file() {
     let staged = dir.path().join("json.tmp");
     std::fs::copy(component("json"), &staged).unwrap();
     std::fs::rename(&staged, dir.path().join("json.wasm")).unwrap();
-    let mut id = 2;
-    let names = wait_for(
-        || {
-            id += 1;
-            let server = &server;
-            let session = &session;
-            async move { server.tool_names(session, id).await }
-        },
-        |names| names.iter().any(|n| n == "json_query"),
-    )
-    .await;
+    let names = server
+        .wait_for_tools(&session, |names| names.iter().any(|n| n == "json_query"))
+        .await;
     assert!(names.contains(&"calculate".to_string()), "{names:?}");
 
     let called = server
@@ -337,17 +424,27 @@ async fn watch_reloads_changes_and_keeps_the_old_version_of_a_broken_file() {
 
     // Removed: its tools go.
     std::fs::remove_file(dir.path().join("json.wasm")).unwrap();
-    let mut id = 200;
-    wait_for(
-        || {
-            id += 1;
-            let server = &server;
-            let session = &session;
-            async move { server.tool_names(session, id).await }
-        },
-        |names| !names.iter().any(|n| n == "json_query"),
-    )
-    .await;
+    server
+        .wait_for_tools(&session, |names| !names.iter().any(|n| n == "json_query"))
+        .await;
+}
+
+#[tokio::test]
+async fn a_new_file_never_displaces_another_files_component() {
+    let (first, second) = (temp_dir(), temp_dir());
+    std::fs::copy(component("calculator"), first.path().join("calc.wasm")).unwrap();
+    let (a, b) = (path(first.path()), path(second.path()));
+    let server = Server::start(&["--tools", &a, "--tools", &b, "--watch"]);
+    let session = server.session(None).await;
+    // Same file name in the other folder: a clash, refused.
+    std::fs::copy(component("json"), second.path().join("calc.wasm")).unwrap();
+    // A later, unrelated addition shows the watcher has looked meanwhile.
+    std::fs::copy(component("echo_tool"), second.path().join("echo.wasm")).unwrap();
+    let names = server
+        .wait_for_tools(&session, |names| names.iter().any(|n| n == "echo"))
+        .await;
+    assert!(names.contains(&"calculate".to_string()), "{names:?}");
+    assert!(!names.contains(&"json_query".to_string()), "{names:?}");
 }
 
 /// Polls `probe` until `done` holds (at most 20 s).

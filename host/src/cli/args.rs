@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+
+use super::new::Lang;
 use wasm_agent::policy::{ByteSize, ConfigError, ConfigFile, DirGrant, NetworkGrant, PolicyLayer};
 
 /// Run LLM-agent tools as WebAssembly components under an enforced policy.
@@ -62,6 +64,21 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Serve the tools to MCP clients over stdio or streamable HTTP (at /mcp).
     Serve(Box<ServeArgs>),
+    /// Create a tool project (a working example tool, its build, a README).
+    New {
+        /// The project's name (letters, digits, '-' and '_').
+        name: String,
+        /// The language to write the tool in.
+        #[arg(long, value_enum)]
+        lang: Lang,
+        /// Create it here instead of ./NAME.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Rust: the guest-sdk folder of a wasm-agent checkout (default: the
+        /// one this binary was built from).
+        #[arg(long, value_name = "DIR")]
+        sdk: Option<PathBuf>,
+    },
 }
 
 /// `wasm-agent serve`.

@@ -1,6 +1,7 @@
 //! The `wasm-agent` command line.
 
 mod args;
+mod new;
 mod output;
 mod run;
 mod serve;
@@ -125,6 +126,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Run(args) => run::run(*args).await,
         Command::Serve(args) => serve::serve(*args).await,
+        Command::New {
+            name,
+            lang,
+            dir,
+            sdk,
+        } => new::new_project(&name, lang, dir, sdk),
     }
 }
 
@@ -168,7 +175,19 @@ async fn load_targets_with(
     config: Option<&ConfigFile>,
     sessions: Arc<dyn SessionStore>,
 ) -> anyhow::Result<ToolHost> {
-    let resolved = resolve_targets(targets, config)?;
+    load_folders(targets, flags, config, sessions, false).await
+}
+
+/// [`load_targets_with`], where `may_be_empty` lets folders hold no
+/// components yet (they are watched for some).
+async fn load_folders(
+    targets: &[String],
+    flags: &HostFlags,
+    config: Option<&ConfigFile>,
+    sessions: Arc<dyn SessionStore>,
+    may_be_empty: bool,
+) -> anyhow::Result<ToolHost> {
+    let resolved = resolve_targets(targets, config, may_be_empty)?;
     let mut builder = ToolHost::builder().session_store(sessions);
     if let Some(calls) = flags.max_concurrency {
         builder = builder.max_concurrency(calls);
@@ -188,7 +207,11 @@ async fn load_targets_with(
     Ok(host)
 }
 
-fn resolve_targets(targets: &[String], config: Option<&ConfigFile>) -> anyhow::Result<Vec<Target>> {
+fn resolve_targets(
+    targets: &[String],
+    config: Option<&ConfigFile>,
+    may_be_empty: bool,
+) -> anyhow::Result<Vec<Target>> {
     let configured = |alias: &str| -> Option<Target> {
         let config = config?;
         let tool = config.tools.get(alias)?;
@@ -214,7 +237,7 @@ fn resolve_targets(targets: &[String], config: Option<&ConfigFile>) -> anyhow::R
         let path = Path::new(target);
         let files = if path.is_dir() {
             let files = wasm_files(path)?;
-            if files.is_empty() {
+            if files.is_empty() && !may_be_empty {
                 bail!("{target}: the folder holds no .wasm files");
             }
             files

@@ -13,11 +13,14 @@ use wasm_agent::{CancellationToken, ToolHost};
 
 use super::args::ServeArgs;
 use super::watch::Watcher;
-use super::{load_targets_with, run::open_store};
+use super::{load_folders, run::open_store};
 
 pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    if args.token.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        bail!("--token (or WASM_AGENT_MCP_TOKEN) is empty: give a secret, or leave it unset");
+    }
     if let Some(addr) = args.http
-        && !mcp::is_loopback(&addr)
+        && !addr.ip().is_loopback()
         && args.token.is_none()
     {
         bail!(
@@ -27,22 +30,18 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let config = args.host.load_config()?;
     let store = Arc::new(open_store(args.host.data_dir.clone())?);
-    let host = load_targets_with(&args.tools, &args.host, config.as_ref(), store).await?;
+    // The first look at the folders comes before loading, so a file that
+    // changes meanwhile is loaded again.
+    let watched = args.watch.then(|| {
+        let paths = watched_paths(&args.tools, config.as_ref());
+        Watcher::new(paths, args.host.policy.layer(), config.clone())
+    });
+    let host = load_folders(&args.tools, &args.host, config.as_ref(), store, args.watch).await?;
     let server = build_server(&host, &args, config.as_ref());
     let shutdown = CancellationToken::new();
-    if args.watch {
-        let watcher = Watcher::new(
-            watched_paths(&args.tools, config.as_ref()),
-            host.clone(),
-            args.host.policy.layer(),
-            config.clone(),
-        );
-        let (server, shutdown) = (server.session(), shutdown.clone());
-        tokio::spawn(async move {
-            watcher
-                .run(shutdown, || server.notify_tools_changed())
-                .await
-        });
+    if let Some(watcher) = watched {
+        let (changed, shutdown) = (server.tools_changed(), shutdown.clone());
+        tokio::spawn(async move { watcher.run(host, shutdown, changed).await });
     }
     match args.http {
         None => server.serve_stdio().await?,
@@ -58,13 +57,14 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 hosts: args.host_headers.clone(),
                 origins: args.origins.clone(),
                 max_body: usize::try_from(args.max_body.0).unwrap_or(usize::MAX),
+                ..HttpOptions::default()
             };
             let stop = shutdown.clone();
             tokio::spawn(async move {
                 stop_signal().await;
                 stop.cancel();
             });
-            mcp::serve_http(server, listener, options, shutdown.clone()).await?;
+            mcp::serve_http(server, listener, options, shutdown.clone()).await;
         }
     }
     shutdown.cancel();

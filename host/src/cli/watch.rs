@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use wasm_agent::mcp::ToolsChanged;
 use wasm_agent::policy::{ConfigFile, PolicyLayer};
 use wasm_agent::{CancellationToken, LoadOptions, ToolHost};
 
@@ -27,78 +28,101 @@ struct Stamp {
 
 type Snapshot = BTreeMap<PathBuf, Stamp>;
 
+/// What the watcher knows between polls.
+struct Seen {
+    /// The stamp of each file as last acted on.
+    applied: Snapshot,
+    /// The previous poll.
+    previous: Snapshot,
+    /// The component each file was loaded as.
+    names: BTreeMap<PathBuf, String>,
+}
+
 /// Reloads the components under a set of files and folders as they change.
 pub struct Watcher {
     paths: Vec<PathBuf>,
-    host: ToolHost,
     layer: PolicyLayer,
     config: Option<ConfigFile>,
+    /// The first look, taken before the host loaded the components.
+    initial: Snapshot,
 }
 
 impl Watcher {
-    /// Watches `paths` (component files, and folders of them) for `host`.
-    pub fn new(
-        paths: Vec<PathBuf>,
-        host: ToolHost,
-        layer: PolicyLayer,
-        config: Option<ConfigFile>,
-    ) -> Self {
-        Self {
+    /// Watches `paths` (component files, and folders of them); call it before
+    /// loading them, so that nothing changed in between goes unseen.
+    pub fn new(paths: Vec<PathBuf>, layer: PolicyLayer, config: Option<ConfigFile>) -> Self {
+        let mut watcher = Self {
             paths,
-            host,
             layer,
             config,
-        }
+            initial: Snapshot::new(),
+        };
+        watcher.initial = watcher.scan();
+        watcher
     }
 
-    /// Polls until `stop`, calling `changed` after each round that changed the
-    /// tool list.
-    pub async fn run(self, stop: CancellationToken, changed: impl Fn()) {
-        let mut applied = self.scan();
-        // The component name each file was loaded under.
-        let mut names: BTreeMap<PathBuf, String> = applied
+    /// Polls until `stop`, loading, reloading and unloading components of
+    /// `host`, and tells clients through `changed` after each round that
+    /// changed the tool list.
+    pub async fn run(self, host: ToolHost, stop: CancellationToken, changed: ToolsChanged) {
+        let names = self
+            .initial
             .keys()
             .map(|path| (path.clone(), self.component_name(path)))
+            .filter(|(_, name)| is_loaded(&host, name))
             .collect();
-        let mut previous = applied.clone();
+        let mut seen = Seen {
+            applied: self.initial.clone(),
+            previous: self.initial.clone(),
+            names,
+        };
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
                 _ = tokio::time::sleep(POLL_EVERY) => {}
             }
-            let current = self.scan();
-            // Act only on files that held still since the previous poll.
-            let settled: Snapshot = current
-                .iter()
-                .filter(|(path, stamp)| previous.get(*path) == Some(stamp))
-                .map(|(path, stamp)| (path.clone(), *stamp))
-                .collect();
-            let mut any = false;
-            for (path, stamp) in &settled {
-                if applied.get(path) != Some(stamp) {
-                    if let Some(name) = self.reload(path).await {
-                        names.insert(path.clone(), name);
-                        any = true;
-                    }
-                    applied.insert(path.clone(), *stamp);
-                }
+            if self.poll(&host, &mut seen).await {
+                changed.notify();
             }
-            let gone: Vec<PathBuf> = applied
-                .keys()
-                .filter(|path| !current.contains_key(*path))
-                .cloned()
-                .collect();
-            for path in gone {
-                applied.remove(&path);
-                if let Some(name) = names.remove(&path) {
-                    any |= self.unload(&path, &name);
-                }
-            }
-            if any {
-                changed();
-            }
-            previous = current;
         }
+    }
+
+    /// One look at the files; true if the tool list changed.
+    async fn poll(&self, host: &ToolHost, seen: &mut Seen) -> bool {
+        let current = self.scan();
+        let mut changed = false;
+        // Act only on files that held still since the previous poll.
+        for (path, stamp) in &current {
+            if seen.previous.get(path) != Some(stamp) || seen.applied.get(path) == Some(stamp) {
+                continue;
+            }
+            // A new version of this file's component, or one loaded at
+            // startup that no other file claims, is replaced; anything else
+            // is loaded beside the rest, or refused if its names clash.
+            let name = self.component_name(path);
+            let replace = seen.names.get(path) == Some(&name)
+                || (!seen.names.values().any(|n| *n == name) && is_loaded(host, &name));
+            if let Some(name) = self.load(host, path, replace).await {
+                seen.names.insert(path.clone(), name);
+                changed = true;
+            }
+            seen.applied.insert(path.clone(), *stamp);
+        }
+        // Gone for two polls in a row: not just being rewritten.
+        let gone: Vec<PathBuf> = seen
+            .applied
+            .keys()
+            .filter(|path| !current.contains_key(*path) && !seen.previous.contains_key(*path))
+            .cloned()
+            .collect();
+        for path in gone {
+            seen.applied.remove(&path);
+            if let Some(name) = seen.names.remove(&path) {
+                changed |= unload(host, &path, &name);
+            }
+        }
+        seen.previous = current;
+        changed
     }
 
     /// Every `.wasm` file under the watched paths, with its stamp.
@@ -126,13 +150,19 @@ impl Watcher {
         file_target(path.to_path_buf(), self.config.as_ref()).name
     }
 
-    /// Loads a new or changed component and returns its name; a failure
-    /// keeps the old version.
-    async fn reload(&self, path: &Path) -> Option<String> {
+    /// Loads a new component, or a new version of one this watcher loaded
+    /// (`replace`), and returns its name. A new file never displaces another
+    /// file's component, and a failed reload keeps the old version.
+    async fn load(&self, host: &ToolHost, path: &Path, replace: bool) -> Option<String> {
         let target = file_target(path.to_path_buf(), self.config.as_ref());
         let mut options = LoadOptions::new(self.layer.apply_to(target.policy)).name(&target.name);
         options.prefix = target.prefix;
-        match self.host.reload_with(path.to_path_buf(), options).await {
+        let loaded = if replace {
+            host.reload_with(path.to_path_buf(), options).await
+        } else {
+            host.load_with(path.to_path_buf(), options).await
+        };
+        match loaded {
             Ok(report) => {
                 eprintln!(
                     "wasm-agent: loaded {} from {}: {}",
@@ -151,15 +181,19 @@ impl Watcher {
             }
         }
     }
+}
 
-    /// Removes the tools of a component whose file is gone.
-    fn unload(&self, path: &Path, name: &str) -> bool {
-        let removed = self.host.remove_component(name);
-        if removed > 0 {
-            eprintln!("wasm-agent: unloaded {name} ({} is gone)", path.display());
-        }
-        removed > 0
+fn is_loaded(host: &ToolHost, component: &str) -> bool {
+    host.tools().iter().any(|t| t.component == component)
+}
+
+/// Removes the tools of a component whose file is gone.
+fn unload(host: &ToolHost, path: &Path, name: &str) -> bool {
+    let removed = host.remove_component(name);
+    if removed > 0 {
+        eprintln!("wasm-agent: unloaded {name} ({} is gone)", path.display());
     }
+    removed > 0
 }
 
 fn stamp(path: &Path, snapshot: &mut Snapshot) {

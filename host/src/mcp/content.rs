@@ -14,10 +14,12 @@ use crate::result::{Artifact, ToolCallResult};
 /// A tool's MCP description: name, a title made from the name, description,
 /// input schema and the annotation hints from its WIT flags.
 pub fn tool(info: &ToolInfo) -> Tool {
-    let schema: JsonObject = match &info.parameters {
+    // MCP wants an object schema with `"type": "object"` spelled out.
+    let mut schema: JsonObject = match &info.parameters {
         Value::Object(object) => object.clone(),
-        _ => Map::from_iter([("type".to_string(), json!("object"))]),
+        _ => Map::new(),
     };
+    schema.entry("type").or_insert_with(|| json!("object"));
     let hints = info.annotations;
     let annotations = ToolAnnotations::with_title(title(&info.name))
         .read_only(hints.read_only)

@@ -3,7 +3,6 @@
 //! token and a request body limit.
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,9 +16,11 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use sha2::{Digest, Sha256};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-use super::server::{McpError, McpServer};
+use super::server::McpServer;
 
 /// The path the MCP endpoint answers on.
 pub const MCP_PATH: &str = "/mcp";
@@ -36,6 +37,10 @@ pub struct HttpOptions {
     pub origins: Vec<String>,
     /// Largest request body, in bytes.
     pub max_body: usize,
+    /// New sessions are refused (503) while this many are open.
+    pub max_sessions: usize,
+    /// Connections beyond this many wait to be accepted.
+    pub max_connections: usize,
 }
 
 impl Default for HttpOptions {
@@ -45,6 +50,8 @@ impl Default for HttpOptions {
             hosts: Vec::new(),
             origins: Vec::new(),
             max_body: 4 << 20,
+            max_sessions: 1024,
+            max_connections: 4096,
         }
     }
 }
@@ -53,17 +60,20 @@ impl Default for HttpOptions {
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Requests queued per session before the client is slowed down.
 const SESSION_QUEUE: usize = 256;
+/// How long shutdown waits for calls in flight.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 type Body = BoxBody<Bytes, Infallible>;
 
-/// Serves MCP on `listener` until `shutdown` is cancelled. Every connection
-/// and every session runs on its own tasks, so calls run in parallel.
+/// Serves MCP on `listener` until `shutdown` is cancelled, then gives calls
+/// in flight a few seconds to finish. Every connection and every session runs
+/// on its own tasks, so calls run in parallel.
 pub async fn serve_http(
     server: McpServer,
     listener: TcpListener,
     options: HttpOptions,
     shutdown: CancellationToken,
-) -> Result<(), McpError> {
+) {
     let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1", "[::1]"]
         .map(String::from)
         .into();
@@ -80,22 +90,34 @@ pub async fn serve_http(
         .with_cancellation_token(shutdown.child_token());
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.channel_capacity = SESSION_QUEUE;
+    let sessions_probe = server.session();
     let mcp = StreamableHttpService::new(move || Ok(server.session()), Arc::new(sessions), config);
     let gate = Arc::new(Gate {
         token_digest: options.token.as_deref().map(digest),
+        sessions: sessions_probe,
+        max_sessions: options.max_sessions,
     });
+    let connections = Arc::new(Semaphore::new(options.max_connections.max(1)));
+    let tracker = TaskTracker::new();
     loop {
-        let (stream, peer) = tokio::select! {
-            _ = shutdown.cancelled() => return Ok(()),
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    // Out of file descriptors and the like: back off, go on.
-                    tracing::warn!(%error, "cannot accept a connection");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
+        let accepted = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            permit = connections.clone().acquire_owned() => match permit {
+                Ok(permit) => tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    accepted = listener.accept() => accepted.map(|a| (a, permit)),
+                },
+                Err(_) => break,
             },
+        };
+        let ((stream, peer), permit) = match accepted {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                // Out of file descriptors and the like: back off, go on.
+                tracing::warn!(%error, "cannot accept a connection");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
         };
         let (mcp, gate) = (mcp.clone(), gate.clone());
         let service = hyper::service::service_fn(move |request: Request<Incoming>| {
@@ -108,7 +130,8 @@ pub async fn serve_http(
             }
         });
         let shutdown = shutdown.clone();
-        tokio::spawn(async move {
+        tracker.spawn(async move {
+            let _permit = permit;
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_TIMEOUT)
@@ -120,15 +143,28 @@ pub async fn serve_http(
                         tracing::debug!(%peer, %error, "connection ended");
                     }
                 }
-                _ = shutdown.cancelled() => connection.as_mut().graceful_shutdown(),
+                _ = shutdown.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
             }
         });
+    }
+    tracker.close();
+    if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("calls still running after {SHUTDOWN_GRACE:?}; stopping anyway");
     }
 }
 
 /// The checks before rmcp sees a request (rmcp checks Host, Origin and size).
 struct Gate {
     token_digest: Option<[u8; 32]>,
+    /// A handler of the server, to read how many sessions are open.
+    sessions: McpServer,
+    max_sessions: usize,
 }
 
 impl Gate {
@@ -139,26 +175,46 @@ impl Gate {
                 &format!("not found: the MCP endpoint is {MCP_PATH}"),
             ));
         }
-        let expected = self.token_digest?;
-        let presented = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "));
-        // Digests are compared, so the time taken says nothing about the token.
-        if presented.map(digest) == Some(expected) {
-            return None;
+        if let Some(expected) = self.token_digest {
+            // Digests are compared, so the time taken says nothing about the token.
+            if bearer_token(request).map(digest) != Some(expected) {
+                return Some(unauthorized());
+            }
         }
-        let mut response = plain(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized: send the server's token as `Authorization: Bearer <token>`",
-        );
-        response.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            header::HeaderValue::from_static("Bearer"),
-        );
-        Some(response)
+        let opens_session = request.method() == http::Method::POST
+            && !request.headers().contains_key("mcp-session-id");
+        // This gate's own handler and the server's count too.
+        if opens_session && self.sessions.live_sessions() > self.max_sessions + 1 {
+            return Some(plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too many open MCP sessions; close one (DELETE) or try again later",
+            ));
+        }
+        None
     }
+}
+
+/// The token of an `Authorization: Bearer <token>` header (scheme in any case).
+fn bearer_token(request: &Request<Incoming>) -> Option<&str> {
+    let value = request
+        .headers()
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+fn unauthorized() -> Response<Body> {
+    let mut response = plain(
+        StatusCode::UNAUTHORIZED,
+        "unauthorized: send the server's token as `Authorization: Bearer <token>`",
+    );
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        header::HeaderValue::from_static("Bearer"),
+    );
+    response
 }
 
 fn digest(token: &str) -> [u8; 32] {
@@ -173,9 +229,4 @@ fn plain(status: StatusCode, message: &str) -> Response<Body> {
         header::HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
-}
-
-/// Whether binding `addr` keeps the server on this machine.
-pub fn is_loopback(addr: &SocketAddr) -> bool {
-    addr.ip().is_loopback()
 }

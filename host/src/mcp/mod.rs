@@ -11,5 +11,5 @@ mod http;
 mod server;
 
 pub use content::{call_result, tool};
-pub use http::{HttpOptions, MCP_PATH, is_loopback, serve_http};
-pub use server::{McpError, McpServer, McpServerBuilder};
+pub use http::{HttpOptions, MCP_PATH, serve_http};
+pub use server::{McpServer, McpServerBuilder, ServeError, ToolsChanged};

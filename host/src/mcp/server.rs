@@ -3,12 +3,13 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    ServerCapabilities, ServerConfig, SubscriptionFilter,
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ServerCapabilities,
+    ServerConfig, SubscriptionFilter,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -20,23 +21,20 @@ use super::content;
 use crate::agent::{Approval, ApprovalHandler, ApprovalRequest, DenyAll};
 use crate::context::CallContext;
 use crate::host::ToolHost;
-use crate::result::{ErrorKind, ToolCallResult};
+use crate::result::{CallError, ErrorKind, ToolCallResult};
 
 /// How often a long call reports progress, when the client asked for it.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
-/// Why the server could not run.
+/// Why a stdio MCP session ended abnormally.
 #[derive(Debug, thiserror::Error)]
-pub enum McpError {
+pub enum ServeError {
     /// The client never completed the MCP handshake.
-    #[error("MCP handshake failed: {0}")]
-    Handshake(String),
+    #[error("MCP handshake failed")]
+    Handshake(#[source] Box<rmcp::service::ServerInitializeError>),
     /// The server task ended abnormally.
-    #[error("MCP server stopped: {0}")]
-    Stopped(String),
-    /// The HTTP listener failed.
-    #[error("MCP HTTP server: {0}")]
-    Io(#[from] std::io::Error),
+    #[error("MCP server stopped")]
+    Stopped(#[source] tokio::task::JoinError),
 }
 
 /// Serves a [`ToolHost`]'s tools over MCP. Each connection (stdio, or each
@@ -44,13 +42,15 @@ pub enum McpError {
 /// the host, so tools added, reloaded or removed show up everywhere.
 ///
 /// ```no_run
-/// # async fn demo(host: wasm_agent::ToolHost) -> Result<(), wasm_agent::mcp::McpError> {
+/// # async fn demo(host: wasm_agent::ToolHost) -> Result<(), wasm_agent::mcp::ServeError> {
 /// wasm_agent::mcp::McpServer::builder(host).build().serve_stdio().await
 /// # }
 /// ```
 pub struct McpServer {
     shared: Arc<Shared>,
     session_id: String,
+    /// Set once this connection forwards tool-list changes.
+    forwarding: AtomicBool,
     /// Cancelled when this connection's handler is dropped.
     closed: CancellationToken,
     _close_on_drop: DropGuard,
@@ -60,8 +60,27 @@ struct Shared {
     host: ToolHost,
     approvals: BTreeMap<String, Approval>,
     approver: Arc<dyn ApprovalHandler>,
-    tools_changed: broadcast::Sender<()>,
+    tools_changed: ToolsChanged,
     progress_every: Duration,
+    /// Handlers alive (connections and HTTP sessions).
+    live: AtomicUsize,
+}
+
+/// Tells the clients of an [`McpServer`] that its tool list changed; cheap to
+/// clone and hand to whatever adds or removes tools.
+#[derive(Clone, Debug)]
+pub struct ToolsChanged(broadcast::Sender<()>);
+
+impl ToolsChanged {
+    /// Sends `notifications/tools/list_changed` to every connected client.
+    pub fn notify(&self) {
+        // No receivers just means no client is connected.
+        let _ = self.0.send(());
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<()> {
+        self.0.subscribe()
+    }
 }
 
 /// Settings of an [`McpServer`].
@@ -99,8 +118,9 @@ impl McpServerBuilder {
             host: self.host,
             approvals: self.approvals,
             approver: self.approver,
-            tools_changed,
+            tools_changed: ToolsChanged(tools_changed),
             progress_every: self.progress_every,
+            live: AtomicUsize::new(0),
         }))
     }
 }
@@ -117,13 +137,21 @@ impl McpServer {
     }
 
     fn for_session(shared: Arc<Shared>) -> Self {
+        shared.live.fetch_add(1, Ordering::Relaxed);
         let closed = CancellationToken::new();
         Self {
             shared,
             session_id: format!("mcp-{}", uuid::Uuid::new_v4()),
+            forwarding: AtomicBool::new(false),
             _close_on_drop: closed.clone().drop_guard(),
             closed,
         }
+    }
+
+    /// How many handlers are alive: this one, plus one per connection or
+    /// HTTP session.
+    pub fn live_sessions(&self) -> usize {
+        self.shared.live.load(Ordering::Relaxed)
     }
 
     /// A handler for one more connection, sharing this server's host.
@@ -136,23 +164,18 @@ impl McpServer {
         &self.shared.host
     }
 
-    /// Tells every connected client that the tool list changed
-    /// (`notifications/tools/list_changed`).
-    pub fn notify_tools_changed(&self) {
-        // No receivers just means no client is connected.
-        let _ = self.shared.tools_changed.send(());
+    /// A handle that tells every connected client the tool list changed.
+    pub fn tools_changed(&self) -> ToolsChanged {
+        self.shared.tools_changed.clone()
     }
 
     /// Serves one client over stdin/stdout until it disconnects.
-    pub async fn serve_stdio(self) -> Result<(), McpError> {
+    pub async fn serve_stdio(self) -> Result<(), ServeError> {
         let running = self
             .serve(rmcp::transport::stdio())
             .await
-            .map_err(|e| McpError::Handshake(e.to_string()))?;
-        running
-            .waiting()
-            .await
-            .map_err(|e| McpError::Stopped(e.to_string()))?;
+            .map_err(|e| ServeError::Handshake(Box::new(e)))?;
+        running.waiting().await.map_err(ServeError::Stopped)?;
         Ok(())
     }
 
@@ -244,18 +267,27 @@ async fn report_progress(
     }
 }
 
-fn refusal(tool: &str) -> CallToolResult {
+/// The result of a call refused for want of approval.
+fn refusal(tool: &str, call_id: String) -> ToolCallResult {
     let message = format!(
-        "{}: tool {tool:?} requires approval, which an MCP client cannot give; \
+        "tool {tool:?} requires approval, which an MCP client cannot give; \
          the server's operator can allow it with `wasm-agent serve --approve {tool}` \
-         (or `--approve all`)",
-        ErrorKind::Denied
+         (or `--approve all`)"
     );
-    let mut result = CallToolResult::error(vec![ContentBlock::text(message.clone())]);
-    result.structured_content = Some(serde_json::json!({
-        "error": { "kind": ErrorKind::Denied, "message": message }
-    }));
-    result
+    ToolCallResult {
+        tool: tool.to_string(),
+        call_id,
+        content: String::new(),
+        artifacts: Vec::new(),
+        error: Some(CallError::new(ErrorKind::Denied, message)),
+        duration: Duration::ZERO,
+    }
+}
+
+impl Drop for McpServer {
+    fn drop(&mut self) {
+        self.shared.live.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl ServerHandler for McpServer {
@@ -296,11 +328,9 @@ impl ServerHandler for McpServer {
             return Err(ErrorData::invalid_params(unknown.message, None));
         }
         let arguments = Value::Object(request.arguments.unwrap_or_default());
-        if !self
-            .approved(name, &arguments, context.id.to_string())
-            .await
-        {
-            return Ok(refusal(name).into());
+        let request_id = context.id.to_string();
+        if !self.approved(name, &arguments, request_id.clone()).await {
+            return Ok(content::call_result(&refusal(name, request_id)).into());
         }
         let result = self.run_call(name, &arguments.to_string(), &context).await;
         if result
@@ -316,6 +346,10 @@ impl ServerHandler for McpServer {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // A client may repeat the notification; forward changes once.
+        if self.forwarding.swap(true, Ordering::Relaxed) {
+            return;
+        }
         let peer = context.peer;
         let forward = self.forward_tool_changes(move || {
             let peer = peer.clone();

@@ -1,0 +1,454 @@
+// Write wasm-agent tools in JavaScript (ES module, built with componentize-js).
+//
+//   import { defineTool, exportTools, Output, ToolError, host } from './wasm-agent-tool.js';
+//
+//   const shout = defineTool({
+//     name: 'shout',
+//     description: 'Upper-case a text.',
+//     parameters: {
+//       type: 'object',
+//       properties: { text: { type: 'string', description: 'The text.' } },
+//       required: ['text'],
+//       additionalProperties: false,
+//     },
+//     annotations: { readOnly: true, idempotent: true },
+//     run: ({ text }) => text.toUpperCase(),
+//   });
+//
+//   export const tool = exportTools([shout]);
+//
+// Arguments are checked against `parameters` before `run` is called; a
+// mismatch fails with `invalid-arguments` naming the JSON pointer, e.g.
+// `/rows/2/price: invalid type: string "x", expected a number`. `run` returns
+// a string or an Output (or a promise of one); throwing a ToolError fails the
+// call with its message, any other exception fails it with "Name: message".
+
+import * as wit from 'wasm-agent:tool/host@0.1.1';
+
+const NAME = /^[A-Za-z0-9_-]{1,64}$/;
+const LEVELS = ['trace', 'debug', 'info', 'warn', 'error'];
+const ANNOTATIONS = ['readOnly', 'destructive', 'idempotent', 'openWorld'];
+
+/** The tool could not do its job; the message is read by the model. */
+export class ToolError extends Error {
+  constructor(message) {
+    super(String(message));
+    this.name = 'ToolError';
+    this.kind = 'failed';
+  }
+}
+
+/** Arguments that fit the schema but make no sense (e.g. an empty name). */
+export class InvalidArguments extends ToolError {
+  constructor(message) {
+    super(message);
+    this.name = 'InvalidArguments';
+    this.kind = 'invalid-arguments';
+  }
+}
+
+class UnknownTool extends ToolError {
+  constructor(message) {
+    super(message);
+    this.kind = 'unknown-tool';
+  }
+}
+
+const encoder = new TextEncoder();
+
+/** Text for the model plus artifacts for the application (which the model never sees). */
+export class Output {
+  constructor(content = '') {
+    this.content = String(content);
+    this.artifacts = [];
+  }
+
+  /** Adds `value` as an `application/json` artifact. Returns this output. */
+  withJson(kind, value) {
+    const text = JSON.stringify(value);
+    if (text === undefined) {
+      throw new TypeError(`artifact ${kind}: ${typeof value} has no JSON form`);
+    }
+    return this.withBytes(kind, 'application/json', text);
+  }
+
+  /** Adds raw data (Uint8Array, ArrayBuffer, or a string as UTF-8). Returns this output. */
+  withBytes(kind, mimeType, data) {
+    const bytes = typeof data === 'string' ? encoder.encode(data) : new Uint8Array(data);
+    this.artifacts.push({ kind: String(kind), mimeType: mimeType ?? undefined, data: bytes });
+    return this;
+  }
+}
+
+// ---------------------------------------------------------------- validation
+
+const ARTICLE = {
+  string: 'a string', integer: 'an integer', number: 'a number', boolean: 'a boolean',
+  array: 'an array', object: 'an object', null: 'null',
+};
+
+function jsonType(value) {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'array';
+  if (typeof value === 'number') return Number.isInteger(value) ? 'integer' : 'number';
+  return typeof value; // string, boolean, object
+}
+
+function isType(value, kind) {
+  const actual = jsonType(value);
+  return actual === kind || (kind === 'number' && actual === 'integer');
+}
+
+function describe(value) {
+  switch (jsonType(value)) {
+    case 'null': return 'null';
+    case 'boolean': return `boolean \`${value}\``;
+    case 'integer': return `integer \`${value}\``;
+    case 'number': return `floating point \`${value}\``;
+    case 'string': return `string ${JSON.stringify(value)}`;
+    case 'array': return 'sequence';
+    default: return 'map';
+  }
+}
+
+function escape(key) {
+  return key.replaceAll('~', '~0').replaceAll('/', '~1');
+}
+
+function fail(pointer, message) {
+  throw new InvalidArguments(pointer ? `${pointer}: ${message}` : message);
+}
+
+function same(a, b) {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((key) => same(a[key], b[key]));
+}
+
+function plural(count, noun) {
+  return `${count} ${noun}${count === 1 ? '' : 's'}`;
+}
+
+function checkLength(length, schema, pointer, low, high, noun) {
+  if (low in schema && length < schema[low]) {
+    fail(pointer, `invalid length ${length}, expected at least ${plural(schema[low], noun)}`);
+  }
+  if (high in schema && length > schema[high]) {
+    fail(pointer, `invalid length ${length}, expected at most ${plural(schema[high], noun)}`);
+  }
+}
+
+const BOUNDS = [
+  ['minimum', (v, b) => v >= b, 'at least'],
+  ['maximum', (v, b) => v <= b, 'at most'],
+  ['exclusiveMinimum', (v, b) => v > b, 'more than'],
+  ['exclusiveMaximum', (v, b) => v < b, 'less than'],
+];
+
+/**
+ * Checks `value` against a JSON Schema subset; throws InvalidArguments naming
+ * the JSON pointer of the first offending value.
+ *
+ * Understood: type, enum, const, anyOf, properties, required,
+ * additionalProperties, items, prefixItems, minItems, maxItems, uniqueItems,
+ * minimum, maximum, exclusiveMinimum, exclusiveMaximum, minLength, maxLength,
+ * pattern. Other keywords are ignored.
+ */
+export function validate(value, schema, pointer = '') {
+  if (schema === true || schema === undefined) return;
+  if (schema === false) fail(pointer, 'no value is allowed here');
+  if (Array.isArray(schema.anyOf)) {
+    const fits = schema.anyOf.some((option) => {
+      try {
+        validate(value, option, pointer);
+        return true;
+      } catch (error) {
+        if (error instanceof InvalidArguments) return false;
+        throw error;
+      }
+    });
+    if (!fits) {
+      const kinds = schema.anyOf.map((option) => ARTICLE[option.type] ?? 'another value');
+      fail(pointer, `invalid type: ${describe(value)}, expected ${kinds.join(' or ')}`);
+    }
+  }
+  if (schema.type !== undefined) {
+    const kinds = Array.isArray(schema.type) ? schema.type : [schema.type];
+    if (!kinds.some((kind) => isType(value, kind))) {
+      const expected = kinds.map((kind) => ARTICLE[kind] ?? kind).join(' or ');
+      fail(pointer, `invalid type: ${describe(value)}, expected ${expected}`);
+    }
+  }
+  if (Array.isArray(schema.enum) && !schema.enum.some((option) => same(value, option))) {
+    const options = schema.enum.map((option) => JSON.stringify(option)).join(', ');
+    fail(pointer, `invalid value: ${describe(value)}, expected one of ${options}`);
+  }
+  if ('const' in schema && !same(value, schema.const)) {
+    fail(pointer, `invalid value: ${describe(value)}, expected ${JSON.stringify(schema.const)}`);
+  }
+  switch (jsonType(value)) {
+    case 'integer':
+    case 'number':
+      for (const [key, holds, words] of BOUNDS) {
+        if (key in schema && !holds(value, schema[key])) {
+          fail(pointer, `invalid value: ${describe(value)}, expected ${words} ${schema[key]}`);
+        }
+      }
+      break;
+    case 'string':
+      checkLength([...value].length, schema, pointer, 'minLength', 'maxLength', 'character');
+      if (schema.pattern !== undefined && !new RegExp(schema.pattern, 'u').test(value)) {
+        fail(pointer, `invalid value: ${describe(value)}, expected a match of /${schema.pattern}/`);
+      }
+      break;
+    case 'array': {
+      checkLength(value.length, schema, pointer, 'minItems', 'maxItems', 'item');
+      const prefix = schema.prefixItems ?? [];
+      value.forEach((item, index) => {
+        validate(item, index < prefix.length ? prefix[index] : schema.items, `${pointer}/${index}`);
+        if (schema.uniqueItems && value.slice(0, index).some((other) => same(item, other))) {
+          fail(`${pointer}/${index}`, `duplicate item ${describe(item)}`);
+        }
+      });
+      break;
+    }
+    case 'object': {
+      const properties = schema.properties ?? {};
+      for (const name of schema.required ?? []) {
+        if (!Object.hasOwn(value, name)) fail(pointer, `missing field \`${name}\``);
+      }
+      const extra = schema.additionalProperties ?? true;
+      for (const [key, item] of Object.entries(value)) {
+        const where = `${pointer}/${escape(key)}`;
+        if (Object.hasOwn(properties, key)) {
+          validate(item, properties[key], where);
+        } else if (extra === false) {
+          const names = Object.keys(properties).map((name) => `\`${name}\``).join(', ');
+          fail(where, `unknown field \`${key}\`, ${names ? `expected one of ${names}` : 'there are no fields'}`);
+        } else {
+          validate(item, extra, where);
+        }
+      }
+      break;
+    }
+    default:
+  }
+}
+
+/** The arguments JSON text as an object; blank text and `null` mean `{}`. */
+function decode(text) {
+  const trimmed = text.trim();
+  if (trimmed === '' || trimmed === 'null') return {};
+  let value;
+  try {
+    value = JSON.parse(trimmed);
+  } catch (error) {
+    throw new InvalidArguments(`arguments are not valid JSON: ${error.message}`);
+  }
+  const kind = jsonType(value);
+  if (kind !== 'object') {
+    const name = kind === 'integer' ? 'a number' : ARTICLE[kind];
+    throw new InvalidArguments(`arguments must be a JSON object, not ${name}`);
+  }
+  return value;
+}
+
+// --------------------------------------------------------------------- tools
+
+const EMPTY = { type: 'object', properties: {}, additionalProperties: false };
+
+/**
+ * Describes one tool.
+ *
+ * - `name`: 1-64 characters of [A-Za-z0-9_-].
+ * - `description`: what it does and when to use it, written for the model.
+ * - `parameters`: JSON Schema of the arguments object (default: no arguments).
+ * - `annotations`: `{ readOnly, destructive, idempotent, openWorld }` hints.
+ * - `run(args, ctx)`: returns a string or an Output, or a promise of one.
+ *   `ctx` is `{ runId, sessionId, userId, tenantId, metadata }`.
+ */
+export function defineTool({ name, description, parameters = EMPTY, annotations = {}, run }) {
+  if (typeof name !== 'string' || !NAME.test(name)) {
+    throw new Error(`tool name ${JSON.stringify(name)} is invalid: use 1-64 characters of [a-zA-Z0-9_-]`);
+  }
+  if (typeof run !== 'function') throw new Error(`tool ${name}: run must be a function`);
+  if (parameters === null || typeof parameters !== 'object' || (parameters.type ?? 'object') !== 'object') {
+    throw new Error(`tool ${name}: parameters must be the JSON Schema of an object`);
+  }
+  for (const key of Object.keys(annotations)) {
+    if (!ANNOTATIONS.includes(key)) {
+      throw new Error(`tool ${name}: unknown annotation ${key}; use ${ANNOTATIONS.join(', ')}`);
+    }
+  }
+  const flags = Object.fromEntries(ANNOTATIONS.map((key) => [key, Boolean(annotations[key])]));
+  return Object.freeze({
+    name,
+    description: String(description ?? ''),
+    parameters,
+    parametersJson: JSON.stringify(parameters),
+    annotations: flags,
+    run,
+  });
+}
+
+function toOutput(result) {
+  if (result instanceof Output) return result;
+  if (result === undefined || result === null) return new Output('');
+  if (typeof result === 'string') return new Output(result);
+  return new Output(JSON.stringify(result));
+}
+
+function toContext(context) {
+  let metadata = {};
+  try {
+    const parsed = JSON.parse(context.metadata);
+    if (jsonType(parsed) === 'object') metadata = parsed;
+  } catch {
+    // The contract says metadata is an object; anything else becomes {}.
+  }
+  return {
+    runId: context.runId,
+    sessionId: context.sessionId,
+    userId: context.userId ?? null,
+    tenantId: context.tenantId ?? null,
+    metadata,
+  };
+}
+
+function errorResult(kind, message) {
+  return { tag: 'err', val: { tag: kind, val: message } };
+}
+
+/**
+ * The `tool` interface export for a list of tools made by defineTool:
+ * `export const tool = exportTools([a, b]);`
+ */
+export function exportTools(tools) {
+  if (!Array.isArray(tools) || tools.length === 0) {
+    throw new Error('a component must export at least one tool');
+  }
+  const byName = new Map();
+  for (const item of tools) {
+    if (!item || typeof item.run !== 'function' || !item.parametersJson) {
+      throw new Error('exportTools takes tools made by defineTool');
+    }
+    if (byName.has(item.name)) throw new Error(`tool name "${item.name}" is used twice`);
+    byName.set(item.name, item);
+  }
+  const specs = tools.map((item) => ({
+    name: item.name,
+    description: item.description,
+    parameters: item.parametersJson,
+    annotations: item.annotations,
+  }));
+
+  return {
+    listTools() {
+      return specs;
+    },
+
+    async call(name, argumentsJson, context) {
+      try {
+        const found = byName.get(name);
+        if (!found) {
+          throw new UnknownTool(`this component has no tool named ${JSON.stringify(name)}; `
+            + `it offers: ${[...byName.keys()].join(', ')}`);
+        }
+        const args = decode(argumentsJson);
+        validate(args, found.parameters);
+        const output = toOutput(await found.run(args, toContext(context)));
+        return { tag: 'ok', val: { content: output.content, artifacts: output.artifacts } };
+      } catch (error) {
+        if (error instanceof ToolError) return errorResult(error.kind, error.message);
+        if (error === 'out of memory') {
+          // SpiderMonkey throws this string when memory cannot grow. Trap
+          // instead of failing, so the host reports its memory limit.
+          throw new Error('out of memory');
+        }
+        if (error instanceof Error) {
+          try {
+            host.debug(error.stack ? `${error.name}: ${error.message}\n${error.stack}` : String(error));
+          } catch {
+            // Logging is best effort.
+          }
+          return errorResult('failed', error.message ? `${error.name}: ${error.message}` : error.name);
+        }
+        return errorResult('failed', `uncaught exception: ${String(error)}`);
+      }
+    },
+  };
+}
+
+// ---------------------------------------------------------------------- host
+
+function toJson(value, what) {
+  const text = JSON.stringify(value);
+  if (text === undefined) throw new ToolError(`${what} cannot be represented as JSON`);
+  return text;
+}
+
+/** What the host offers a tool besides WASI. */
+export const host = {
+  /** A log line at level 'trace', 'debug', 'info', 'warn' or 'error'. */
+  log(level, message) {
+    if (!LEVELS.includes(level)) throw new Error(`log level must be one of ${LEVELS.join(', ')}`);
+    wit.log(level, String(message));
+  },
+  trace(message) { host.log('trace', message); },
+  debug(message) { host.log('debug', message); },
+  info(message) { host.log('info', message); },
+  warn(message) { host.log('warn', message); },
+  error(message) { host.log('error', message); },
+
+  /** Session state of this tool, as JSON values under string keys. */
+  state: {
+    /** The value stored under `key`, or `fallback` (default undefined). */
+    get(key, fallback = undefined) {
+      const text = wit.getState(key);
+      if (text === undefined || text === null) return fallback;
+      try {
+        return JSON.parse(text);
+      } catch (error) {
+        throw new ToolError(`session state ${JSON.stringify(key)} is not JSON: ${error.message}`);
+      }
+    },
+    /** Stores `value` (anything JSON.stringify takes) under `key`. */
+    set(key, value) {
+      wit.setState(key, toJson(value, `the value for session state ${JSON.stringify(key)}`));
+    },
+    getRaw(key) {
+      return wit.getState(key) ?? null;
+    },
+    setRaw(key, text) {
+      wit.setState(key, text);
+    },
+  },
+
+  /** The value the operator configured for this tool under `name`, or null. */
+  dependency(name) {
+    return wit.dependency(name) ?? null;
+  },
+
+  /** Publishes event `name` with a JSON `payload` on the host's event bus. */
+  emit(name, payload = null) {
+    wit.emit(name, toJson(payload, `the payload of event ${JSON.stringify(name)}`));
+  },
+
+  /** True once the call was cancelled or hit its deadline; check it in long loops. */
+  cancelled() {
+    return wit.cancelled();
+  },
+
+  /** Hands a sub-task to the host's agent `agent`; returns its answer or throws
+   * a ToolError saying why the host refused. */
+  delegate(agent, input) {
+    try {
+      return wit.delegate(agent, input);
+    } catch (error) {
+      if (error && Object.hasOwn(error, 'payload')) throw new ToolError(String(error.payload));
+      throw error;
+    }
+  },
+};

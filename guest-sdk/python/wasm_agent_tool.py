@@ -1,0 +1,718 @@
+"""Write wasm-agent tools in Python.
+
+Decorate plain functions with :func:`tool`; their type hints and defaults
+become the JSON Schema the model sees, and the arguments the model sends are
+checked against it before the function runs. Export them from the module that
+componentize-py builds with ``Tool = Toolkit.export()``::
+
+    from wasm_agent_tool import tool, Toolkit, Output, ToolError, host
+
+    @tool(read_only=True, idempotent=True)
+    def shout(text: str, times: int = 1) -> str:
+        \"\"\"Upper-case a text.
+
+        Args:
+            text: The text to shout.
+            times: How often to repeat it.
+        \"\"\"
+        return " ".join([text.upper()] * times)
+
+    Tool = Toolkit.export()
+
+A function returns a ``str`` or an :class:`Output`; raising :class:`ToolError`
+fails the call with that message, any other exception fails it with
+``"TypeName: message"``. Only ``MemoryError`` is left to crash the component,
+so the host reports it as its memory limit.
+
+Everything but :data:`host` also works in plain CPython, so handlers can be
+unit-tested with ``Toolkit(my_tool).call("my_tool", '{"x": 1}')``.
+"""
+
+import heapq  # noqa: F401  collections.Counter.most_common imports it lazily
+import inspect
+import json
+import re
+import sys
+import traceback
+import types
+import typing
+
+try:  # Present only when componentize-py builds the component.
+    from wit_world import exports as _exports
+    from wit_world.imports import host as _wit_host
+    from wit_world.imports import types as _wit
+    from componentize_py_types import Err as _Err
+except ImportError:  # Plain CPython, e.g. unit tests.
+    _exports = _wit_host = _wit = _Err = None
+
+__all__ = [
+    "tool", "FunctionTool", "Toolkit", "Output", "Artifact", "ToolError",
+    "InvalidArguments", "Context", "host", "validate",
+]
+
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
+_REGISTERED = []
+
+
+# ---------------------------------------------------------------- results
+
+
+class ToolError(Exception):
+    """The tool could not do its job; the message is read by the model."""
+
+    kind = "failed"
+
+    def __init__(self, message):
+        super().__init__(message)
+        self.message = str(message)
+
+
+class InvalidArguments(ToolError):
+    """Arguments that fit the schema but make no sense (e.g. an empty name)."""
+
+    kind = "invalid-arguments"
+
+
+class UnknownTool(ToolError):
+    kind = "unknown-tool"
+
+
+class Artifact:
+    """Structured data for the application; the model never sees it."""
+
+    __slots__ = ("kind", "mime_type", "data")
+
+    def __init__(self, kind, data, mime_type=None):
+        self.kind = kind
+        self.data = data.encode() if isinstance(data, str) else bytes(data)
+        self.mime_type = mime_type
+
+    def __repr__(self):
+        return f"Artifact({self.kind!r}, {self.mime_type!r}, {len(self.data)} bytes)"
+
+
+class Output:
+    """Text for the model plus artifacts for the application.
+
+    ``Output("3 words").with_json("stats", {"words": 3})``; the ``with_``
+    methods return the output, so they chain.
+    """
+
+    def __init__(self, content=""):
+        self.content = str(content)
+        self.artifacts = []
+
+    def with_json(self, kind, value):
+        """Adds ``value`` serialised as an ``application/json`` artifact."""
+        data = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        return self.with_bytes(kind, "application/json", data)
+
+    def with_bytes(self, kind, mime_type, data):
+        """Adds raw ``data`` (bytes, or str as UTF-8) of the given media type."""
+        self.artifacts.append(Artifact(kind, data, mime_type))
+        return self
+
+    def __repr__(self):
+        return f"Output({self.content!r}, artifacts={self.artifacts!r})"
+
+
+class Context:
+    """Who and what a call is for. Annotate a parameter with it to receive it."""
+
+    def __init__(self, run_id="", session_id="", user_id=None, tenant_id=None, metadata=None):
+        self.run_id = run_id
+        self.session_id = session_id
+        self.user_id = user_id
+        self.tenant_id = tenant_id
+        self.metadata = metadata if isinstance(metadata, dict) else {}
+
+    @classmethod
+    def _from_wit(cls, context):
+        try:
+            metadata = json.loads(context.metadata)
+        except ValueError:
+            metadata = {}
+        return cls(context.run_id, context.session_id, context.user_id,
+                   context.tenant_id, metadata)
+
+    def __repr__(self):
+        return f"Context(run_id={self.run_id!r}, session_id={self.session_id!r})"
+
+
+# ------------------------------------------------------ schema from hints
+
+
+def _schema_of(hint, where):
+    """The JSON Schema of a type hint."""
+    if hint is inspect.Parameter.empty or hint is typing.Any or hint is object:
+        return {}
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Annotated:
+        schema = _schema_of(args[0], where)
+        for extra in args[1:]:
+            if isinstance(extra, str):
+                schema["description"] = extra
+            elif isinstance(extra, dict):
+                schema.update(extra)
+        return schema
+    simple = {str: "string", int: "integer", float: "number", bool: "boolean",
+              type(None): "null", list: "array", tuple: "array", dict: "object"}
+    if hint in simple:
+        return {"type": simple[hint]}
+    if origin in (list, tuple, set, frozenset):
+        if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+            args = args[:1]
+        if origin is tuple and len(args) != 1:
+            items = [_schema_of(arg, where) for arg in args]
+            return {"type": "array", "prefixItems": items,
+                    "minItems": len(items), "maxItems": len(items)}
+        schema = {"type": "array"}
+        if args:
+            schema["items"] = _schema_of(args[0], where)
+        if origin in (set, frozenset):
+            schema["uniqueItems"] = True
+        return schema
+    if origin is dict:
+        schema = {"type": "object"}
+        if len(args) == 2 and args[0] is str:
+            value = _schema_of(args[1], where)
+            if value:
+                schema["additionalProperties"] = value
+        elif args:
+            raise TypeError(f"{where}: dict keys must be str in JSON")
+        return schema
+    if origin is typing.Literal:
+        schema = {"enum": list(args)}
+        kinds = {_json_type(arg) for arg in args}
+        if len(kinds) == 1:
+            schema["type"] = kinds.pop()
+        return schema
+    if origin is typing.Union or origin is types.UnionType:
+        options = [arg for arg in args if arg is not type(None)]
+        nullable = len(options) < len(args)
+        schemas = [_schema_of(arg, where) for arg in options]
+        if len(schemas) == 1 and nullable and isinstance(schemas[0].get("type"), str):
+            schema = dict(schemas[0])
+            schema["type"] = [schema["type"], "null"]
+            if "enum" in schema:
+                schema["enum"] = schema["enum"] + [None]
+            return schema
+        if nullable:
+            schemas.append({"type": "null"})
+        return schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
+    raise TypeError(f"{where}: cannot describe {hint!r} in JSON Schema; pass schema=")
+
+
+def _json_type(value):
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    raise TypeError(f"{value!r} is not a JSON value")
+
+
+def _docstring(function):
+    """(description, {parameter: description}) from a Google-style docstring:
+    the text before the first section header, and the ``Args:`` entries."""
+    doc = inspect.getdoc(function) or ""
+    sections = re.split(r"^(\w+):[ \t]*$", doc, flags=re.M)
+    params = {}
+    for header, body in zip(sections[1::2], sections[2::2]):
+        if header not in ("Args", "Arguments", "Parameters"):
+            continue
+        name = indent = None
+        for line in body.strip("\n").splitlines():
+            text = line.strip()
+            if not text:
+                break
+            depth = len(line) - len(line.lstrip())
+            match = re.match(r"(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)", text)
+            if match and (indent is None or depth <= indent):
+                name, indent = match.group(1), depth
+                params[name] = match.group(2)
+            elif name:
+                params[name] = f"{params[name]} {text}".strip()
+    return _unwrap(sections[0]), params
+
+
+def _unwrap(text):
+    """Joins wrapped lines; paragraph breaks stay (a model reads it better)."""
+    paragraphs = re.split(r"\n\s*\n", text.strip())
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+
+
+def _signature_schema(function, param_docs):
+    """The arguments schema of ``function`` and the name of its Context parameter."""
+    hints = typing.get_type_hints(function, include_extras=True)
+    properties, required, context_param = {}, [], None
+    for param in inspect.signature(function).parameters.values():
+        hint = hints.get(param.name, param.annotation)
+        if hint is Context:
+            context_param = param.name
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+            raise TypeError(f"{function.__name__}: *args, **kwargs and positional-only "
+                            f"parameters cannot be tool arguments")
+        schema = _schema_of(hint, f"{function.__name__}({param.name})")
+        if param.name in param_docs and "description" not in schema:
+            schema["description"] = param_docs[param.name]
+        if param.default is param.empty:
+            required.append(param.name)
+        elif param.default is not None:
+            try:
+                json.dumps(param.default, allow_nan=False)
+                schema["default"] = param.default
+            except (TypeError, ValueError):
+                pass
+        properties[param.name] = schema
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema",
+              "type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    schema["additionalProperties"] = False
+    return schema, context_param
+
+
+# ------------------------------------------------------------ validation
+
+
+def _escape(key):
+    return str(key).replace("~", "~0").replace("/", "~1")
+
+
+def _describe(value):
+    """How serde would name a value in an error, e.g. ``string "x"``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"boolean `{json.dumps(value)}`"
+    if isinstance(value, int):
+        return f"integer `{value}`"
+    if isinstance(value, float):
+        return f"floating point `{value!r}`"
+    if isinstance(value, str):
+        return f"string {json.dumps(value, ensure_ascii=False)}"
+    return "sequence" if isinstance(value, list) else "map"
+
+
+_ARTICLE = {"string": "a string", "integer": "an integer", "number": "a number",
+            "boolean": "a boolean", "array": "an array", "object": "an object",
+            "null": "null"}
+
+
+def _is_type(value, kind):
+    if kind == "integer":
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, float) and value.is_integer())
+    if kind == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "null":
+        return value is None
+    return _json_type(value) == kind
+
+
+def _fail(pointer, message):
+    raise InvalidArguments(f"{pointer}: {message}" if pointer else message)
+
+
+def validate(value, schema, pointer=""):
+    """Checks ``value`` against a JSON Schema subset and returns it, with
+    integral floats turned into ``int`` where an integer is expected.
+
+    Understood: type, enum, const, anyOf, properties, required,
+    additionalProperties, items, prefixItems, minItems, maxItems, uniqueItems,
+    minimum, maximum, exclusiveMinimum, exclusiveMaximum, minLength,
+    maxLength, pattern. Raises :class:`InvalidArguments` naming the JSON
+    pointer of the first offending value.
+    """
+    if schema is False:
+        _fail(pointer, "no value is allowed here")
+    if schema is True or not schema:
+        return value
+    if "anyOf" in schema:
+        for option in schema["anyOf"]:
+            try:
+                value = validate(value, option, pointer)
+                break
+            except InvalidArguments:
+                pass
+        else:
+            kinds = [_ARTICLE.get(option.get("type"), "another value")
+                     for option in schema["anyOf"]]
+            _fail(pointer, f"invalid type: {_describe(value)}, expected {' or '.join(kinds)}")
+        # The keywords beside anyOf apply as well.
+    kinds = schema.get("type")
+    if kinds is not None:
+        kinds = [kinds] if isinstance(kinds, str) else kinds
+        if not any(_is_type(value, kind) for kind in kinds):
+            expected = " or ".join(_ARTICLE.get(kind, kind) for kind in kinds)
+            _fail(pointer, f"invalid type: {_describe(value)}, expected {expected}")
+        if isinstance(value, float) and "integer" in kinds and "number" not in kinds:
+            value = int(value)
+    if "enum" in schema and not any(_same(value, option) for option in schema["enum"]):
+        options = ", ".join(json.dumps(option, ensure_ascii=False) for option in schema["enum"])
+        _fail(pointer, f"invalid value: {_describe(value)}, expected one of {options}")
+    if "const" in schema and not _same(value, schema["const"]):
+        _fail(pointer, f"invalid value: {_describe(value)}, expected "
+                       f"{json.dumps(schema['const'], ensure_ascii=False)}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        _check_bound(value, schema, pointer)
+    elif isinstance(value, str):
+        _check_string(value, schema, pointer)
+    elif isinstance(value, list):
+        value = _check_array(value, schema, pointer)
+    elif isinstance(value, dict):
+        value = _check_object(value, schema, pointer)
+    return value
+
+
+def _same(a, b):
+    """JSON equality: unlike Python's, true is not 1, at any depth."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return a == b
+
+
+def _check_bound(value, schema, pointer):
+    for key, holds, words in (("minimum", lambda v, b: v >= b, "at least"),
+                              ("maximum", lambda v, b: v <= b, "at most"),
+                              ("exclusiveMinimum", lambda v, b: v > b, "more than"),
+                              ("exclusiveMaximum", lambda v, b: v < b, "less than")):
+        if key in schema and not holds(value, schema[key]):
+            _fail(pointer, f"invalid value: {_describe(value)}, expected {words} {schema[key]}")
+
+
+def _count(number, noun):
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def _check_length(value, schema, pointer, low, high, noun):
+    if low in schema and len(value) < schema[low]:
+        _fail(pointer, f"invalid length {len(value)}, expected at least {_count(schema[low], noun)}")
+    if high in schema and len(value) > schema[high]:
+        _fail(pointer, f"invalid length {len(value)}, expected at most {_count(schema[high], noun)}")
+
+
+def _check_string(value, schema, pointer):
+    _check_length(value, schema, pointer, "minLength", "maxLength", "character")
+    if "pattern" in schema and not re.search(schema["pattern"], value):
+        _fail(pointer, f"invalid value: {_describe(value)}, expected a match of "
+                       f"/{schema['pattern']}/")
+
+
+def _check_array(value, schema, pointer):
+    _check_length(value, schema, pointer, "minItems", "maxItems", "item")
+    prefix = schema.get("prefixItems", [])
+    items = schema.get("items", True)
+    checked = [validate(item, prefix[index] if index < len(prefix) else items,
+                        f"{pointer}/{index}") for index, item in enumerate(value)]
+    if schema.get("uniqueItems"):
+        for index, item in enumerate(checked):
+            if any(_same(item, other) for other in checked[:index]):
+                _fail(f"{pointer}/{index}", f"duplicate item {_describe(item)}")
+    return checked
+
+
+def _check_object(value, schema, pointer):
+    properties = schema.get("properties", {})
+    for name in schema.get("required", []):
+        if name not in value:
+            _fail(pointer, f"missing field `{name}`")
+    extra = schema.get("additionalProperties", True)
+    checked = {}
+    for key, item in value.items():
+        where = f"{pointer}/{_escape(key)}"
+        if key in properties:
+            checked[key] = validate(item, properties[key], where)
+        elif extra is False:
+            names = ", ".join(f"`{name}`" for name in properties)
+            expected = f"expected one of {names}" if names else "there are no fields"
+            _fail(where, f"unknown field `{key}`, {expected}")
+        else:
+            checked[key] = validate(item, extra, where)
+    return checked
+
+
+def _decode(arguments):
+    """The arguments JSON text as a dict; blank text and null mean ``{}``."""
+    text = arguments.strip()
+    if not text or text == "null":
+        return {}
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except ValueError as error:
+        raise InvalidArguments(f"arguments are not valid JSON: {error}") from None
+    if not isinstance(value, dict):
+        kind = {"array": "an array", "string": "a string", "boolean": "a boolean",
+                "integer": "a number", "number": "a number"}[_json_type(value)]
+        raise InvalidArguments(f"arguments must be a JSON object, not {kind}")
+    return value
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+# ------------------------------------------------------------------ tools
+
+
+class FunctionTool:
+    """One tool: a function plus its name, description, schema and annotations.
+
+    Made by :func:`tool`; calling it runs the undecorated function.
+    """
+
+    def __init__(self, function, name=None, description=None, schema=None,
+                 read_only=False, destructive=False, idempotent=False, open_world=False):
+        self.function = function
+        self.name = name or function.__name__
+        if not _NAME.match(self.name):
+            raise ValueError(f"tool name {self.name!r} is invalid: use 1-64 "
+                             f"characters of [a-zA-Z0-9_-]")
+        doc, param_docs = _docstring(function)
+        self.description = _unwrap(description) if description else doc
+        if schema is None:
+            schema, self._context_param = _signature_schema(function, param_docs)
+        else:
+            hints = typing.get_type_hints(function)
+            self._context_param = next((name for name, hint in hints.items()
+                                        if hint is Context), None)
+        self.schema = schema
+        if not isinstance(self.schema, dict) or self.schema.get("type", "object") != "object":
+            raise ValueError(f"{self.name}: the schema must describe a JSON object")
+        self.parameters = json.dumps(self.schema, ensure_ascii=False)
+        self.annotations = {"read_only": read_only, "destructive": destructive,
+                            "idempotent": idempotent, "open_world": open_world}
+        self.__doc__ = function.__doc__
+        self.__wrapped__ = function
+
+    def __call__(self, *args, **kwargs):
+        return self.function(*args, **kwargs)
+
+    def __repr__(self):
+        return f"<tool {self.name}>"
+
+    def run(self, arguments, context=None):
+        """Decodes and checks ``arguments`` (JSON text), runs the function and
+        returns its :class:`Output`; errors are raised as :class:`ToolError`."""
+        kwargs = validate(_decode(arguments), self.schema)
+        if self._context_param:
+            kwargs[self._context_param] = context or Context()
+        result = self.function(**kwargs)
+        if isinstance(result, Output):
+            return result
+        if result is None:
+            return Output("")
+        if isinstance(result, str):
+            return Output(result)
+        return Output(json.dumps(result, ensure_ascii=False, allow_nan=False))
+
+
+def tool(function=None, *, name=None, description=None, schema=None, read_only=False,
+         destructive=False, idempotent=False, open_world=False):
+    """Makes a function a tool; use as ``@tool`` or ``@tool(...)``.
+
+    ``name`` defaults to the function's name, ``description`` to its docstring
+    up to its first section (``Args:``, ``Returns:``...); the ``Args:``
+    entries describe the parameters.
+    The schema comes from the type hints (str, int, float, bool, list[X],
+    dict[str, X], X | None, Literal[...], Annotated[X, "description"]) and
+    defaults (a parameter without one is required); pass ``schema=`` to give
+    it yourself. A parameter annotated ``Context`` receives the call context.
+    The annotations are hints for the host and the model.
+    """
+    def decorate(function):
+        made = FunctionTool(function, name, description, schema, read_only, destructive,
+                            idempotent, open_world)
+        _REGISTERED.append(made)
+        return made
+    return decorate if function is None else decorate(function)
+
+
+class Toolkit:
+    """The tools one component exports, with unique, valid names."""
+
+    def __init__(self, *tools):
+        tools = list(tools) or list(_REGISTERED)
+        if not tools:
+            raise ValueError("a component must export at least one tool")
+        self.tools = {}
+        for item in tools:
+            if not isinstance(item, FunctionTool):
+                raise TypeError(f"{item!r} is not a tool; decorate it with @tool")
+            if item.name in self.tools:
+                raise ValueError(f"tool name {item.name!r} is used twice")
+            self.tools[item.name] = item
+
+    def call(self, name, arguments="{}", context=None):
+        """Runs the tool ``name`` with JSON text ``arguments``; for unit tests."""
+        found = self.tools.get(name)
+        if found is None:
+            raise UnknownTool(f"this component has no tool named {json.dumps(name)}; "
+                              f"it offers: {', '.join(self.tools)}")
+        return found.run(arguments, context)
+
+    @classmethod
+    def export(cls, *tools):
+        """The class componentize-py needs: assign it to ``Tool`` in the app
+        module. Exports the given tools, or every ``@tool`` defined so far.
+
+        Outside componentize-py it returns the :class:`Toolkit` itself, so the
+        app module still imports (and ``app.Tool.call(...)`` works) in tests."""
+        toolkit = cls(*tools)
+        return toolkit if _exports is None else _exported_class(toolkit)
+
+
+def _exported_class(toolkit):
+    flags = {"read_only": _wit.Annotations.READ_ONLY,
+             "destructive": _wit.Annotations.DESTRUCTIVE,
+             "idempotent": _wit.Annotations.IDEMPOTENT,
+             "open_world": _wit.Annotations.OPEN_WORLD}
+    specs = []
+    for item in toolkit.tools.values():
+        annotations = _wit.Annotations(0)
+        for key, flag in flags.items():
+            if item.annotations[key]:
+                annotations |= flag
+        specs.append((item.name, item.description, item.parameters, annotations))
+
+    class Exported(_exports.Tool):
+        def list_tools(self):
+            return [_wit.ToolSpec(*spec) for spec in specs]
+
+        def call(self, name, arguments, context):
+            try:
+                output = toolkit.call(name, arguments, Context._from_wit(context))
+                artifacts = [_wit.Artifact(a.kind, a.mime_type, a.data) for a in output.artifacts]
+                return _wit.ToolOutput(output.content, artifacts)
+            except ToolError as error:
+                raise _Err(_wit_error(error.kind, error.message)) from None
+            except MemoryError:
+                raise  # Trap, so that the host reports its memory limit.
+            except Exception as error:
+                try:
+                    host.debug(traceback.format_exc())
+                except Exception:
+                    pass
+                message = f"{type(error).__name__}: {error}".rstrip(": ")
+                raise _Err(_wit_error("failed", message)) from None
+
+    Exported.__name__ = Exported.__qualname__ = "Tool"
+    return Exported
+
+
+def _wit_error(kind, message):
+    if kind == "invalid-arguments":
+        return _wit.ToolError_InvalidArguments(message)
+    if kind == "unknown-tool":
+        return _wit.ToolError_UnknownTool(message)
+    return _wit.ToolError_Failed(message)
+
+
+# ------------------------------------------------------------------- host
+
+
+def _wit_host_or_fail():
+    if _wit_host is None:
+        raise RuntimeError("wasm_agent_tool.host only works inside a component")
+    return _wit_host
+
+
+class _State:
+    """Session state of this tool, as JSON values under string keys."""
+
+    def get(self, key, default=None):
+        """The value stored under ``key``, or ``default``."""
+        text = self.get_raw(key)
+        if text is None:
+            return default
+        try:
+            return json.loads(text)
+        except ValueError as error:
+            raise ToolError(f"session state {key!r} is not JSON: {error}") from None
+
+    def set(self, key, value):
+        """Stores ``value`` (anything ``json.dumps`` takes) under ``key``."""
+        self.set_raw(key, json.dumps(value, ensure_ascii=False, allow_nan=False))
+
+    def get_raw(self, key):
+        """The JSON text stored under ``key``, or None."""
+        return _wit_host_or_fail().get_state(key)
+
+    def set_raw(self, key, text):
+        """Stores JSON text under ``key`` as is."""
+        _wit_host_or_fail().set_state(key, text)
+
+
+class _Host:
+    """What the host offers a tool besides WASI. Only logging works outside a
+    component (it prints to stderr); the rest raises RuntimeError there."""
+
+    LEVELS = ("trace", "debug", "info", "warn", "error")
+
+    def __init__(self):
+        self.state = _State()
+
+    def log(self, level, message):
+        """A log line at ``level`` ("trace", "debug", "info", "warn", "error").
+        Outside a component it goes to stderr."""
+        if level not in self.LEVELS:
+            raise ValueError(f"log level must be one of {', '.join(self.LEVELS)}")
+        if _wit_host is None:
+            print(f"[{level}] {message}", file=sys.stderr)
+        else:
+            _wit_host.log(_wit_host.Level[level.upper()], str(message))
+
+    def trace(self, message):
+        self.log("trace", message)
+
+    def debug(self, message):
+        self.log("debug", message)
+
+    def info(self, message):
+        self.log("info", message)
+
+    def warn(self, message):
+        self.log("warn", message)
+
+    def error(self, message):
+        self.log("error", message)
+
+    def dependency(self, name):
+        """The value the operator configured for this tool under ``name``, or None."""
+        return _wit_host_or_fail().dependency(name)
+
+    def emit(self, name, payload=None):
+        """Publishes event ``name`` with ``payload`` (a JSON value) on the host's bus."""
+        _wit_host_or_fail().emit(name, json.dumps(payload, ensure_ascii=False, allow_nan=False))
+
+    def cancelled(self):
+        """True once the call was cancelled or hit its deadline; check it in long loops."""
+        return _wit_host_or_fail().cancelled()
+
+    def delegate(self, agent, input):
+        """Hands a sub-task to the host's agent ``agent``; returns its answer or
+        raises :class:`ToolError` saying why the host refused."""
+        try:
+            return _wit_host_or_fail().delegate(agent, input)
+        except Exception as error:
+            if _Err is not None and isinstance(error, _Err):
+                raise ToolError(str(error.value)) from None
+            raise
+
+
+host = _Host()
