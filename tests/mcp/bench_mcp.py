@@ -9,6 +9,7 @@ latency while two endless loops run in other sandboxes.
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -21,6 +22,27 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("WASM_AGENT_BIN") or ROOT / "target/release/wasm-agent")
 WASM = Path(os.environ.get("WASM_DIR") or ROOT / "target/wasm32-wasip2/release")
+
+# The client's floor: the same exchange with a bare JSON-RPC responder that
+# does no work (Node.js, one line in, one line out).
+BARE_RESPONDER = r"""
+const rl = require('readline').createInterface({ input: process.stdin });
+const send = (m) => process.stdout.write(JSON.stringify(m) + '\n');
+rl.on('line', (line) => {
+  const m = JSON.parse(line);
+  if (m.id === undefined) return;
+  if (m.method === 'initialize') {
+    send({ jsonrpc: '2.0', id: m.id, result: { protocolVersion: m.params.protocolVersion,
+      capabilities: { tools: {} }, serverInfo: { name: 'bare', version: '0' } } });
+  } else if (m.method === 'tools/list') {
+    send({ jsonrpc: '2.0', id: m.id, result: { tools: [{ name: 'echo',
+      inputSchema: { type: 'object', properties: { text: { type: 'string' } } } }] } });
+  } else {
+    send({ jsonrpc: '2.0', id: m.id, result: { content: [{ type: 'text',
+      text: m.params.arguments.text }], isError: false } });
+  }
+});
+"""
 
 SEQUENTIAL = 2000
 CONCURRENT = 4000
@@ -52,6 +74,15 @@ def rss_mib(pid: int | None) -> str:
     return "n/a"
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of a process so far."""
+    if pid is None:
+        return float("nan")
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def micros(seconds: float) -> str:
     return f"{seconds * 1e6:.0f} µs"
 
@@ -69,13 +100,13 @@ async def main() -> None:
     rows: list[tuple[str, str]] = []
     cache = tempfile.mkdtemp(prefix="wasm-agent-bench-")
     env = {"WASM_AGENT_CACHE_DIR": cache, "WASM_AGENT_DATA_DIR": cache}
-    args = ["serve", "--stdio", "--tools", str(WASM / "echo_tool.wasm")]
-    args += ["--tools", str(WASM / "fixture_tool.wasm"), "--timeout", "60s"]
+    # The fixture's `echo` is as trivial as the benchmark's, and it can spin.
+    args = ["serve", "--stdio", "--tools", str(WASM / "fixture_tool.wasm"), "--timeout", "60s"]
     params = StdioServerParameters(command=str(BIN), args=args, env=env)
     # The first start compiles the components into the cache; measure the second.
     for attempt in range(2):
         started = time.perf_counter()
-        with open(os.devnull, "w") as errlog:
+        with open(os.environ.get("BENCH_SERVER_LOG", os.devnull), "w") as errlog:
             async with stdio_client(params, errlog=errlog) as (read, write):
                 async with ClientSession(read, write) as session:
                     await session.initialize()
@@ -87,9 +118,13 @@ async def main() -> None:
                     for _ in range(200):
                         await echo(session)
 
+                    pid = server_pid()
+                    cpu_before = cpu_seconds(pid)
                     latencies = sorted([await echo(session) for _ in range(SEQUENTIAL)])
+                    cpu = (cpu_seconds(pid) - cpu_before) / SEQUENTIAL
                     rows.append((f"sequential call p50 ({SEQUENTIAL} calls)", micros(statistics.median(latencies))))
                     rows.append(("sequential call p99", micros(latencies[int(len(latencies) * 0.99)])))
+                    rows.append(("server CPU per sequential call", micros(cpu)))
 
                     started = time.perf_counter()
                     async with anyio.create_task_group() as group:
@@ -103,7 +138,7 @@ async def main() -> None:
                             group.start_soon(one, i)
                     elapsed = time.perf_counter() - started
                     rows.append((f"calls/s with {IN_FLIGHT} in flight", f"{CONCURRENT / elapsed:.0f}"))
-                    rows.append(("server RSS after the calls", rss_mib(server_pid())))
+                    rows.append(("server RSS after the calls", rss_mib(pid)))
 
                     # Two endless loops in their own sandboxes; echo goes on.
                     async with anyio.create_task_group() as group:
@@ -113,6 +148,17 @@ async def main() -> None:
                         during = sorted([await echo(session) for _ in range(200)])
                         group.cancel_scope.cancel()
                     rows.append(("echo p50 while 2 endless loops run", micros(statistics.median(during))))
+
+    if shutil.which("node"):
+        bare = StdioServerParameters(command="node", args=["-e", BARE_RESPONDER])
+        async with stdio_client(bare) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                await session.list_tools()
+                for _ in range(200):
+                    await echo(session)
+                latencies = sorted([await echo(session) for _ in range(SEQUENTIAL)])
+        rows.append(("same client, bare JSON-RPC responder (Node.js), p50", micros(statistics.median(latencies))))
 
     width = max(len(name) for name, _ in rows)
     print(f"MCP over stdio, official Python SDK {version()} as the client, tool `echo`:")
