@@ -48,13 +48,13 @@ $(JS_DEPS)/node_modules/.installed: $(JS_DEPS)/package-lock.json
 PY_SDK := guest-sdk/python/wasm_agent_tool.py wit/world.wit
 JS_SDK := guest-sdk/js/wasm-agent-tool.js wit/world.wit
 
-$(POLY)/textstats.wasm: example-tools/textstats/app.py $(PY_SDK) | py-toolchain
+$(POLY)/textstats.wasm: example-tools/textstats/app.py $(PY_SDK) $(PY_VENV)/.installed
 	$(call componentize-py,example-tools/textstats)
-$(POLY)/fixture-py.wasm: tests/fixture-py/app.py $(PY_SDK) | py-toolchain
+$(POLY)/fixture-py.wasm: tests/fixture-py/app.py $(PY_SDK) $(PY_VENV)/.installed
 	$(call componentize-py,tests/fixture-py)
-$(POLY)/mdtable.wasm: example-tools/mdtable/app.js $(JS_SDK) | js-toolchain
+$(POLY)/mdtable.wasm: example-tools/mdtable/app.js $(JS_SDK) $(JS_DEPS)/node_modules/.installed
 	$(call componentize-js,example-tools/mdtable/app.js)
-$(POLY)/fixture-js.wasm: tests/fixture-js/app.js $(JS_SDK) | js-toolchain
+$(POLY)/fixture-js.wasm: tests/fixture-js/app.js $(JS_SDK) $(JS_DEPS)/node_modules/.installed
 	$(call componentize-js,tests/fixture-js/app.js)
 
 # $(call componentize-py,FOLDER): FOLDER/app.py with the helper -> $@
@@ -111,7 +111,7 @@ test: wasm-target guests polyglot mcp-venv
 	$(CARGO) test --release -p wasm-agent
 	$(CARGO) test --release $(addprefix -p ,wasm-agent-guest $(GUESTS))
 	$(VENV)/bin/pytest -p no:cacheprovider -q guest-sdk/python
-	node --test guest-sdk/js/test/
+	node --test guest-sdk/js/test/*.test.js
 	$(VENV)/bin/pytest tests/mcp -q
 
 ## The MCP tests alone (official Python SDK against target/release/wasm-agent).

@@ -146,4 +146,15 @@ fn new_refuses_bad_names_and_occupied_folders() {
         "/nonexistent",
     ]);
     assert_clean_failure(&output, 2, "--sdk");
+    let output = run(&[
+        "new",
+        "tool",
+        "--lang",
+        "python",
+        "--dir",
+        &dir.path().join("p").to_string_lossy(),
+        "--sdk",
+        ".",
+    ]);
+    assert_clean_failure(&output, 2, "--lang rust only");
 }

@@ -1,6 +1,6 @@
 // Unit tests of wasm-agent-tool.js in plain Node (no WebAssembly).
 //
-//   node --test guest-sdk/js/test/
+//   node --test guest-sdk/js/test/*.test.js
 //
 // The helper imports 'wasm-agent:tool/host@0.1.1', which exists only inside a
 // component; ./register.js maps it to the in-memory ./host-stub.js. Static

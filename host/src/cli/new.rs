@@ -19,6 +19,16 @@ pub enum Lang {
     Js,
 }
 
+impl Lang {
+    fn label(self) -> &'static str {
+        match self {
+            Lang::Rust => "Rust",
+            Lang::Python => "Python",
+            Lang::Js => "JavaScript",
+        }
+    }
+}
+
 /// One file of a template: where it goes and what it holds.
 type File = (&'static str, &'static str);
 
@@ -95,13 +105,17 @@ pub fn new_project(
         );
     }
     let dir = dir.unwrap_or_else(|| PathBuf::from(name));
-    if dir.exists() && std::fs::read_dir(&dir).map_or(true, |mut d| d.next().is_some()) {
+    if dir.is_file() || dir.is_symlink() {
+        bail!("{} already exists and is not a folder", dir.display());
+    }
+    if dir.is_dir() && std::fs::read_dir(&dir).map_or(true, |mut d| d.next().is_some()) {
         bail!("{} already exists and is not empty", dir.display());
     }
     let crate_name = name.replace('-', "_");
-    let sdk = match lang {
-        Lang::Rust => rust_sdk(sdk)?,
-        Lang::Python | Lang::Js => String::new(),
+    let sdk = match (lang, sdk) {
+        (Lang::Rust, sdk) => rust_sdk(sdk)?,
+        (_, Some(_)) => bail!("--sdk applies to --lang rust only"),
+        (_, None) => String::new(),
     };
     let files = match lang {
         Lang::Rust => RUST,
@@ -115,7 +129,11 @@ pub fn new_project(
             .replace("{{sdk}}", &sdk);
         write(&dir.join(path), &text)?;
     }
-    println!("created {} ({lang:?} tool project)\n", dir.display());
+    println!(
+        "created {} ({} tool project)\n",
+        dir.display(),
+        lang.label()
+    );
     println!("{}", next_steps(lang, &dir, &crate_name));
     Ok(ExitCode::SUCCESS)
 }
@@ -149,12 +167,19 @@ fn rust_sdk(sdk: Option<PathBuf>) -> anyhow::Result<String> {
     Ok(sdk.to_string_lossy().replace('\\', "/"))
 }
 
+/// Writes a new file; an existing one (or a symlink) is never overwritten.
 fn write(path: &Path, text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("cannot create {}", parent.display()))?;
     }
-    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .and_then(|mut file| file.write_all(text.as_bytes()))
+        .with_context(|| format!("cannot write {}", path.display()))?;
     #[cfg(unix)]
     if path.extension().is_some_and(|e| e == "sh") {
         use std::os::unix::fs::PermissionsExt;
@@ -164,18 +189,19 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
 }
 
 fn next_steps(lang: Lang, dir: &Path, crate_name: &str) -> String {
-    let dir = dir.display();
+    let cd = format!("cd {:?}", dir.display().to_string());
     match lang {
         Lang::Rust => format!(
-            "  cd {dir}\n  cargo build --release --target wasm32-wasip2\n  \
+            "  {cd}\n  cargo build --release --target wasm32-wasip2\n  \
              wasm-agent call target/wasm32-wasip2/release/{crate_name}.wasm greet '{{\"name\": \"Ada\"}}'"
         ),
         Lang::Python => format!(
-            "  cd {dir}\n  pip install -r requirements.txt   # componentize-py, in a venv\n  \
-             ./build.sh\n  wasm-agent call {crate_name}.wasm word_stats '{{\"text\": \"one two two\"}}'"
+            "  {cd}\n  python3 -m venv .venv && . .venv/bin/activate\n  \
+             pip install -r requirements.txt\n  ./build.sh\n  \
+             wasm-agent call {crate_name}.wasm word_stats '{{\"text\": \"one two two\"}}'"
         ),
         Lang::Js => format!(
-            "  cd {dir}\n  npm install\n  npm run build\n  \
+            "  {cd}\n  npm install\n  npm run build\n  \
              wasm-agent call {crate_name}.wasm slugify '{{\"text\": \"Hello, World!\"}}'"
         ),
     }
@@ -184,6 +210,18 @@ fn next_steps(lang: Lang, dir: &Path, crate_name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_js_template_pins_what_the_example_is_built_with() {
+        let pins = |text: &str| -> serde_json::Value {
+            serde_json::from_str::<serde_json::Value>(text).expect("package.json")
+                ["devDependencies"]
+                .clone()
+        };
+        let template = include_str!("../../templates/js/package.json").replace("{{name}}", "t");
+        let example = include_str!("../../../example-tools/mdtable/package.json");
+        assert_eq!(pins(&template), pins(example));
+    }
 
     #[test]
     fn project_names_must_suit_every_toolchain() {
