@@ -401,6 +401,11 @@ impl ToolHost {
         Ok(report)
     }
 
+    /// Whether the host offers a tool with this public name.
+    pub fn has_tool(&self, name: &str) -> bool {
+        self.read_tools().contains_key(name)
+    }
+
     /// The tool with this public name, if the host offers it.
     pub fn tool(&self, name: &str) -> Option<ToolInfo> {
         self.read_tools().get(name).map(|t| t.info.clone())

@@ -93,6 +93,12 @@ impl Server {
         response_in(&text, id).unwrap_or_else(|| panic!("no response {id} in {text:?}"))
     }
 
+    /// `tools/call` of `name` with `arguments` in `session`.
+    async fn call_tool(&self, session: &str, id: u64, name: &str, arguments: Value) -> Value {
+        let params = json!({"name": name, "arguments": arguments});
+        self.rpc(session, id, "tools/call", params).await
+    }
+
     /// Polls the tool list (ids from 1000 up) until `done` holds; at most 20 s.
     async fn wait_for_tools(&self, session: &str, done: impl Fn(&[String]) -> bool) -> Vec<String> {
         let mut id = 1000;
@@ -165,41 +171,25 @@ async fn tools_are_listed_and_called_with_errors_as_results() {
     let echo = tools.iter().find(|t| t["name"] == "echo").expect("echo");
     assert_eq!(echo["title"], "Echo");
     assert_eq!(echo["inputSchema"]["type"], "object");
-    assert!(echo["annotations"]["readOnlyHint"].is_boolean());
+    // The fixture's echo is read-only and idempotent.
+    assert_eq!(echo["annotations"]["readOnlyHint"], true);
+    assert_eq!(echo["annotations"]["idempotentHint"], true);
+    assert_eq!(echo["annotations"]["destructiveHint"], false);
 
     let called = server
-        .rpc(
-            &session,
-            2,
-            "tools/call",
-            json!({"name": "echo", "arguments": {"text": "hi"}}),
-        )
+        .call_tool(&session, 2, "echo", json!({"text": "hi"}))
         .await;
     assert_eq!(called["result"]["isError"], false, "{called}");
     assert_eq!(called["result"]["content"][0]["text"], "hi");
 
-    let spun = server
-        .rpc(
-            &session,
-            3,
-            "tools/call",
-            json!({"name": "spin", "arguments": {}}),
-        )
-        .await;
+    let spun = server.call_tool(&session, 3, "spin", json!({})).await;
     assert_eq!(spun["result"]["isError"], true, "{spun}");
     assert_eq!(
         spun["result"]["structuredContent"]["error"]["kind"],
         "timeout"
     );
 
-    let unknown = server
-        .rpc(
-            &session,
-            4,
-            "tools/call",
-            json!({"name": "ehco", "arguments": {}}),
-        )
-        .await;
+    let unknown = server.call_tool(&session, 4, "ehco", json!({})).await;
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
     assert!(
         unknown["error"]["message"]
@@ -211,12 +201,7 @@ async fn tools_are_listed_and_called_with_errors_as_results() {
 
     // Still serving after all of that.
     let again = server
-        .rpc(
-            &session,
-            5,
-            "tools/call",
-            json!({"name": "echo", "arguments": {"text": "on"}}),
-        )
+        .call_tool(&session, 5, "echo", json!({"text": "on"}))
         .await;
     assert_eq!(again["result"]["content"][0]["text"], "on");
 }
@@ -413,12 +398,7 @@ async fn watch_reloads_changes_and_keeps_the_old_version_of_a_broken_file() {
     assert!(names.contains(&"calculate".to_string()), "{names:?}");
 
     let called = server
-        .rpc(
-            &session,
-            100,
-            "tools/call",
-            json!({"name": "calculate", "arguments": {"expression": "6*7"}}),
-        )
+        .call_tool(&session, 100, "calculate", json!({"expression": "6*7"}))
         .await;
     assert_eq!(called["result"]["content"][0]["text"], "42");
 

@@ -4,6 +4,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -90,11 +91,11 @@ pub async fn serve_http(
         .with_cancellation_token(shutdown.child_token());
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.channel_capacity = SESSION_QUEUE;
-    let sessions_probe = server.session();
+    let live_handlers = server.live_handlers();
     let mcp = StreamableHttpService::new(move || Ok(server.session()), Arc::new(sessions), config);
     let gate = Arc::new(Gate {
         token_digest: options.token.as_deref().map(digest),
-        sessions: sessions_probe,
+        live_handlers,
         max_sessions: options.max_sessions,
     });
     let connections = Arc::new(Semaphore::new(options.max_connections.max(1)));
@@ -162,8 +163,8 @@ pub async fn serve_http(
 /// The checks before rmcp sees a request (rmcp checks Host, Origin and size).
 struct Gate {
     token_digest: Option<[u8; 32]>,
-    /// A handler of the server, to read how many sessions are open.
-    sessions: McpServer,
+    /// The server's live handlers: the built one plus one per session.
+    live_handlers: Arc<AtomicUsize>,
     max_sessions: usize,
 }
 
@@ -183,8 +184,8 @@ impl Gate {
         }
         let opens_session = request.method() == http::Method::POST
             && !request.headers().contains_key("mcp-session-id");
-        // This gate's own handler and the server's count too.
-        if opens_session && self.sessions.live_sessions() > self.max_sessions + 1 {
+        let sessions = self.live_handlers.load(Ordering::Relaxed).saturating_sub(1);
+        if opens_session && sessions >= self.max_sessions {
             return Some(plain(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "too many open MCP sessions; close one (DELETE) or try again later",

@@ -62,8 +62,9 @@ struct Shared {
     approver: Arc<dyn ApprovalHandler>,
     tools_changed: ToolsChanged,
     progress_every: Duration,
-    /// Handlers alive (connections and HTTP sessions).
-    live: AtomicUsize,
+    /// Handlers alive: the one `build` made, plus one per connection or
+    /// HTTP session.
+    live: Arc<AtomicUsize>,
 }
 
 /// Tells the clients of an [`McpServer`] that its tool list changed; cheap to
@@ -120,7 +121,7 @@ impl McpServerBuilder {
             approver: self.approver,
             tools_changed: ToolsChanged(tools_changed),
             progress_every: self.progress_every,
-            live: AtomicUsize::new(0),
+            live: Arc::new(AtomicUsize::new(0)),
         }))
     }
 }
@@ -148,10 +149,9 @@ impl McpServer {
         }
     }
 
-    /// How many handlers are alive: this one, plus one per connection or
-    /// HTTP session.
-    pub fn live_sessions(&self) -> usize {
-        self.shared.live.load(Ordering::Relaxed)
+    /// The count of live handlers (the built one plus one per session).
+    pub(super) fn live_handlers(&self) -> Arc<AtomicUsize> {
+        self.shared.live.clone()
     }
 
     /// A handler for one more connection, sharing this server's host.
@@ -323,7 +323,7 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.as_ref();
-        if self.shared.host.tool(name).is_none() {
+        if !self.shared.host.has_tool(name) {
             let unknown = self.shared.host.unknown_tool(name);
             return Err(ErrorData::invalid_params(unknown.message, None));
         }
