@@ -1,6 +1,6 @@
 # wasm-agent: set up, demo, test, bench.
 CARGO   ?= cargo
-GUESTS  := calculator files json fetch weather fixture-tool echo-tool compat-tool
+GUESTS  := calculator files json fetch weather fixture-tool echo-tool compat-tool hostile-tool
 WASM    := target/wasm32-wasip2/release
 BIN     := target/release/wasm-agent
 DEMO    := target/demo

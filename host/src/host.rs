@@ -118,6 +118,11 @@ pub struct LoadOptions {
     pub prefix: Option<String>,
     /// The policy its calls run under.
     pub policy: Policy,
+    /// The name its session state is kept under. Without one, state is kept
+    /// under the component's content digest, so only the very same bytes
+    /// see it; a name (a config alias) keeps it across versions. Either way
+    /// a component with another identity never sees it.
+    pub state_scope: Option<String>,
 }
 
 impl LoadOptions {
@@ -136,6 +141,12 @@ impl LoadOptions {
     /// Sets the tool-name prefix.
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = Some(prefix.into());
+        self
+    }
+    /// Keeps session state under this name (an operator's alias) instead of
+    /// the content digest.
+    pub fn state_scope(mut self, name: impl Into<String>) -> Self {
+        self.state_scope = Some(name.into());
         self
     }
 }
@@ -335,8 +346,13 @@ impl ToolHost {
             reason,
         })?;
         let (cache, load_time) = (loaded.cache, loaded.load_time);
+        let state_scope: Arc<str> = match &options.state_scope {
+            Some(name) => format!("alias:{name}").into(),
+            None => format!("sha256:{}", hex::encode(loaded.digest)).into(),
+        };
         let component = Arc::new(ComponentEntry {
             id: id.as_str().into(),
+            state_scope,
             loaded,
             dependencies: Arc::new(policy.dependencies.clone()),
             policy: CallPolicy::new(policy),
@@ -490,6 +506,7 @@ impl ToolHost {
         arguments: &str,
         context: &CallContext,
     ) -> Result<crate::sandbox::GuestOutput, CallError> {
+        registry::check_arguments_size(arguments, &entry.component.policy)?;
         registry::validate_arguments(entry, arguments)
             .map_err(|message| CallError::new(ErrorKind::InvalidArguments, message))?;
         let imports = self.host_imports(
@@ -528,14 +545,18 @@ impl ToolHost {
     ) -> HostImports {
         HostImports {
             tool: tool.into(),
-            component: component.id.clone(),
+            state_scope: component.state_scope.clone(),
             call_id: call_id.into(),
             session_id,
             sessions: self.inner.sessions.clone(),
             dependencies: component.dependencies.clone(),
             events: self.inner.events.clone(),
             cancellation: context.cancellation.child_token(),
-            deadline: Instant::now() + component.policy.timeout,
+            // The policy bounds the timeout (a day), so this cannot overflow;
+            // saturate anyway rather than trust that from here.
+            deadline: Instant::now()
+                .checked_add(component.policy.timeout)
+                .unwrap_or_else(far_future),
             log_lines: 0,
             events_sent: 0,
             delegate_to: component.policy.delegate.clone(),
@@ -561,4 +582,11 @@ impl ToolHost {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// A deadline that never comes in practice (a year from now).
+fn far_future() -> Instant {
+    let now = Instant::now();
+    now.checked_add(Duration::from_secs(365 * 24 * 3600))
+        .unwrap_or(now)
 }

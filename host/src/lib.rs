@@ -32,6 +32,7 @@ pub mod registry;
 pub mod result;
 pub mod sandbox;
 pub mod session;
+pub mod text;
 
 pub use context::{CallContext, Delegator};
 pub use events::{EventBus, ToolEvent};

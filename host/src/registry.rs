@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::bindings::types;
+use crate::policy::{ByteSize, Policy};
 use crate::result::{CallError, ErrorKind};
 use crate::sandbox::CallPolicy;
 use crate::sandbox::LoadedComponent;
@@ -54,6 +55,8 @@ pub struct ToolInfo {
 /// A loaded component and the policy its calls run under.
 pub(crate) struct ComponentEntry {
     pub id: Arc<str>,
+    /// What its session state is keyed by (`alias:NAME` or `sha256:HEX`).
+    pub state_scope: Arc<str>,
     pub loaded: LoadedComponent,
     pub policy: CallPolicy,
     pub dependencies: Arc<BTreeMap<String, String>>,
@@ -91,6 +94,30 @@ pub enum SpecError {
     /// The component offers nothing.
     #[error("the component lists no tools")]
     Empty,
+    /// More tools than the policy's `max_tools`.
+    #[error("the component lists {count} tools, more than the {max} its policy allows (max_tools)")]
+    TooManyTools {
+        /// How many it listed.
+        count: usize,
+        /// The limit.
+        max: u32,
+    },
+    /// A description or schema larger than the policy allows.
+    #[error(
+        "tool {tool:?} has a {what} of {size} bytes, more than the {max} its policy allows ({key})"
+    )]
+    TooLarge {
+        /// The tool's name (cut to 64 characters).
+        tool: String,
+        /// `description` or `parameters schema`.
+        what: &'static str,
+        /// Its size in bytes.
+        size: usize,
+        /// The limit.
+        max: ByteSize,
+        /// The policy key.
+        key: &'static str,
+    },
 }
 
 /// The error for a call to a tool that does not exist, listing (up to 30 of)
@@ -122,18 +149,55 @@ pub fn valid_name(name: &str) -> bool {
 }
 
 /// Checks the specs a component listed and compiles their schemas.
+///
+/// Every check is linear in the size of the list, and the sizes are capped by
+/// the policy (`max_tools`, `max_description`, `max_schema`) before anything
+/// is parsed, so a hostile component cannot make loading slow.
 pub(crate) fn check_specs(
     specs: Vec<types::ToolSpec>,
     prefix: &str,
     component: &Arc<ComponentEntry>,
 ) -> Result<Vec<ToolEntry>, SpecError> {
+    let policy: &Policy = &component.policy;
     if specs.is_empty() {
         return Err(SpecError::Empty);
     }
+    if specs.len() > policy.max_tools as usize {
+        return Err(SpecError::TooManyTools {
+            count: specs.len(),
+            max: policy.max_tools,
+        });
+    }
+    let mut seen = std::collections::HashSet::with_capacity(specs.len());
     let mut entries: Vec<ToolEntry> = Vec::with_capacity(specs.len());
     for spec in specs {
         if !valid_name(&spec.name) {
-            return Err(SpecError::BadName(spec.name));
+            return Err(SpecError::BadName(spec.name.chars().take(64).collect()));
+        }
+        let sizes = [
+            (
+                "description",
+                &spec.description,
+                policy.max_description,
+                "max_description",
+            ),
+            (
+                "parameters schema",
+                &spec.parameters,
+                policy.max_schema,
+                "max_schema",
+            ),
+        ];
+        for (what, text, max, key) in sizes {
+            if text.len() as u64 > max.bytes() {
+                return Err(SpecError::TooLarge {
+                    tool: spec.name.clone(),
+                    what,
+                    size: text.len(),
+                    max,
+                    key,
+                });
+            }
         }
         let public = format!("{prefix}{}", spec.name);
         if !valid_name(&public) {
@@ -142,7 +206,7 @@ pub(crate) fn check_specs(
         if spec.description.trim().is_empty() {
             return Err(SpecError::NoDescription(spec.name));
         }
-        if entries.iter().any(|e| e.guest_name == spec.name) {
+        if !seen.insert(spec.name.clone()) {
             return Err(SpecError::Repeated(spec.name));
         }
         let bad_schema = |reason: String| SpecError::BadSchema {
@@ -156,10 +220,7 @@ pub(crate) fn check_specs(
                 "the schema must describe an object (\"type\": \"object\")".into(),
             ));
         }
-        let validator = jsonschema::options()
-            .should_validate_formats(true)
-            .build(&parameters)
-            .map_err(|e| bad_schema(e.to_string()))?;
+        let validator = compile_schema(&parameters).map_err(|e| bad_schema(e.to_string()))?;
         entries.push(ToolEntry {
             info: ToolInfo {
                 name: public,
@@ -174,6 +235,34 @@ pub(crate) fn check_specs(
         });
     }
     Ok(entries)
+}
+
+/// Compiles a tool's parameters schema. `pattern`, `patternProperties` and
+/// `propertyNames` use the `regex` engine, whose matching time is linear in
+/// the input: a schema cannot make validation backtrack (look-around and
+/// back-references are refused at load instead).
+pub(crate) fn compile_schema(
+    schema: &Value,
+) -> Result<jsonschema::Validator, jsonschema::ValidationError<'static>> {
+    jsonschema::options()
+        .should_validate_formats(true)
+        .with_pattern_options(jsonschema::PatternOptions::regex())
+        .build(schema)
+}
+
+/// Checks the size of a call's arguments text before anything parses it.
+pub(crate) fn check_arguments_size(arguments: &str, policy: &Policy) -> Result<(), CallError> {
+    if arguments.len() as u64 > policy.max_arguments.bytes() {
+        return Err(CallError::new(
+            ErrorKind::InvalidArguments,
+            format!(
+                "the arguments are {} bytes, more than the {} the tool's policy allows (max_arguments)",
+                arguments.len(),
+                policy.max_arguments
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Checks arguments against a tool's schema: every violation, by JSON pointer.

@@ -7,6 +7,8 @@ mod agent_cli;
 mod cli;
 mod common;
 mod concurrency;
+mod hardening;
+mod hardening_cli;
 mod loading;
 mod mcp;
 mod network;

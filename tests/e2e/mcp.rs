@@ -15,14 +15,14 @@ use wasm_agent::mcp::{HttpOptions, McpServer, serve_http};
 use crate::common::{assert_clean_failure, component, run, temp_dir, wasm_agent};
 
 /// A running `wasm-agent serve --http 127.0.0.1:0`, killed on drop.
-struct Server {
-    child: Child,
+pub(crate) struct Server {
+    pub(crate) child: Child,
     url: String,
     http: reqwest::Client,
 }
 
 impl Server {
-    fn start(args: &[&str]) -> Self {
+    pub(crate) fn start(args: &[&str]) -> Self {
         let mut child = wasm_agent()
             .args(["serve", "--http", "127.0.0.1:0"])
             .args(args)
@@ -57,7 +57,7 @@ impl Server {
     }
 
     /// Initializes a session and returns its id.
-    async fn session(&self, token: Option<&str>) -> String {
+    pub(crate) async fn session(&self, token: Option<&str>) -> String {
         let mut request = self.post(&initialize());
         if let Some(token) = token {
             request = request.bearer_auth(token);
@@ -94,7 +94,13 @@ impl Server {
     }
 
     /// `tools/call` of `name` with `arguments` in `session`.
-    async fn call_tool(&self, session: &str, id: u64, name: &str, arguments: Value) -> Value {
+    pub(crate) async fn call_tool(
+        &self,
+        session: &str,
+        id: u64,
+        name: &str,
+        arguments: Value,
+    ) -> Value {
         let params = json!({"name": name, "arguments": arguments});
         self.rpc(session, id, "tools/call", params).await
     }
@@ -130,7 +136,7 @@ impl Drop for Server {
     }
 }
 
-fn initialize() -> Value {
+pub(crate) fn initialize() -> Value {
     json!({
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {
@@ -156,7 +162,7 @@ fn calculator_args() -> Vec<String> {
     vec!["--tools".into(), path(&component("calculator"))]
 }
 
-fn path(path: &Path) -> String {
+pub(crate) fn path(path: &Path) -> String {
     path.to_string_lossy().into_owned()
 }
 

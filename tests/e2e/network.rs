@@ -266,8 +266,9 @@ async fn credential_headers_reach_the_server_but_never_the_guest() {
     let key = "WASM_AGENT_E2E_TOKEN";
     // SAFETY: only this test reads or writes this variable.
     unsafe { std::env::set_var(key, "tok-3141") };
+    // A plain-http server: the pattern states that cleartext is intended.
     let policy = policy(&[server.grant()]).http_header(
-        "127.0.0.1",
+        "http://127.0.0.1",
         "Authorization",
         format!("Bearer ${{{key}}}"),
     );
@@ -285,6 +286,28 @@ async fn credential_headers_reach_the_server_but_never_the_guest() {
     );
     let env = host.call("env", "{}", &CallContext::new()).await;
     assert!(!env.content.contains("tok-3141"));
+}
+
+#[tokio::test]
+async fn credential_headers_are_not_sent_over_plain_http_unless_stated() {
+    let server = Server::start(Behaviour::Hello).await;
+    let policy =
+        policy(&[server.grant()]).http_header("127.0.0.1", "Authorization", "Bearer secret-7");
+    let host = fixture_host(policy).await;
+    let args = json!({"method": "GET", "url": server.url("/me")});
+    let result = host
+        .call("http_request", &args.to_string(), &CallContext::new())
+        .await;
+    assert!(result.is_ok(), "{result:?}");
+    assert!(
+        server
+            .authorizations
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|a| !a.contains("secret-7")),
+        "a credential went out in cleartext"
+    );
 }
 
 fn site(request: &Request<hyper::body::Incoming>) -> Response<Full<Bytes>> {

@@ -256,9 +256,11 @@ async fn session_state_is_scoped_to_session_and_component() {
     let host = fixture_host(Policy::default()).await;
     host.load_with(
         crate::common::component("fixture_tool"),
+        // The same bytes share state unless the operator names them apart.
         wasm_agent::LoadOptions::new(Policy::default())
             .name("other")
-            .prefix("other_"),
+            .prefix("other_")
+            .state_scope("other"),
     )
     .await
     .unwrap();

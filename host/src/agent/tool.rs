@@ -120,7 +120,7 @@ impl AgentTool {
                 "tool name {name:?} is invalid: use 1-64 characters of [a-zA-Z0-9_-]"
             )));
         }
-        let validator = jsonschema::validator_for(&parameters).map_err(|e| {
+        let validator = crate::registry::compile_schema(&parameters).map_err(|e| {
             AgentError::BadTool(format!("tool {name:?} has an unusable schema: {e}"))
         })?;
         let run = Arc::new(run);

@@ -245,6 +245,25 @@ pub struct PolicyFlags {
     /// (repeatable; `*` for any agent). Used by `run`.
     #[arg(long = "allow-delegate", value_name = "NAME")]
     pub delegate: Vec<String>,
+    /// Largest arguments text a call accepts, e.g. 256KiB (default 1MiB).
+    #[arg(long, value_name = "SIZE")]
+    pub max_arguments: Option<ByteSize>,
+    /// Most artifacts one result may carry (default 64).
+    #[arg(long, value_name = "N")]
+    pub max_artifacts: Option<u32>,
+    /// Most host resources (files, sockets, streams, HTTP fields) one call may
+    /// hold at once (default 256).
+    #[arg(long, value_name = "N")]
+    pub max_resources: Option<u32>,
+    /// Most tools one component may list (default 128).
+    #[arg(long, value_name = "N")]
+    pub max_tools: Option<u32>,
+    /// Longest tool description a component may list (default 16KiB).
+    #[arg(long, value_name = "SIZE")]
+    pub max_description: Option<ByteSize>,
+    /// Largest parameters schema a component may list per tool (default 64KiB).
+    #[arg(long, value_name = "SIZE")]
+    pub max_schema: Option<ByteSize>,
 }
 
 impl PolicyFlags {
@@ -262,6 +281,12 @@ impl PolicyFlags {
             max_response: self.max_response,
             max_requests: self.max_requests,
             delegate: self.delegate.clone(),
+            max_arguments: self.max_arguments,
+            max_artifacts: self.max_artifacts,
+            max_resources: self.max_resources,
+            max_tools: self.max_tools,
+            max_description: self.max_description,
+            max_schema: self.max_schema,
             http_headers: self.http_headers.iter().fold(
                 BTreeMap::<String, BTreeMap<String, String>>::new(),
                 |mut all, (pattern, name, value)| {
@@ -337,6 +362,18 @@ mod tests {
             "a.com:X=1",
             "--allow-delegate",
             "researcher",
+            "--max-arguments",
+            "1KiB",
+            "--max-artifacts",
+            "2",
+            "--max-resources",
+            "32",
+            "--max-tools",
+            "4",
+            "--max-description",
+            "1KiB",
+            "--max-schema",
+            "4KiB",
         ])
         .unwrap();
         let Command::Call { host, .. } = cli.command else {

@@ -28,6 +28,10 @@ const EXIT_USAGE: u8 = 2;
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
+    // Calls reserve descriptors from the soft limit: make it as large as allowed.
+    if let Err(e) = wasm_agent::sandbox::raise_open_file_limit() {
+        tracing::warn!("cannot raise the open-file limit: {e}");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -38,13 +42,17 @@ pub fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    match runtime.block_on(run(cli)) {
+    let code = match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(EXIT_USAGE)
         }
-    }
+    };
+    // A read of stdin blocked in a worker thread (serve --stdio) must not
+    // keep the process alive once the command is done.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    code
 }
 
 fn init_logging(verbose: u8) {
@@ -152,6 +160,9 @@ fn read_arguments(arguments: Option<String>) -> anyhow::Result<String> {
 /// A component to load, with its name, prefix and policy.
 struct Target {
     name: String,
+    /// The config alias, which its session state is kept under; components
+    /// named by path alone keep state under their content digest.
+    alias: Option<String>,
     path: PathBuf,
     prefix: Option<String>,
     policy: Policy,
@@ -202,6 +213,7 @@ async fn load_folders(
     for target in resolved {
         let mut options = LoadOptions::new(layer.apply_to(target.policy)).name(target.name);
         options.prefix = target.prefix;
+        options.state_scope = target.alias;
         host.load_with(target.path, options).await?;
     }
     Ok(host)
@@ -217,6 +229,7 @@ fn resolve_targets(
         let tool = config.tools.get(alias)?;
         Some(Target {
             name: alias.to_string(),
+            alias: Some(alias.to_string()),
             path: tool.component.clone(),
             prefix: tool.prefix.clone(),
             policy: config.policy_for(alias)?,
@@ -265,6 +278,7 @@ fn file_target(file: PathBuf, config: Option<&ConfigFile>) -> Target {
     {
         return Target {
             name: tool.alias.clone(),
+            alias: Some(tool.alias.clone()),
             path: file,
             prefix: tool.prefix.clone(),
             policy,
@@ -277,6 +291,7 @@ fn file_target(file: PathBuf, config: Option<&ConfigFile>) -> Target {
     let policy = config.map(ConfigFile::default_policy).unwrap_or_default();
     Target {
         name,
+        alias: None,
         path: file,
         prefix: None,
         policy,

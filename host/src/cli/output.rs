@@ -2,6 +2,7 @@
 
 use std::io::Write;
 
+use wasm_agent::text::{multi_line, one_line};
 use wasm_agent::{ToolCallResult, ToolInfo};
 
 /// Prints a call's result: the content (or one JSON object with `--json`).
@@ -20,20 +21,26 @@ pub fn print_call(result: &ToolCallResult, json: bool) -> anyhow::Result<()> {
     }
     match &result.error {
         None => {
-            stdout.write_all(result.content.as_bytes())?;
+            // Raw into a pipe or file (the content is the product); escaped
+            // on a terminal, where a tool's escape sequences would act.
+            if std::io::IsTerminal::is_terminal(&stdout) {
+                stdout.write_all(multi_line(&result.content).as_bytes())?;
+            } else {
+                stdout.write_all(result.content.as_bytes())?;
+            }
             if !result.content.ends_with('\n') {
                 writeln!(stdout)?;
             }
             for artifact in &result.artifacts {
                 eprintln!(
                     "artifact: {} ({}, {} bytes)",
-                    artifact.kind,
-                    artifact.mime_type.as_deref().unwrap_or("no MIME type"),
+                    one_line(&artifact.kind),
+                    one_line(artifact.mime_type.as_deref().unwrap_or("no MIME type")),
                     artifact.data.len()
                 );
             }
         }
-        Some(error) => eprintln!("error: {}: {}", error.kind, error.message),
+        Some(error) => eprintln!("error: {}: {}", error.kind, one_line(&error.message)),
     }
     Ok(())
 }
@@ -47,6 +54,7 @@ pub fn tools_table(tools: &[ToolInfo]) -> String {
     );
     for tool in tools {
         let description = tool.description.lines().next().unwrap_or_default();
+        let description = one_line(description);
         let description = if description.chars().count() > 60 {
             format!("{}...", description.chars().take(57).collect::<String>())
         } else {

@@ -290,16 +290,13 @@ fn short_arguments(arguments: &str) -> String {
 }
 
 /// Text from a model or tool, safe to print: control characters (terminal
-/// escapes that could fake an `[approval]` line, say) become `�`.
+/// escapes that could fake an `[approval]` line, say) are shown escaped.
 fn printable(text: &str, keep_newlines: bool) -> String {
-    text.chars()
-        .map(|c| match c {
-            '\n' | '\t' if keep_newlines => c,
-            '\n' | '\t' => ' ',
-            c if c.is_control() => '\u{fffd}',
-            c => c,
-        })
-        .collect()
+    if keep_newlines {
+        wasm_agent::text::multi_line(text).into_owned()
+    } else {
+        wasm_agent::text::one_line(text).into_owned()
+    }
 }
 
 fn report_end(output: &RunOutput) {

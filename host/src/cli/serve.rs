@@ -43,8 +43,13 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let (changed, shutdown) = (server.tools_changed(), shutdown.clone());
         tokio::spawn(async move { watcher.run(host, shutdown, changed).await });
     }
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        stop_signal().await;
+        stop.cancel();
+    });
     match args.http {
-        None => server.serve_stdio().await?,
+        None => server.serve_stdio_until(shutdown.clone()).await?,
         Some(addr) => {
             let listener = TcpListener::bind(addr)
                 .await
@@ -59,11 +64,6 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 max_body: usize::try_from(args.max_body.0).unwrap_or(usize::MAX),
                 ..HttpOptions::default()
             };
-            let stop = shutdown.clone();
-            tokio::spawn(async move {
-                stop_signal().await;
-                stop.cancel();
-            });
             mcp::serve_http(server, listener, options, shutdown.clone()).await;
         }
     }

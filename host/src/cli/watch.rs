@@ -157,6 +157,7 @@ impl Watcher {
         let target = file_target(path.to_path_buf(), self.config.as_ref());
         let mut options = LoadOptions::new(self.layer.apply_to(target.policy)).name(&target.name);
         options.prefix = target.prefix;
+        options.state_scope = target.alias;
         let loaded = if replace {
             host.reload_with(path.to_path_buf(), options).await
         } else {

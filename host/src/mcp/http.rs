@@ -21,6 +21,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::drain::SHUTDOWN_GRACE;
 use super::server::McpServer;
 
 /// The path the MCP endpoint answers on.
@@ -61,13 +62,15 @@ impl Default for HttpOptions {
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Requests queued per session before the client is slowed down.
 const SESSION_QUEUE: usize = 256;
-/// How long shutdown waits for calls in flight.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// After the calls in flight have finished, how long connections have to
+/// send their last responses before they are dropped.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 type Body = BoxBody<Bytes, Infallible>;
 
-/// Serves MCP on `listener` until `shutdown` is cancelled, then gives calls
-/// in flight a few seconds to finish. Every connection and every session runs
+/// Serves MCP on `listener` until `shutdown` is cancelled; then it accepts
+/// no more connections or calls, and the calls in flight get
+/// [`SHUTDOWN_GRACE`](super::SHUTDOWN_GRACE) to finish and send their results. Every connection and every session runs
 /// on its own tasks, so calls run in parallel.
 pub async fn serve_http(
     server: McpServer,
@@ -83,12 +86,16 @@ pub async fn serve_http(
         .map(String::from)
         .into();
     origins.extend(options.origins.iter().cloned());
+    let sessions_stop = CancellationToken::new();
+    let drain = server.drain();
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts)
         .with_allowed_origins(origins)
         .enforce_origin_validation()
         .with_max_request_body_bytes(options.max_body)
-        .with_cancellation_token(shutdown.child_token());
+        // rmcp's sessions, and the connections, stop only once the calls in
+        // flight have finished, so their results still reach the clients.
+        .with_cancellation_token(sessions_stop.clone());
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.channel_capacity = SESSION_QUEUE;
     let live_handlers = server.live_handlers();
@@ -130,7 +137,7 @@ pub async fn serve_http(
                 })
             }
         });
-        let shutdown = shutdown.clone();
+        let close = sessions_stop.clone();
         tracker.spawn(async move {
             let _permit = permit;
             let connection = hyper::server::conn::http1::Builder::new()
@@ -144,19 +151,21 @@ pub async fn serve_http(
                         tracing::debug!(%peer, %error, "connection ended");
                     }
                 }
-                _ = shutdown.cancelled() => {
+                _ = close.cancelled() => {
                     connection.as_mut().graceful_shutdown();
                     let _ = connection.await;
                 }
             }
         });
     }
+    drain.stop(SHUTDOWN_GRACE).await;
+    sessions_stop.cancel();
     tracker.close();
-    if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait())
+    if tokio::time::timeout(CLOSE_GRACE, tracker.wait())
         .await
         .is_err()
     {
-        tracing::warn!("calls still running after {SHUTDOWN_GRACE:?}; stopping anyway");
+        tracing::warn!("connections still open after {CLOSE_GRACE:?}; closing them");
     }
 }
 

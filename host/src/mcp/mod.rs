@@ -7,9 +7,11 @@
 //! reloaded or removed (`notifications/tools/list_changed`).
 
 mod content;
+mod drain;
 mod http;
 mod server;
 
 pub use content::{call_result, tool};
+pub use drain::{Drain, SHUTDOWN_GRACE};
 pub use http::{HttpOptions, MCP_PATH, serve_http};
 pub use server::{McpServer, McpServerBuilder, ServeError, ToolsChanged};

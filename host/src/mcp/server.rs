@@ -18,6 +18,7 @@ use tokio::sync::broadcast;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::content;
+use super::drain::{Drain, SHUTDOWN_GRACE};
 use crate::agent::{Approval, ApprovalHandler, ApprovalRequest, DenyAll};
 use crate::context::CallContext;
 use crate::host::ToolHost;
@@ -65,6 +66,8 @@ struct Shared {
     /// Handlers alive: the one `build` made, plus one per connection or
     /// HTTP session.
     live: Arc<AtomicUsize>,
+    /// Calls in flight, for a graceful stop.
+    drain: Drain,
 }
 
 /// Tells the clients of an [`McpServer`] that its tool list changed; cheap to
@@ -122,6 +125,7 @@ impl McpServerBuilder {
             tools_changed: ToolsChanged(tools_changed),
             progress_every: self.progress_every,
             live: Arc::new(AtomicUsize::new(0)),
+            drain: Drain::default(),
         }))
     }
 }
@@ -164,6 +168,11 @@ impl McpServer {
         &self.shared.host
     }
 
+    /// The calls in flight of every session, and their graceful stop.
+    pub fn drain(&self) -> Drain {
+        self.shared.drain.clone()
+    }
+
     /// A handle that tells every connected client the tool list changed.
     pub fn tools_changed(&self) -> ToolsChanged {
         self.shared.tools_changed.clone()
@@ -171,11 +180,27 @@ impl McpServer {
 
     /// Serves one client over stdin/stdout until it disconnects.
     pub async fn serve_stdio(self) -> Result<(), ServeError> {
+        self.serve_stdio_until(CancellationToken::new()).await
+    }
+
+    /// Serves one client over stdin/stdout until it disconnects or `stop`
+    /// is cancelled; then new calls are refused, and calls in flight get
+    /// [`SHUTDOWN_GRACE`] to finish and send their results.
+    pub async fn serve_stdio_until(self, stop: CancellationToken) -> Result<(), ServeError> {
+        let drain = self.drain();
         let running = self
             .serve(rmcp::transport::stdio())
             .await
             .map_err(|e| ServeError::Handshake(Box::new(e)))?;
-        running.waiting().await.map_err(ServeError::Stopped)?;
+        let connection = running.cancellation_token();
+        let stopper = tokio::spawn(async move {
+            stop.cancelled().await;
+            drain.stop(SHUTDOWN_GRACE).await;
+            connection.cancel();
+        });
+        let stopped = running.waiting().await;
+        stopper.abort();
+        stopped.map_err(ServeError::Stopped)?;
         Ok(())
     }
 
@@ -327,6 +352,12 @@ impl ServerHandler for McpServer {
             let unknown = self.shared.host.unknown_tool(name);
             return Err(ErrorData::invalid_params(unknown.message, None));
         }
+        let Some(_in_flight) = self.shared.drain.begin_call() else {
+            return Err(ErrorData::internal_error(
+                "the server is shutting down; call again once it is back",
+                None,
+            ));
+        };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let request_id = context.id.to_string();
         if !self.approved(name, &arguments, request_id.clone()).await {

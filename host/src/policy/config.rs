@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{Policy, PolicyLayer};
+use super::{LAYER_KEYS, Policy, PolicyLayer};
 use crate::agent::config::AgentConfig;
 
 /// A parsed and checked config file.
@@ -83,6 +83,18 @@ struct RawConfig {
     agent: AgentConfig,
 }
 
+/// The keys of every `[tools.<alias>]` section, with where they are: serde
+/// cannot refuse unknown keys beside a flattened struct, so they are checked
+/// on their own.
+#[derive(Deserialize)]
+struct ToolKeys {
+    #[serde(default)]
+    tools: BTreeMap<String, BTreeMap<Spanned<String>, serde::de::IgnoredAny>>,
+}
+
+/// Keys a `[tools.<alias>]` section takes besides the policy keys.
+const TOOL_KEYS: &[&str] = &["component", "prefix"];
+
 #[derive(Deserialize)]
 struct RawTool {
     component: Spanned<PathBuf>,
@@ -128,6 +140,28 @@ impl ConfigFile {
             error(inner.span(), key, inner.message().to_string())
         })?;
 
+        let keys: ToolKeys =
+            toml::from_str(text).map_err(|e| error(e.span(), None, e.message().to_string()))?;
+        for (alias, section) in &keys.tools {
+            if let Some(unknown) = section.keys().find(|key| {
+                !TOOL_KEYS.contains(&key.get_ref().as_str())
+                    && !LAYER_KEYS.contains(&key.get_ref().as_str())
+            }) {
+                return Err(error(
+                    Some(unknown.span()),
+                    Some(format!("tools.{alias}.{}", unknown.get_ref())),
+                    format!(
+                        "unknown key; expected one of {}",
+                        TOOL_KEYS
+                            .iter()
+                            .chain(LAYER_KEYS)
+                            .copied()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
+            }
+        }
         let defaults = raw.defaults.relative_to(&base);
         let mut tools = BTreeMap::new();
         for (alias, section) in raw.tools {
@@ -263,6 +297,21 @@ mod tests {
         assert!(err.to_string().contains("max_tool_roundtrips"), "{err}");
         let config = parse("[agent]\nmodel = \"anthropic:claude\"\n").unwrap();
         assert_eq!(config.agent.model.as_deref(), Some("anthropic:claude"));
+    }
+
+    #[test]
+    fn unknown_tool_keys_name_key_and_line() {
+        let err =
+            parse("[tools.calc]\ncomponent = \"tool.wasm\"\n\ntimout = \"3s\"\n").unwrap_err();
+        assert_eq!(err.line, Some(4), "{err}");
+        assert_eq!(err.key.as_deref(), Some("tools.calc.timout"), "{err}");
+        assert!(err.message.contains("timeout"), "{err}");
+        let err = parse("[tools.calc]\ncomponent = \"tool.wasm\"\nmax_artifact = 3\n").unwrap_err();
+        assert_eq!(err.line, Some(3), "{err}");
+        let config =
+            parse("[tools.calc]\ncomponent = \"tool.wasm\"\nmax_artifacts = 3\nprefix = \"c_\"\n")
+                .unwrap();
+        assert_eq!(config.policy_for("calc").unwrap().max_artifacts, 3);
     }
 
     #[test]

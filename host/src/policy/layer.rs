@@ -56,7 +56,47 @@ pub struct PolicyLayer {
     /// Added to the base policy's delegation grants.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub delegate: Vec<String>,
+    /// See [`Policy::max_arguments`](super::Policy::max_arguments).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_arguments: Option<ByteSize>,
+    /// See [`Policy::max_artifacts`](super::Policy::max_artifacts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_artifacts: Option<u32>,
+    /// See [`Policy::max_resources`](super::Policy::max_resources).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_resources: Option<u32>,
+    /// See [`Policy::max_tools`](super::Policy::max_tools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tools: Option<u32>,
+    /// See [`Policy::max_description`](super::Policy::max_description).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_description: Option<ByteSize>,
+    /// See [`Policy::max_schema`](super::Policy::max_schema).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_schema: Option<ByteSize>,
 }
+
+/// Every key a [`PolicyLayer`] accepts (config sections are checked against it).
+pub const LAYER_KEYS: &[&str] = &[
+    "timeout",
+    "fuel",
+    "memory",
+    "dirs",
+    "env",
+    "dependencies",
+    "max_output",
+    "network",
+    "max_response",
+    "max_requests",
+    "http_headers",
+    "delegate",
+    "max_arguments",
+    "max_artifacts",
+    "max_resources",
+    "max_tools",
+    "max_description",
+    "max_schema",
+];
 
 impl PolicyLayer {
     /// Resolves relative directory grants against `base` (a config file's folder).
@@ -80,6 +120,12 @@ impl PolicyLayer {
             max_requests,
             http_headers,
             delegate,
+            max_arguments,
+            max_artifacts,
+            max_resources,
+            max_tools,
+            max_description,
+            max_schema,
         } = self;
         if let Some(timeout) = timeout {
             policy.timeout = *timeout;
@@ -104,6 +150,12 @@ impl PolicyLayer {
             policy.max_requests = *max_requests;
         }
         policy.delegate.extend(delegate.iter().cloned());
+        replace(&mut policy.max_arguments, max_arguments);
+        replace(&mut policy.max_artifacts, max_artifacts);
+        replace(&mut policy.max_resources, max_resources);
+        replace(&mut policy.max_tools, max_tools);
+        replace(&mut policy.max_description, max_description);
+        replace(&mut policy.max_schema, max_schema);
         for (pattern, headers) in http_headers {
             policy
                 .http_headers
@@ -112,6 +164,13 @@ impl PolicyLayer {
                 .extend(headers.clone());
         }
         policy
+    }
+}
+
+/// Sets `target` to the layer's value, when the layer has one.
+fn replace<T: Copy>(target: &mut T, value: &Option<T>) {
+    if let Some(value) = value {
+        *target = *value;
     }
 }
 
@@ -137,12 +196,21 @@ mod tests {
             max_requests: Some(1),
             http_headers: [("a.com".into(), [("X".into(), "1".into())].into())].into(),
             delegate: vec!["researcher".into()],
+            max_arguments: Some(ByteSize(1)),
+            max_artifacts: Some(1),
+            max_resources: Some(1),
+            max_tools: Some(1),
+            max_description: Some(ByteSize(1)),
+            max_schema: Some(ByteSize(1)),
         };
         let layer = serde_json::to_value(full_layer).unwrap();
         let mut layer_keys: Vec<_> = layer.as_object().unwrap().keys().cloned().collect();
         policy_keys.sort();
         layer_keys.sort();
         assert_eq!(policy_keys, layer_keys);
+        let mut listed: Vec<String> = LAYER_KEYS.iter().map(|k| k.to_string()).collect();
+        listed.sort();
+        assert_eq!(listed, layer_keys, "LAYER_KEYS is out of date");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 mod config;
 mod dirs;
+mod headers;
 mod layer;
 mod network;
 mod size;
@@ -18,7 +19,8 @@ use serde::{Deserialize, Serialize};
 
 pub use config::{ConfigError, ConfigFile, ToolConfig};
 pub use dirs::{DirGrant, DirMode};
-pub use layer::PolicyLayer;
+pub use headers::HeaderTarget;
+pub use layer::{LAYER_KEYS, PolicyLayer};
 pub use network::{HostPattern, NetworkGrant, PortPattern, default_port};
 pub use size::ByteSize;
 
@@ -55,13 +57,28 @@ pub struct Policy {
     pub max_response: ByteSize,
     /// Most outgoing HTTP requests one call may make (default 50).
     pub max_requests: u32,
-    /// Headers the host adds to requests whose host matches a pattern
-    /// (`api.example.com`, `*.example.com`), e.g. credentials. `${VAR}` in a
-    /// value reads the host's environment. The tool never sees them.
+    /// Headers the host adds to `https` requests whose host matches a
+    /// pattern (`api.example.com`, `*.example.com`; `http://HOST` to send
+    /// them in cleartext too), e.g. credentials. `${VAR}` in a value reads
+    /// the host's environment. The tool never sees them.
     pub http_headers: BTreeMap<String, BTreeMap<String, String>>,
     /// Agents the tool may hand sub-tasks to with `host.delegate` (`*` for
     /// any); none by default.
     pub delegate: Vec<String>,
+    /// Largest arguments text a call accepts (default 1 MiB); larger ones are
+    /// refused before they are parsed.
+    pub max_arguments: ByteSize,
+    /// Most artifacts one result may carry (default 64).
+    pub max_artifacts: u32,
+    /// Most host resources (open files, sockets, streams, HTTP fields,
+    /// pollables) one call may hold at once (default 256).
+    pub max_resources: u32,
+    /// Most tools one component may list (default 128).
+    pub max_tools: u32,
+    /// Longest tool description a component may list (default 16 KiB).
+    pub max_description: ByteSize,
+    /// Largest parameters schema a component may list per tool (default 64 KiB).
+    pub max_schema: ByteSize,
 }
 
 impl Default for Policy {
@@ -79,8 +96,43 @@ impl Default for Policy {
             max_requests: 50,
             http_headers: BTreeMap::new(),
             delegate: Vec::new(),
+            max_arguments: ByteSize::mib(1),
+            max_artifacts: 64,
+            max_resources: 256,
+            max_tools: 128,
+            max_description: ByteSize::kib(16),
+            max_schema: ByteSize::kib(64),
         }
     }
+}
+
+/// The upper bound of every limit, so that no value can overflow the host's
+/// arithmetic (deadlines, buffer sizes) or disable a limit by accident.
+pub mod bounds {
+    use std::time::Duration;
+
+    use super::ByteSize;
+
+    /// Longest `timeout`.
+    pub const TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+    /// Largest `max_output`.
+    pub const MAX_OUTPUT: ByteSize = ByteSize::gib(1);
+    /// Largest `max_response`.
+    pub const MAX_RESPONSE: ByteSize = ByteSize::gib(4);
+    /// Largest `max_requests`.
+    pub const MAX_REQUESTS: u32 = 10_000;
+    /// Largest `max_arguments`.
+    pub const MAX_ARGUMENTS: ByteSize = ByteSize::mib(64);
+    /// Largest `max_artifacts`.
+    pub const MAX_ARTIFACTS: u32 = 10_000;
+    /// Fewest and most `max_resources` (a component needs a few to start).
+    pub const MAX_RESOURCES: (u32, u32) = (16, 65_536);
+    /// Largest `max_tools`.
+    pub const MAX_TOOLS: u32 = 10_000;
+    /// Largest `max_description`.
+    pub const MAX_DESCRIPTION: ByteSize = ByteSize::mib(1);
+    /// Largest `max_schema`.
+    pub const MAX_SCHEMA: ByteSize = ByteSize::mib(16);
 }
 
 /// A policy that cannot be enforced as written.
@@ -200,6 +252,36 @@ impl Policy {
         self.max_output = max_output;
         self
     }
+    /// Sets the largest arguments text a call accepts.
+    pub fn max_arguments(mut self, max_arguments: ByteSize) -> Self {
+        self.max_arguments = max_arguments;
+        self
+    }
+    /// Sets how many artifacts one result may carry.
+    pub fn max_artifacts(mut self, max_artifacts: u32) -> Self {
+        self.max_artifacts = max_artifacts;
+        self
+    }
+    /// Sets how many host resources one call may hold at once.
+    pub fn max_resources(mut self, max_resources: u32) -> Self {
+        self.max_resources = max_resources;
+        self
+    }
+    /// Sets how many tools the component may list.
+    pub fn max_tools(mut self, max_tools: u32) -> Self {
+        self.max_tools = max_tools;
+        self
+    }
+    /// Sets the longest tool description the component may list.
+    pub fn max_description(mut self, max_description: ByteSize) -> Self {
+        self.max_description = max_description;
+        self
+    }
+    /// Sets the largest parameters schema the component may list per tool.
+    pub fn max_schema(mut self, max_schema: ByteSize) -> Self {
+        self.max_schema = max_schema;
+        self
+    }
 
     /// Checks that the policy can be enforced and resolves directory grants to
     /// canonical host paths (so a grant cannot later be redirected by a symlink).
@@ -216,12 +298,41 @@ impl Policy {
                 format!("{} is outside 1MiB..=4GiB", self.memory),
             ));
         }
-        if self.max_output.bytes() == 0 {
-            return Err(limit("max_output", "must be greater than zero"));
+        if self.timeout > bounds::TIMEOUT {
+            return Err(limit(
+                "timeout",
+                format!(
+                    "{} is longer than the largest allowed, {}",
+                    humantime::format_duration(self.timeout),
+                    humantime::format_duration(bounds::TIMEOUT)
+                ),
+            ));
         }
-        if self.max_response.bytes() == 0 {
-            return Err(limit("max_response", "must be greater than zero"));
-        }
+        within_size("max_output", self.max_output, 1, bounds::MAX_OUTPUT)?;
+        within_size("max_response", self.max_response, 1, bounds::MAX_RESPONSE)?;
+        within_size(
+            "max_arguments",
+            self.max_arguments,
+            2,
+            bounds::MAX_ARGUMENTS,
+        )?;
+        within_size(
+            "max_description",
+            self.max_description,
+            1,
+            bounds::MAX_DESCRIPTION,
+        )?;
+        within_size("max_schema", self.max_schema, 2, bounds::MAX_SCHEMA)?;
+        within("max_requests", self.max_requests, 0, bounds::MAX_REQUESTS)?;
+        within(
+            "max_artifacts",
+            self.max_artifacts,
+            0,
+            bounds::MAX_ARTIFACTS,
+        )?;
+        let (fewest, most) = bounds::MAX_RESOURCES;
+        within("max_resources", self.max_resources, fewest, most)?;
+        within("max_tools", self.max_tools, 1, bounds::MAX_TOOLS)?;
         if let Some(grant) = self.network.iter().find(|g| g.grants_everything()) {
             tracing::warn!(
                 "network grant {grant} allows every scheme, host and port (private addresses \
@@ -235,43 +346,36 @@ impl Policy {
         {
             return Err(PolicyError::EnvName(key.clone()));
         }
-        for (pattern, headers) in &mut self.http_headers {
-            pattern
-                .parse::<HostPattern>()
-                .map_err(PolicyError::Header)?;
-            for (name, value) in headers.iter_mut() {
-                *value = expand_env(value)
-                    .map_err(|reason| PolicyError::Header(format!("{pattern} {name}: {reason}")))?;
-                if http::HeaderName::from_bytes(name.as_bytes()).is_err()
-                    || http::HeaderValue::from_str(value).is_err()
-                {
-                    return Err(PolicyError::Header(format!(
-                        "{pattern}: {name:?} is not a valid header name and value"
-                    )));
-                }
-            }
-        }
+        headers::resolve(&mut self.http_headers)?;
         self.dirs = dirs::resolve(std::mem::take(&mut self.dirs))?;
         Ok(self)
     }
 }
 
-/// Replaces `${VAR}` with the host's environment variable `VAR`.
-fn expand_env(value: &str) -> Result<String, String> {
-    let mut out = String::with_capacity(value.len());
-    let mut rest = value;
-    while let Some(start) = rest.find("${") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let end = after.find('}').ok_or("unclosed ${ in the value")?;
-        let name = &after[..end];
-        let found = std::env::var(name)
-            .map_err(|_| format!("${{{name}}} is not set in the host environment"))?;
-        out.push_str(&found);
-        rest = &after[end + 1..];
+/// Checks that a count lies in `min..=max`.
+fn within(key: &'static str, value: u32, min: u32, max: u32) -> Result<(), PolicyError> {
+    if (min..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(limit(key, format!("{value} is outside {min}..={max}")))
     }
-    out.push_str(rest);
-    Ok(out)
+}
+
+/// Checks that a size lies in `min..=max` bytes.
+fn within_size(
+    key: &'static str,
+    value: ByteSize,
+    min: u64,
+    max: ByteSize,
+) -> Result<(), PolicyError> {
+    if (min..=max.bytes()).contains(&value.bytes()) {
+        Ok(())
+    } else {
+        Err(limit(
+            key,
+            format!("{value} is outside {}..={max}", ByteSize(min)),
+        ))
+    }
 }
 
 fn limit(key: &'static str, reason: impl Into<String>) -> PolicyError {
@@ -387,5 +491,56 @@ mod tests {
             .validate()
             .unwrap_err();
         assert!(err.to_string().starts_with("max_response:"), "{err}");
+    }
+
+    #[test]
+    fn every_limit_has_an_upper_bound() {
+        let year = Duration::from_secs(365 * 24 * 3600);
+        let cases: Vec<(&str, Policy)> = vec![
+            ("timeout", Policy::default().timeout(year)),
+            ("timeout", Policy::default().timeout(Duration::MAX)),
+            (
+                "max_output",
+                Policy::default().max_output(ByteSize(u64::MAX)),
+            ),
+            (
+                "max_response",
+                Policy::default().max_response(ByteSize(u64::MAX)),
+            ),
+            ("max_requests", Policy::default().max_requests(u32::MAX)),
+            (
+                "max_arguments",
+                Policy::default().max_arguments(ByteSize(u64::MAX)),
+            ),
+            (
+                "max_arguments",
+                Policy::default().max_arguments(ByteSize(0)),
+            ),
+            ("max_artifacts", Policy::default().max_artifacts(u32::MAX)),
+            ("max_resources", Policy::default().max_resources(u32::MAX)),
+            ("max_resources", Policy::default().max_resources(1)),
+            ("max_tools", Policy::default().max_tools(0)),
+            (
+                "max_description",
+                Policy::default().max_description(ByteSize::gib(2)),
+            ),
+            ("max_schema", Policy::default().max_schema(ByteSize::gib(2))),
+        ];
+        for (key, policy) in cases {
+            let err = policy.validate().unwrap_err();
+            assert!(
+                err.to_string().starts_with(&format!("{key}:")),
+                "{key}: {err}"
+            );
+        }
+        let longest = Policy::default()
+            .timeout(bounds::TIMEOUT)
+            .validate()
+            .unwrap();
+        assert!(
+            std::time::Instant::now()
+                .checked_add(longest.timeout)
+                .is_some()
+        );
     }
 }

@@ -3,7 +3,9 @@
 //!
 //! Loading native code from disk is only as safe as the file: entries carry a
 //! checksum, are written atomically with owner-only permissions, and anything
-//! corrupt, foreign or too permissive is recompiled instead of trusted.
+//! corrupt, foreign or too permissive is recompiled instead of trusted. The
+//! folder itself must belong to the current user and be writable by nobody
+//! else; otherwise it is not used at all (components compile in memory).
 
 use std::fs;
 use std::hash::{Hash, Hasher};
@@ -52,24 +54,30 @@ impl CompileCache {
         self.dir.as_deref()
     }
 
-    /// Returns the compiled component for `bytes`, from the cache when a valid
-    /// entry exists; a cache that cannot be written is skipped with a warning.
+    /// Returns the compiled component for `bytes` (whose SHA-256 is
+    /// `digest`), from the cache when a valid entry exists; a cache that
+    /// cannot be written is skipped with a warning.
     pub fn load_or_compile(
         &self,
         engine: &Engine,
         bytes: &[u8],
+        digest: &[u8; 32],
     ) -> wasmtime::Result<(Component, CacheOutcome)> {
         let Some(dir) = &self.dir else {
             return Ok((Component::new(engine, bytes)?, CacheOutcome::Compiled));
         };
-        let entry = dir.join(format!("{}.cwasm", cache_key(engine, bytes)));
+        if let Err(reason) = create_private_dir(dir).and_then(|()| trusted_dir(dir)) {
+            warn_untrusted(dir, &reason);
+            return Ok((Component::new(engine, bytes)?, CacheOutcome::Compiled));
+        }
+        let entry = dir.join(format!("{}.cwasm", cache_key(engine, digest)));
         if let Some(component) = read_entry(engine, &entry) {
             return Ok((component, CacheOutcome::Hit));
         }
         let compiled = engine.precompile_component(bytes)?;
         // SAFETY: these bytes were produced just now by this engine.
         let component = unsafe { Component::deserialize(engine, &compiled)? };
-        if let Err(e) = write_entry(dir, &entry, &compiled) {
+        if let Err(e) = write_entry(&entry, &compiled) {
             tracing::warn!(cache = %dir.display(), "cannot write the compile cache: {e}");
         }
         Ok((component, CacheOutcome::Compiled))
@@ -88,9 +96,9 @@ impl Hasher for ShaHasher<'_> {
     }
 }
 
-fn cache_key(engine: &Engine, bytes: &[u8]) -> String {
+fn cache_key(engine: &Engine, digest: &[u8; 32]) -> String {
     let mut sha = Sha256::new();
-    sha.update(Sha256::digest(bytes));
+    sha.update(digest);
     engine
         .precompile_compatibility_hash()
         .hash(&mut ShaHasher(&mut sha));
@@ -121,8 +129,7 @@ fn read_entry(engine: &Engine, entry: &Path) -> Option<Component> {
     }
 }
 
-fn write_entry(dir: &Path, entry: &Path, compiled: &[u8]) -> std::io::Result<()> {
-    create_private_dir(dir)?;
+fn write_entry(entry: &Path, compiled: &[u8]) -> std::io::Result<()> {
     let tmp = entry.with_extension(format!("tmp{}", std::process::id()));
     let mut file = private_file(&tmp)?;
     file.write_all(compiled)?;
@@ -131,15 +138,48 @@ fn write_entry(dir: &Path, entry: &Path, compiled: &[u8]) -> std::io::Result<()>
     fs::rename(&tmp, entry)
 }
 
+/// Says once per folder why it is not used.
+fn warn_untrusted(dir: &Path, reason: &std::io::Error) {
+    static WARNED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let mut warned = WARNED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !warned.iter().any(|d| d == dir) {
+        warned.push(dir.to_path_buf());
+        tracing::warn!(
+            cache = %dir.display(),
+            "not using the compile cache: {reason}; compiling in memory (fix the folder's owner \
+             and mode, or pass --cache-dir / --no-cache)"
+        );
+    }
+}
+
+/// Owned by the current user and writable by nobody else.
 #[cfg(unix)]
 fn owner_only(metadata: &fs::Metadata) -> bool {
     use std::os::unix::fs::MetadataExt;
-    metadata.mode() & 0o022 == 0
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    metadata.uid() == unsafe { libc::geteuid() } && metadata.mode() & 0o022 == 0
 }
 
 #[cfg(not(unix))]
 fn owner_only(_: &fs::Metadata) -> bool {
     true
+}
+
+/// Checks that the cache folder is a folder of the current user that no one
+/// else can write to (so no one else can plant native code in it).
+fn trusted_dir(dir: &Path) -> std::io::Result<()> {
+    let metadata = fs::metadata(dir)?;
+    if !metadata.is_dir() {
+        return Err(std::io::Error::other("it is not a folder"));
+    }
+    if !owner_only(&metadata) {
+        return Err(std::io::Error::other(
+            "it is owned by another user or writable by group or others",
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(unix)]

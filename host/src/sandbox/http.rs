@@ -19,7 +19,7 @@ use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::net::{Denials, NetworkPolicy};
-use crate::policy::{HostPattern, Policy, default_port};
+use crate::policy::{HeaderTarget, Policy, default_port};
 
 type IoFuture = Box<dyn Future<Output = Result<(), HttpError>> + Send>;
 type SendFuture =
@@ -38,7 +38,7 @@ pub struct PolicyHooks {
 
 /// Headers the host adds to requests for matching hosts (credentials).
 pub struct HostHeaders {
-    hosts: HostPattern,
+    target: HeaderTarget,
     headers: Vec<(http::HeaderName, http::HeaderValue)>,
 }
 
@@ -49,7 +49,7 @@ pub fn host_headers(policy: &Policy) -> Vec<HostHeaders> {
         .iter()
         .filter_map(|(pattern, headers)| {
             Some(HostHeaders {
-                hosts: pattern.parse().ok()?,
+                target: HeaderTarget::parse(pattern).ok()?,
                 headers: headers
                     .iter()
                     .filter_map(|(name, value)| {
@@ -100,7 +100,13 @@ impl WasiHttpHooks for PolicyHooks {
             return refuse(HttpError::HttpRequestDenied);
         }
         let mut request = request;
-        for entry in self.headers.iter().filter(|h| h.hosts.matches(&host)) {
+        for entry in self.headers.iter() {
+            if !entry.target.applies(&scheme, &host) {
+                if entry.target.hosts.matches(&host) {
+                    tracing::debug!(target: "wasm_agent::network", request = %attempt, "credential headers are not sent over {scheme}");
+                }
+                continue;
+            }
             for (name, value) in &entry.headers {
                 tracing::debug!(target: "wasm_agent::network", request = %attempt, header = %name, "added a host-side header");
                 request.headers_mut().insert(name.clone(), value.clone());

@@ -1,13 +1,16 @@
 //! The sandbox: compiles components, checks they fit the contract, and runs
 //! each call in a fresh store under the call's policy.
 
+mod admission;
 mod cache;
+mod classify;
 mod engine;
 mod epoch;
 mod http;
 mod limits;
 mod net;
 mod output;
+mod returned;
 mod state;
 mod wasi;
 
@@ -15,10 +18,11 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
-use tokio::sync::Semaphore;
+use sha2::Digest as _;
 use wasmtime::component::{Component, Linker, ResourceTable};
-use wasmtime::{Engine, Store, Trap, UpdateDeadline};
+use wasmtime::{Engine, Store, UpdateDeadline};
 
+pub use admission::raise_open_file_limit;
 pub use cache::{CacheOutcome, CompileCache};
 pub use engine::Allocator;
 pub use output::Captured;
@@ -27,12 +31,16 @@ pub(crate) use state::HostImports;
 use crate::bindings::{ToolkitPre, types};
 use crate::policy::Policy;
 use crate::result::{Artifact, CallError, ErrorKind};
+use classify::{Interrupted, cancelled, classify, denied_error, timed_out, tool_error};
 use limits::CallLimiter;
 use output::CappedOutput;
 use state::CallState;
 
 /// Bytes of guest stdout and stderr kept per call (the rest is counted).
 const CAPTURE_CAP: usize = 64 * 1024;
+/// Largest in-memory size of one set of HTTP headers (wasi:http `fields`);
+/// real headers take a few KiB, and a call holds at most `max_resources`.
+const FIELD_SIZE_LIMIT: usize = 32 * 1024;
 
 /// Why a component cannot be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +81,8 @@ pub struct LoadedComponent {
     pub cache: CacheOutcome,
     /// Time spent compiling or loading from the cache.
     pub load_time: Duration,
+    /// SHA-256 of the component's bytes.
+    pub digest: [u8; 32],
 }
 
 /// What a successful guest call returned.
@@ -116,7 +126,7 @@ pub struct Sandbox {
     linker: Linker<CallState>,
     cache: CompileCache,
     allocator: Allocator,
-    permits: Semaphore,
+    admission: admission::Admission,
     ticker: epoch::EpochTicker,
 }
 
@@ -141,7 +151,7 @@ impl Sandbox {
             linker,
             cache,
             allocator,
-            permits: Semaphore::new(concurrency as usize),
+            admission: admission::Admission::new(concurrency),
             ticker,
         })
     }
@@ -160,15 +170,17 @@ impl Sandbox {
     pub fn load(&self, bytes: &[u8]) -> Result<LoadedComponent, LoadError> {
         check_header(bytes)?;
         let started = Instant::now();
+        let digest: [u8; 32] = sha2::Sha256::digest(bytes).into();
         let (component, cache) = self
             .cache
-            .load_or_compile(&self.engine, bytes)
+            .load_or_compile(&self.engine, bytes, &digest)
             .map_err(|e| LoadError::Invalid(first_line(&e)))?;
         let load_time = started.elapsed();
         self.link(&component).map(|pre| LoadedComponent {
             pre,
             cache,
             load_time,
+            digest,
         })
     }
 
@@ -212,7 +224,7 @@ impl Sandbox {
         arguments: &str,
         context: &types::CallContext,
     ) -> Result<GuestOutput, CallError> {
-        let (returned, denied) = self
+        let (answer, denied) = self
             .run(component, policy, host, async |toolkit, store| {
                 toolkit
                     .wasm_agent_tool_tool()
@@ -220,25 +232,11 @@ impl Sandbox {
                     .await
             })
             .await?;
-        let output = returned.map_err(|error| match (denied, tool_error(error)) {
+        let output = answer.map_err(|error| match (denied, tool_error(error)) {
             (Some(denied), error) if error.kind == ErrorKind::Failed => denied_error(&denied),
-            (_, error) => error,
+            (_, error) => returned::check_error(error, policy),
         })?;
-        let size = output.content.len()
-            + output
-                .artifacts
-                .iter()
-                .map(|a| a.data.len() + a.kind.len())
-                .sum::<usize>();
-        if size as u64 > policy.max_output.bytes() {
-            return Err(CallError::new(
-                ErrorKind::OutputTooLarge,
-                format!(
-                    "the tool returned {size} bytes, more than the {} its policy allows (max_output)",
-                    policy.max_output
-                ),
-            ));
-        }
+        returned::check_output(&output, policy)?;
         Ok(GuestOutput {
             content: output.content,
             artifacts: output
@@ -265,16 +263,11 @@ impl Sandbox {
         let cancellation = host.cancellation.clone();
         let deadline = host.deadline;
         let timeout = policy.timeout;
-        let _permit = match self.permits.try_acquire() {
-            Ok(permit) => permit,
-            Err(_) => tokio::select! {
-                permit = self.permits.acquire() => permit.map_err(|_| {
-                    CallError::new(ErrorKind::Cancelled, "the host is shutting down")
-                })?,
-                _ = cancellation.cancelled() => return Err(cancelled()),
-                _ = tokio::time::sleep_until(deadline.into()) => return Err(timed_out(timeout)),
-            },
-        };
+        let _slot = self
+            .admission
+            .admit(deadline, &cancellation)
+            .await
+            .map_err(|waited| waited.into_error(|| timed_out(timeout)))?;
         let (stdout, stderr) = (
             CappedOutput::new(CAPTURE_CAP),
             CappedOutput::new(CAPTURE_CAP),
@@ -328,12 +321,16 @@ impl Sandbox {
         )
         .map_err(|e| CallError::new(ErrorKind::CapabilityDenied, e))?;
         let deadline = host.deadline;
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(self.admission.resource_limit(policy) as usize);
+        let mut http = wasmtime_wasi_http::WasiHttpCtx::new();
+        http.set_field_size_limit(FIELD_SIZE_LIMIT);
         let state = CallState {
             wasi,
-            table: ResourceTable::new(),
+            table,
             limiter: CallLimiter::new(policy.memory.bytes()),
             host,
-            http: wasmtime_wasi_http::WasiHttpCtx::new(),
+            http,
             http_hooks: http::PolicyHooks {
                 policy: policy.network.clone(),
                 denials,
@@ -364,104 +361,6 @@ impl Sandbox {
     }
 }
 
-/// Why the epoch callback stopped a guest.
-#[derive(Debug, thiserror::Error)]
-enum Interrupted {
-    #[error("the call's deadline passed")]
-    Deadline,
-    #[error("the call was cancelled")]
-    Cancelled,
-}
-
-fn cancelled() -> CallError {
-    CallError::new(
-        ErrorKind::Cancelled,
-        "the call was cancelled before it finished",
-    )
-}
-
-fn timed_out(timeout: Duration) -> CallError {
-    CallError::new(
-        ErrorKind::Timeout,
-        format!(
-            "the tool did not finish within its time limit of {} (timeout)",
-            humantime::format_duration(timeout)
-        ),
-    )
-}
-
-fn find<T: std::error::Error + Send + Sync + 'static>(error: &wasmtime::Error) -> Option<&T> {
-    error
-        .downcast_ref::<T>()
-        .or_else(|| error.chain().find_map(|e| e.downcast_ref::<T>()))
-}
-
-/// Turns a failed guest run into the error kind that explains it.
-fn classify(
-    error: &wasmtime::Error,
-    store: &Store<CallState>,
-    policy: &Policy,
-    stderr: &Captured,
-) -> CallError {
-    if let Some(interrupted) = find::<Interrupted>(error) {
-        return match interrupted {
-            Interrupted::Deadline => timed_out(policy.timeout),
-            Interrupted::Cancelled => cancelled(),
-        };
-    }
-    let trap = find::<Trap>(error);
-    if trap == Some(&Trap::OutOfFuel) {
-        let budget = policy.fuel.map(|f| f.to_string()).unwrap_or_default();
-        return CallError::new(
-            ErrorKind::OutOfFuel,
-            format!("the tool used up its fuel budget of {budget} instructions (fuel)"),
-        );
-    }
-    if trap == Some(&Trap::Interrupt) {
-        return timed_out(policy.timeout);
-    }
-    if let Some(asked) = store.data().limiter.refused_growth() {
-        return CallError::new(
-            ErrorKind::MemoryLimit,
-            format!(
-                "the tool tried to use {} MiB of memory, more than the {} its policy allows (memory)",
-                asked.div_ceil(1 << 20),
-                policy.memory
-            ),
-        );
-    }
-    if trap == Some(&Trap::StackOverflow) {
-        return CallError::new(
-            ErrorKind::StackOverflow,
-            "the tool overflowed its call stack (too deep recursion)",
-        );
-    }
-    let said = last_words(&stderr.kept)
-        .map(|line| format!("; it printed: {line}"))
-        .unwrap_or_default();
-    let what = match trap {
-        Some(trap) => trap.to_string(),
-        None => first_line(error),
-    };
-    CallError::new(ErrorKind::Trap, format!("the tool crashed: {what}{said}"))
-}
-
-/// The error for a call that failed after the sandbox refused something.
-fn denied_error(denied: &net::Denial) -> CallError {
-    CallError::new(
-        ErrorKind::CapabilityDenied,
-        format!("the tool tried {}: {}", denied.attempt, denied.reason),
-    )
-}
-
-fn tool_error(error: types::ToolError) -> CallError {
-    match error {
-        types::ToolError::InvalidArguments(m) => CallError::new(ErrorKind::InvalidArguments, m),
-        types::ToolError::Failed(m) => CallError::new(ErrorKind::Failed, m),
-        types::ToolError::UnknownTool(m) => CallError::new(ErrorKind::UnknownTool, m),
-    }
-}
-
 fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
     match bytes.get(..8) {
         Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => Err(LoadError::CoreModule),
@@ -482,25 +381,9 @@ fn first_line(error: &wasmtime::Error) -> String {
         .to_string()
 }
 
-/// The last thing a crashing guest said on stderr: for a Rust panic, the
-/// "panicked at" line and its message, without the backtrace hint.
-fn last_words(bytes: &[u8]) -> Option<String> {
-    let text = String::from_utf8_lossy(bytes);
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with("note: run with `RUST_BACKTRACE"))
-        .collect();
-    let start = lines
-        .iter()
-        .rposition(|l| l.contains("panicked at"))
-        .unwrap_or(lines.len().checked_sub(1)?);
-    let words = lines[start..].join(" ");
-    Some(words.chars().take(300).collect())
-}
-
 fn forward_output(tool: &str, call_id: &str, stream: &'static str, captured: &Captured) {
     for line in String::from_utf8_lossy(&captured.kept).lines() {
+        let line = crate::text::one_line(line);
         tracing::info!(target: "wasm_agent::tool", tool, call_id, stream, "{line}");
     }
     if captured.dropped > 0 {
@@ -518,17 +401,6 @@ fn forward_output(tool: &str, call_id: &str, stream: &'static str, captured: &Ca
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn last_words_keep_the_panic_message() {
-        let stderr = b"\nthread '<unnamed>' panicked at src/lib.rs:5:9:\nboom\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
-        assert_eq!(
-            last_words(stderr).unwrap(),
-            "thread '<unnamed>' panicked at src/lib.rs:5:9: boom"
-        );
-        assert_eq!(last_words(b"one\ntwo\n").unwrap(), "two");
-        assert_eq!(last_words(b""), None);
-    }
 
     #[test]
     fn header_check_names_what_the_bytes_are() {

@@ -62,7 +62,8 @@ impl WasiView for CallState {
 /// State behind the `wasm-agent:tool/host` imports for one call.
 pub struct HostImports {
     pub(crate) tool: Arc<str>,
-    pub(crate) component: Arc<str>,
+    /// The component's identity for session state (`alias:NAME` or `sha256:HEX`).
+    pub(crate) state_scope: Arc<str>,
     pub(crate) call_id: Arc<str>,
     pub(crate) session_id: String,
     pub(crate) sessions: Arc<dyn SessionStore>,
@@ -110,6 +111,7 @@ impl imported::Host for CallState {
             return Ok(());
         }
         let message = shorten(message, MAX_LOG_LINE);
+        let message = crate::text::one_line(&message);
         let (tool, call_id) = (&*host.tool, &*host.call_id);
         match level {
             Level::Trace => tracing::trace!(target: "wasm_agent::tool", tool, call_id, "{message}"),
@@ -123,7 +125,7 @@ impl imported::Host for CallState {
 
     fn get_state(&mut self, key: String) -> wasmtime::Result<Option<String>> {
         let host = &self.host;
-        Ok(host.sessions.get(&host.session_id, &host.component, &key))
+        Ok(host.sessions.get(&host.session_id, &host.state_scope, &key))
     }
 
     fn set_state(&mut self, key: String, value: String) -> wasmtime::Result<()> {
@@ -141,7 +143,7 @@ impl imported::Host for CallState {
             wasmtime::bail!("set-state: the value of {key:?} is not JSON text");
         }
         host.sessions
-            .set(&host.session_id, &host.component, &key, value)
+            .set(&host.session_id, &host.state_scope, &key, value)
             .map_err(|e| wasmtime::format_err!("set-state: {e}"))
     }
 

@@ -13,7 +13,7 @@ use super::{SessionError, SessionStore};
 /// The schema this code writes. Bump it with a migration step in `migrate`
 /// whenever a table changes; older binaries then refuse the file instead of
 /// misreading it.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 /// How long a write waits for another process holding the file's write lock.
 /// Writes are tiny, so anything longer than this means a stuck peer.
@@ -37,6 +37,14 @@ const SCHEMA_V1: &str = "
         updated_at INTEGER NOT NULL
     );
 ";
+
+/// Version 2 keys tool state by an identity the operator controls
+/// (`alias:NAME` or `sha256:DIGEST`) instead of the component's file stem.
+/// State written before was keyed by the config alias or the file stem; it
+/// stays reachable under `alias:` that name, so configured tools keep their
+/// state, while a component loaded by path alone (whose stem anyone could
+/// copy) no longer sees it unless the operator names it with that alias.
+const MIGRATE_V2: &str = "UPDATE state SET scope = 'alias:' || scope;";
 
 /// Session state kept in a SQLite file, shared safely between processes.
 ///
@@ -152,6 +160,8 @@ impl SqliteSessionStore {
         let version = check_is_ours(&tx, &location)?;
         if version < 1 {
             tx.execute_batch(SCHEMA_V1).map_err(fail)?;
+        } else if version < 2 {
+            tx.execute_batch(MIGRATE_V2).map_err(fail)?;
         }
         if version < SCHEMA_VERSION {
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)
@@ -565,7 +575,27 @@ mod tests {
             "{message}"
         );
         assert!(message.contains("newer wasm-agent"), "{message}");
-        assert!(message.contains("version 2"), "{message}");
+        let newer = format!("version {}", SCHEMA_VERSION + 1);
+        assert!(message.contains(&newer), "{message}");
+    }
+
+    #[test]
+    fn version_1_state_moves_under_its_alias() {
+        let (_dir, path) = temp_store_path();
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(SCHEMA_V1).unwrap();
+        conn.execute("INSERT INTO state VALUES ('s', 'calc', 'ans', '42', 0)", [])
+            .unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+        drop(conn);
+        let store = SqliteSessionStore::open(&path).unwrap();
+        assert_eq!(store.get("s", "alias:calc", "ans").as_deref(), Some("42"));
+        assert_eq!(store.get("s", "calc", "ans"), None);
+        drop(store);
+        // Opening again does not migrate twice.
+        let store = SqliteSessionStore::open(&path).unwrap();
+        assert_eq!(store.get("s", "alias:calc", "ans").as_deref(), Some("42"));
     }
 
     #[test]
