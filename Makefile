@@ -12,7 +12,7 @@ PY_VENV := target/py-venv
 JS_DEPS := example-tools/mdtable
 POLYGLOT := $(addprefix $(POLY)/,textstats.wasm fixture-py.wasm mdtable.wasm fixture-js.wasm)
 
-.PHONY: setup wasm-target host guests polyglot py-toolchain js-toolchain demo test test-mcp mcp-venv bench lint clean
+.PHONY: setup wasm-target host guests polyglot py-toolchain js-toolchain demo test test-mcp mcp-venv bench soak fuzz lint clean
 
 ## Install the wasm32-wasip2 target, build the host (release) and every guest,
 ## the Python and JavaScript ones included.
@@ -131,6 +131,30 @@ $(VENV)/.installed: tests/mcp/requirements.txt
 bench: setup mcp-venv
 	$(CARGO) bench -p wasm-agent --bench calls
 	$(VENV)/bin/python tests/mcp/bench_mcp.py
+
+## `wasm-agent serve` (stdio, then HTTP) through SOAK_CALLS mixed calls
+## (ordinary, loops, memory bombs, floods, denials, cancellations, 8
+## sessions), sampling RSS and open descriptors; fails on a wrong answer,
+## a crash, RSS growth or a descriptor leak. Not part of `make test`.
+SOAK_CALLS ?= 100000
+soak: host guests mcp-venv
+	$(VENV)/bin/python tests/soak/soak.py $(SOAK_CALLS)
+
+## Run every fuzz target for FUZZ_SECONDS each (cargo-fuzz, libFuzzer). Seeds
+## are in fuzz/corpus/TARGET; new inputs go to target/fuzz-corpus/TARGET, a
+## crash to fuzz/artifacts/TARGET.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := policy_text config arguments provider_answer mcp_messages guest_arguments
+FUZZ_FLAGS := -s none -O
+fuzz:
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	cd fuzz && $(CARGO) fuzz build $(FUZZ_FLAGS)
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p target/fuzz-corpus/$$t; \
+	  echo "== fuzz $$t for $(FUZZ_SECONDS) s"; \
+	  (cd fuzz && $(CARGO) fuzz run $(FUZZ_FLAGS) $$t ../target/fuzz-corpus/$$t corpus/$$t -- \
+	    -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -timeout=10 -print_final_stats=1) || exit 1; \
+	done
 
 lint:
 	$(CARGO) fmt --all --check

@@ -61,7 +61,7 @@ fn unwrap_lines(text: &str) -> String {
 /// [`ToolError::InvalidArguments`];
 /// a value that does not fit names the field as a JSON pointer, e.g.
 /// `/items/2/price: invalid type: string "x", expected f64`.
-pub(crate) fn decode<A: DeserializeOwned>(arguments: &str) -> Result<A, ToolError> {
+pub fn decode<A: DeserializeOwned>(arguments: &str) -> Result<A, ToolError> {
     let trimmed = arguments.trim();
     let text = if trimmed.is_empty() || trimmed == "null" {
         "{}"

@@ -80,6 +80,7 @@ pub mod bindings {
 /// Support code for the expansion of [`export_tools!`]; not part of the stable API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::args::decode as decode_arguments;
     pub use crate::tool::{call_exported, list_exported, toolkit_or_trap};
     pub use wit_bindgen;
 }

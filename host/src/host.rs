@@ -559,6 +559,7 @@ impl ToolHost {
                 .unwrap_or_else(far_future),
             log_lines: 0,
             events_sent: 0,
+            event_bytes: 0,
             delegate_to: component.policy.delegate.clone(),
             delegator: context
                 .delegator

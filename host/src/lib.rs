@@ -24,6 +24,8 @@ pub mod agent;
 mod bindings;
 pub mod context;
 pub mod events;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod host;
 pub mod mcp;
 pub mod policy;
@@ -33,6 +35,9 @@ pub mod result;
 pub mod sandbox;
 pub mod session;
 pub mod text;
+
+#[cfg(test)]
+mod proptests;
 
 pub use context::{CallContext, Delegator};
 pub use events::{EventBus, ToolEvent};

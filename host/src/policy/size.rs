@@ -68,6 +68,13 @@ impl FromStr for ByteSize {
                 .map(|(_, factor)| *factor)
                 .ok_or_else(invalid)?
         };
+        // Whole numbers are exact (an f64 would round above 2^53).
+        if let Ok(whole) = number.parse::<u64>() {
+            return whole
+                .checked_mul(factor)
+                .map(ByteSize)
+                .ok_or_else(|| format!("size {text:?} is too large"));
+        }
         let value: f64 = number.parse().map_err(|_| invalid())?;
         let bytes = value * factor as f64;
         if !bytes.is_finite() || bytes > u64::MAX as f64 {
@@ -129,6 +136,8 @@ mod tests {
         assert_eq!("1GB".parse(), Ok(ByteSize(1_000_000_000)));
         assert_eq!("4096".parse(), Ok(ByteSize(4096)));
         assert_eq!("1.5KiB".parse(), Ok(ByteSize(1536)));
+        assert_eq!("18446744073709551615".parse(), Ok(ByteSize(u64::MAX)));
+        assert!("18446744073709551615KiB".parse::<ByteSize>().is_err());
     }
 
     #[test]

@@ -5,9 +5,6 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::anthropic::Anthropic;
-use super::gemini::Gemini;
-use super::openai::OpenAi;
 use super::sse::SseParser;
 use super::wire::{Wire, WireError};
 use super::{
@@ -94,11 +91,7 @@ impl HttpProvider {
             })?
             .trim_end_matches('/')
             .to_string();
-        let wire: Box<dyn Wire> = match spec.kind {
-            ProviderKind::Anthropic => Box::new(Anthropic),
-            ProviderKind::Gemini => Box::new(Gemini),
-            _ => Box::new(OpenAi),
-        };
+        let wire = super::wire_for(spec.kind);
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(15))
             .timeout(Duration::from_secs(600))

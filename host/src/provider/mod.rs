@@ -8,9 +8,9 @@ mod http;
 mod openai;
 pub mod schema;
 mod spec;
-mod sse;
+pub(crate) mod sse;
 mod types;
-mod wire;
+pub(crate) mod wire;
 
 pub use http::{HttpProvider, RetryPolicy};
 pub use spec::{ModelSpec, ProviderKind};
@@ -18,6 +18,15 @@ pub use types::{
     ChatRequest, ChatResponse, Message, ToolCallRequest, ToolDefinition, ToolResultMessage, Usage,
 };
 pub use wire::WireError;
+
+/// The wire format a provider family speaks.
+pub(crate) fn wire_for(kind: ProviderKind) -> Box<dyn wire::Wire> {
+    match kind {
+        ProviderKind::Anthropic => Box::new(anthropic::Anthropic),
+        ProviderKind::Gemini => Box::new(gemini::Gemini),
+        _ => Box::new(openai::OpenAi),
+    }
+}
 
 use std::time::Duration;
 

@@ -27,6 +27,9 @@ const MAX_STATE_KEY: usize = 256;
 const MAX_STATE_VALUE: usize = 1024 * 1024;
 /// Largest event payload.
 const MAX_EVENT_PAYLOAD: usize = 64 * 1024;
+/// Event payload bytes one call may publish in all (events wait in the bus
+/// for slow subscribers, so they are host memory the tool causes).
+const MAX_EVENT_BYTES: usize = 1024 * 1024;
 /// Delegations one call may make.
 const MAX_DELEGATIONS: u32 = 8;
 
@@ -73,6 +76,8 @@ pub struct HostImports {
     pub(crate) deadline: Instant,
     pub(crate) log_lines: u32,
     pub(crate) events_sent: u32,
+    /// Payload bytes of the events published so far.
+    pub(crate) event_bytes: usize,
     /// Agents the policy lets this tool delegate to.
     pub(crate) delegate_to: Vec<String>,
     /// Who runs delegated tasks, and the context to run them in; `None`
@@ -162,6 +167,13 @@ impl imported::Host for CallState {
                 "emit: the payload of {name:?} is {} bytes, more than the {MAX_EVENT_PAYLOAD} allowed",
                 payload.len()
             );
+        }
+        host.event_bytes = host.event_bytes.saturating_add(payload.len());
+        if host.event_bytes > MAX_EVENT_BYTES {
+            if host.event_bytes - payload.len() <= MAX_EVENT_BYTES {
+                tracing::warn!(tool = %host.tool, call_id = %host.call_id, "tool emitted more than {MAX_EVENT_BYTES} bytes of events; dropping the rest");
+            }
+            return Ok(());
         }
         let payload = serde_json::from_str(&payload)
             .map_err(|_| wasmtime::format_err!("emit: the payload of {name:?} is not JSON text"))?;

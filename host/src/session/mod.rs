@@ -16,10 +16,21 @@ pub enum SessionError {
         /// The limit.
         max: usize,
     },
+    /// The scope's values would take more bytes than allowed.
+    #[error("session state is full ({max} bytes of values per tool and session)")]
+    TooManyBytes {
+        /// The limit.
+        max: usize,
+    },
     /// The backing store failed.
     #[error("session store failed: {0}")]
     Backend(String),
 }
+
+/// Keys one tool may keep in one session, by default.
+pub const DEFAULT_MAX_KEYS: usize = 1024;
+/// Bytes of values one tool may keep in one session, by default.
+pub const DEFAULT_MAX_BYTES: usize = 16 * 1024 * 1024;
 
 /// Where session state lives. Values are JSON text.
 ///
@@ -42,13 +53,15 @@ pub trait SessionStore: Send + Sync + 'static {
 #[derive(Debug)]
 pub struct InMemorySessionStore {
     max_keys: usize,
+    max_bytes: usize,
     scopes: Mutex<HashMap<(String, String), HashMap<String, String>>>,
 }
 
 impl Default for InMemorySessionStore {
     fn default() -> Self {
         Self {
-            max_keys: 1024,
+            max_keys: DEFAULT_MAX_KEYS,
+            max_bytes: DEFAULT_MAX_BYTES,
             scopes: Mutex::default(),
         }
     }
@@ -76,6 +89,16 @@ impl SessionStore for InMemorySessionStore {
             .or_default();
         if entries.len() >= self.max_keys && !entries.contains_key(key) {
             return Err(SessionError::TooManyKeys { max: self.max_keys });
+        }
+        let others: usize = entries
+            .iter()
+            .filter(|(k, _)| k.as_str() != key)
+            .map(|(_, v)| v.len())
+            .sum();
+        if others + value.len() > self.max_bytes {
+            return Err(SessionError::TooManyBytes {
+                max: self.max_bytes,
+            });
         }
         entries.insert(key.to_string(), value);
         Ok(())
@@ -107,5 +130,21 @@ mod tests {
             store.set("s", "c", "b", "1".into()),
             Err(SessionError::TooManyKeys { max: 1 })
         );
+    }
+
+    #[test]
+    fn refuses_values_past_the_byte_quota() {
+        let store = InMemorySessionStore {
+            max_bytes: 10,
+            ..Default::default()
+        };
+        store.set("s", "c", "a", "123456".into()).unwrap();
+        assert_eq!(
+            store.set("s", "c", "b", "12345".into()),
+            Err(SessionError::TooManyBytes { max: 10 })
+        );
+        // Replacing a value counts only the new one.
+        store.set("s", "c", "a", "1234567890".into()).unwrap();
+        store.set("s", "d", "b", "12345".into()).unwrap();
     }
 }

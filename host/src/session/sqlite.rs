@@ -19,8 +19,8 @@ const SCHEMA_VERSION: i64 = 2;
 /// Writes are tiny, so anything longer than this means a stuck peer.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Same default as the in-memory store, so switching stores changes no limit.
-const DEFAULT_MAX_KEYS: usize = 1024;
+// Same defaults as the in-memory store, so switching stores changes no limit.
+use super::{DEFAULT_MAX_BYTES, DEFAULT_MAX_KEYS};
 
 const SCHEMA_V1: &str = "
     CREATE TABLE IF NOT EXISTS state (
@@ -55,6 +55,7 @@ pub struct SqliteSessionStore {
     /// The file path, or `:memory:`; every error message starts with it.
     location: String,
     max_keys: usize,
+    max_bytes: usize,
     conn: Mutex<Connection>,
 }
 
@@ -89,6 +90,13 @@ impl SqliteSessionStore {
     /// Updating an existing key is always allowed.
     pub fn with_max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys;
+        self
+    }
+
+    /// Caps the bytes of values one tool may keep in one session (default
+    /// 16 MiB).
+    pub fn with_max_bytes(mut self, max_bytes: usize) -> Self {
+        self.max_bytes = max_bytes;
         self
     }
 
@@ -140,6 +148,7 @@ impl SqliteSessionStore {
         let mut store = Self {
             location,
             max_keys: DEFAULT_MAX_KEYS,
+            max_bytes: DEFAULT_MAX_BYTES,
             conn: Mutex::new(conn),
         };
         store.migrate()?;
@@ -237,6 +246,22 @@ impl SessionStore for SqliteSessionStore {
             if usize::try_from(count).unwrap_or(usize::MAX) >= self.max_keys {
                 return Err(SessionError::TooManyKeys { max: self.max_keys });
             }
+        }
+        let others: i64 = tx
+            .prepare_cached(
+                "SELECT COALESCE(SUM(length(CAST(value AS BLOB))), 0) FROM state
+                 WHERE session_id = ?1 AND scope = ?2 AND key != ?3",
+            )
+            .and_then(|mut stmt| stmt.query_row(params![session_id, scope, key], |r| r.get(0)))
+            .map_err(fail)?;
+        if usize::try_from(others)
+            .unwrap_or(usize::MAX)
+            .saturating_add(value.len())
+            > self.max_bytes
+        {
+            return Err(SessionError::TooManyBytes {
+                max: self.max_bytes,
+            });
         }
         tx.prepare_cached(
             "INSERT INTO state (session_id, scope, key, value, updated_at)
@@ -577,6 +602,18 @@ mod tests {
         assert!(message.contains("newer wasm-agent"), "{message}");
         let newer = format!("version {}", SCHEMA_VERSION + 1);
         assert!(message.contains(&newer), "{message}");
+    }
+
+    #[test]
+    fn refuses_values_past_the_byte_quota() {
+        let store = SqliteSessionStore::in_memory().unwrap().with_max_bytes(10);
+        store.set("s", "c", "a", "123456".into()).unwrap();
+        assert_eq!(
+            store.set("s", "c", "b", "12345".into()),
+            Err(SessionError::TooManyBytes { max: 10 })
+        );
+        store.set("s", "c", "a", "1234567890".into()).unwrap();
+        store.set("s", "d", "b", "12345".into()).unwrap();
     }
 
     #[test]
