@@ -257,6 +257,30 @@ async fn one_tools_descriptors_never_starve_another_tools_call() {
 }
 
 #[tokio::test]
+async fn writes_past_max_write_are_refused_and_never_reach_the_disk() {
+    let dir = temp_dir();
+    let policy = Policy::default()
+        .allow_dir(dir.path(), "/out", wasm_agent::DirMode::Rw)
+        .max_write(wasm_agent::ByteSize::kib(4));
+    let host = fixture_host(policy).await;
+    let write = |path: &str, bytes: usize| json!({"path": path, "content": "x".repeat(bytes)});
+    let ok = call(&host, "write_path", write("/out/small", 3000)).await;
+    assert_eq!(ok.content, "wrote 3000 bytes", "{ok:?}");
+    let big = call(&host, "write_path", write("/out/big", 5000)).await;
+    assert_eq!(kind(&big), Some(ErrorKind::CapabilityDenied), "{big:?}");
+    assert!(big.error.unwrap().message.contains("max_write"));
+    assert_eq!(
+        std::fs::metadata(dir.path().join("big"))
+            .map(|m| m.len())
+            .unwrap_or(0),
+        0
+    );
+    // The budget is per call: the next call may write again.
+    let again = call(&host, "write_path", write("/out/again", 3000)).await;
+    assert!(again.is_ok(), "{again:?}");
+}
+
+#[tokio::test]
 async fn every_part_of_a_result_counts_against_max_output() {
     let host = hostile_host(Policy::default().max_output(wasm_agent::ByteSize::kib(64))).await;
     for (args, cap) in [

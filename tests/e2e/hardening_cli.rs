@@ -188,6 +188,37 @@ fn descriptors_a_tool_holds_stop_at_its_limit() {
     );
 }
 
+#[test]
+fn writes_past_max_write_fail_the_call_naming_the_key() {
+    let dir = temp_dir();
+    let files = path(&component("files"));
+    let grant = format!("{}:/out:rw", dir.path().display());
+    let args = json!({"path": "/out/f.txt", "content": "y".repeat(2048)}).to_string();
+    let output = run(&[
+        "call",
+        &files,
+        "write_file",
+        &args,
+        "--allow-dir",
+        &grant,
+        "--max-write",
+        "1KiB",
+    ]);
+    assert_clean_failure(&output, 1, "max_write");
+    let within = run(&[
+        "call",
+        &files,
+        "write_file",
+        &args,
+        "--allow-dir",
+        &grant,
+        "--max-write",
+        "4KiB",
+    ]);
+    assert_eq!(within.status.code(), Some(0), "{}", stderr(&within));
+    assert_eq!(std::fs::read(dir.path().join("f.txt")).unwrap().len(), 2048);
+}
+
 #[cfg(unix)]
 #[test]
 fn a_cache_folder_others_can_write_is_not_trusted() {

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
+import httpx2 as httpx  # the HTTP client the MCP SDK (tests/mcp/requirements.txt) brings
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("WASM_AGENT_BIN") or ROOT / "target/release/wasm-agent")
@@ -30,22 +30,37 @@ IN_FLIGHT = 16
 SESSIONS = 8
 RSS_BOUND_MIB = 24
 FD_BOUND = 8
-SERVER_ARGS = ["--tools", str(FIXTURE), "--timeout", "100ms", "--memory", "16MiB",
-               "--max-concurrency", "32", "--cache-dir", str(ROOT / "target/test-cache")]
+# The fixture twice: ordinary calls with a roomy deadline, and the looping
+# and sleeping tools (prefixed h_) under a short one.
+CONFIG = f"""
+[tools.tool]
+component = "{FIXTURE}"
+timeout = "5s"
+memory = "16MiB"
+
+[tools.hostile]
+component = "{FIXTURE}"
+prefix = "h_"
+timeout = "100ms"
+memory = "16MiB"
+"""
+CONFIG_FILE = ROOT / "target/soak.toml"
+SERVER_ARGS = ["--config", str(CONFIG_FILE), "--max-concurrency", "32",
+               "--cache-dir", str(ROOT / "target/test-cache")]
 
 # (weight, tool, arguments, expected kind: None = success with this text)
 MIX = [
     (70, "echo", {"text": "soak"}, None),
     (6, "state_set", {"key": "k", "value": 1}, None),
     (6, "state_get", {"key": "k"}, None),
-    (1, "spin", {}, "timeout"),
+    (1, "h_spin", {}, "timeout"),
     (2, "alloc", {}, "memory_limit"),
     (2, "stdout_flood", {"bytes": 1 << 20}, None),
     (3, "tcp_connect", {"addr": "10.0.0.1:80"}, "capability_denied"),
     (3, "read_path", {"path": "/etc/passwd"}, "failed"),
     (2, "big_output", {"bytes": 2 << 20}, "output_too_large"),
     (1, "panic", {"message": "soak"}, "trap"),
-    (2, "sleep", {"ms": 5000}, "cancel"),
+    (2, "h_sleep", {"ms": 5000}, "cancel"),
     (2, "recurse", {}, "stack_overflow"),
 ]
 CHOICES = [entry for entry in MIX for _ in range(entry[0])]
@@ -83,14 +98,31 @@ def verdict(tool: str, expected: str | None, response: dict) -> str | None:
 class Stats:
     def __init__(self, name: str) -> None:
         self.name, self.calls, self.failures, self.curve = name, 0, [], []
+        self.baseline: tuple[float, int] = (0.0, 0)
+        self.end: tuple[float, int] = (0.0, 0)
+
+
+async def quiet_sample(pid: int) -> tuple[float, int]:
+    """A sample once no call is running and the server has settled."""
+    await asyncio.sleep(1.0)
+    return sample(pid)
 
 
 async def drive(stats: Stats, calls: int, pid: int, send) -> None:
-    """Runs `calls` mixed calls through `send(session, tool, args, cancel)`."""
+    """Runs `calls` mixed calls through `send(session, tool, args, cancel)`:
+    a fifth to warm up (every pool slot used), a quiet sample (the baseline), the rest with samples
+    on the way, and a quiet sample at the end."""
+    warm = max(calls // 5, 1)
+    await run_calls(stats, warm, pid, send, every=0)
+    stats.baseline = await quiet_sample(pid)
+    await run_calls(stats, calls - warm, pid, send, every=max(calls // 10, 1))
+    stats.end = await quiet_sample(pid)
+
+
+async def run_calls(stats: Stats, calls: int, pid: int, send, every: int) -> None:
     queue: asyncio.Queue[int] = asyncio.Queue()
     for i in range(calls):
         queue.put_nowait(i)
-    every = max(calls // 10, 1)
 
     async def worker(session: int) -> None:
         while True:
@@ -104,7 +136,7 @@ async def drive(stats: Stats, calls: int, pid: int, send) -> None:
             if problem:
                 stats.failures.append(problem)
             stats.calls += 1
-            if stats.calls % every == 0:
+            if every and stats.calls % every == 0:
                 stats.curve.append((stats.calls, *sample(pid)))
 
     await asyncio.gather(*(worker(i % SESSIONS) for i in range(IN_FLIGHT)))
@@ -141,7 +173,7 @@ async def soak_stdio(calls: int) -> Stats:
             write({"jsonrpc": "2.0", "method": "notifications/cancelled",
                    "params": {"requestId": request_id, "reason": "soak"}})
             try:
-                return await asyncio.wait_for(future, 2)
+                return await asyncio.wait_for(future, 0.5)
             except asyncio.TimeoutError:
                 pending.pop(request_id, None)
                 return {}
@@ -236,23 +268,22 @@ def report(stats: Stats, elapsed: float) -> bool:
     for failure in stats.failures[:10]:
         print("  wrong:", failure)
     ok = not stats.failures
-    if len(stats.curve) >= 3:
-        _, warm_rss, warm_fds = stats.curve[1]
-        _, end_rss, end_fds = stats.curve[-1]
-        grown = end_rss - warm_rss
-        print(f"RSS {warm_rss:.1f} MiB warm -> {end_rss:.1f} MiB at the end ({grown:+.1f}); "
-              f"fds {warm_fds} -> {end_fds}")
-        if grown > RSS_BOUND_MIB:
-            print(f"  FAIL: RSS grew more than {RSS_BOUND_MIB} MiB")
-            ok = False
-        if end_fds > warm_fds + FD_BOUND:
-            print(f"  FAIL: descriptors grew by more than {FD_BOUND}")
-            ok = False
+    (warm_rss, warm_fds), (end_rss, end_fds) = stats.baseline, stats.end
+    grown = end_rss - warm_rss
+    print(f"quiet: RSS {warm_rss:.1f} MiB after warm-up -> {end_rss:.1f} MiB at the end "
+          f"({grown:+.1f}); fds {warm_fds} -> {end_fds}")
+    if grown > RSS_BOUND_MIB:
+        print(f"  FAIL: RSS grew more than {RSS_BOUND_MIB} MiB")
+        ok = False
+    if end_fds > warm_fds + FD_BOUND:
+        print(f"  FAIL: descriptors grew by more than {FD_BOUND}")
+        ok = False
     return ok
 
 
 async def main() -> int:
     calls = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+    CONFIG_FILE.write_text(CONFIG)
     random.seed(11)
     ok = True
     for soak in (soak_stdio, soak_http):

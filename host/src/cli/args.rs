@@ -264,6 +264,10 @@ pub struct PolicyFlags {
     /// Largest parameters schema a component may list per tool (default 64KiB).
     #[arg(long, value_name = "SIZE")]
     pub max_schema: Option<ByteSize>,
+    /// Bytes one call may write into its read-write folders, e.g. 1GiB
+    /// (default 64MiB).
+    #[arg(long, value_name = "SIZE")]
+    pub max_write: Option<ByteSize>,
 }
 
 impl PolicyFlags {
@@ -287,6 +291,7 @@ impl PolicyFlags {
             max_tools: self.max_tools,
             max_description: self.max_description,
             max_schema: self.max_schema,
+            max_write: self.max_write,
             http_headers: self.http_headers.iter().fold(
                 BTreeMap::<String, BTreeMap<String, String>>::new(),
                 |mut all, (pattern, name, value)| {
@@ -374,6 +379,8 @@ mod tests {
             "1KiB",
             "--max-schema",
             "4KiB",
+            "--max-write",
+            "1MiB",
         ])
         .unwrap();
         let Command::Call { host, .. } = cli.command else {

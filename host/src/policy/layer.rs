@@ -74,6 +74,9 @@ pub struct PolicyLayer {
     /// See [`Policy::max_schema`](super::Policy::max_schema).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_schema: Option<ByteSize>,
+    /// See [`Policy::max_write`](super::Policy::max_write).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_write: Option<ByteSize>,
 }
 
 /// Every key a [`PolicyLayer`] accepts (config sections are checked against it).
@@ -96,6 +99,7 @@ pub const LAYER_KEYS: &[&str] = &[
     "max_tools",
     "max_description",
     "max_schema",
+    "max_write",
 ];
 
 impl PolicyLayer {
@@ -126,6 +130,7 @@ impl PolicyLayer {
             max_tools,
             max_description,
             max_schema,
+            max_write,
         } = self;
         if let Some(timeout) = timeout {
             policy.timeout = *timeout;
@@ -156,6 +161,7 @@ impl PolicyLayer {
         replace(&mut policy.max_tools, max_tools);
         replace(&mut policy.max_description, max_description);
         replace(&mut policy.max_schema, max_schema);
+        replace(&mut policy.max_write, max_write);
         for (pattern, headers) in http_headers {
             policy
                 .http_headers
@@ -202,6 +208,7 @@ mod tests {
             max_tools: Some(1),
             max_description: Some(ByteSize(1)),
             max_schema: Some(ByteSize(1)),
+            max_write: Some(ByteSize(1)),
         };
         let layer = serde_json::to_value(full_layer).unwrap();
         let mut layer_keys: Vec<_> = layer.as_object().unwrap().keys().cloned().collect();

@@ -79,6 +79,9 @@ pub struct Policy {
     pub max_description: ByteSize,
     /// Largest parameters schema a component may list per tool (default 64 KiB).
     pub max_schema: ByteSize,
+    /// Bytes one call may write into its read-write folders in all (default
+    /// 64 MiB).
+    pub max_write: ByteSize,
 }
 
 impl Default for Policy {
@@ -102,6 +105,7 @@ impl Default for Policy {
             max_tools: 128,
             max_description: ByteSize::kib(16),
             max_schema: ByteSize::kib(64),
+            max_write: ByteSize::mib(64),
         }
     }
 }
@@ -133,6 +137,8 @@ pub mod bounds {
     pub const MAX_DESCRIPTION: ByteSize = ByteSize::mib(1);
     /// Largest `max_schema`.
     pub const MAX_SCHEMA: ByteSize = ByteSize::mib(16);
+    /// Largest `max_write`.
+    pub const MAX_WRITE: ByteSize = ByteSize::gib(1024);
 }
 
 /// A policy that cannot be enforced as written.
@@ -277,6 +283,11 @@ impl Policy {
         self.max_description = max_description;
         self
     }
+    /// Sets how many bytes one call may write into its read-write folders.
+    pub fn max_write(mut self, max_write: ByteSize) -> Self {
+        self.max_write = max_write;
+        self
+    }
     /// Sets the largest parameters schema the component may list per tool.
     pub fn max_schema(mut self, max_schema: ByteSize) -> Self {
         self.max_schema = max_schema;
@@ -323,6 +334,7 @@ impl Policy {
             bounds::MAX_DESCRIPTION,
         )?;
         within_size("max_schema", self.max_schema, 2, bounds::MAX_SCHEMA)?;
+        within_size("max_write", self.max_write, 0, bounds::MAX_WRITE)?;
         within("max_requests", self.max_requests, 0, bounds::MAX_REQUESTS)?;
         within(
             "max_artifacts",
@@ -525,6 +537,7 @@ mod tests {
                 Policy::default().max_description(ByteSize::gib(2)),
             ),
             ("max_schema", Policy::default().max_schema(ByteSize::gib(2))),
+            ("max_write", Policy::default().max_write(ByteSize(u64::MAX))),
         ];
         for (key, policy) in cases {
             let err = policy.validate().unwrap_err();

@@ -13,6 +13,7 @@ mod output;
 mod returned;
 mod state;
 mod wasi;
+mod writes;
 
 use std::time::{Duration, Instant};
 
@@ -140,6 +141,7 @@ impl Sandbox {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| engine_err(&e))?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
             .map_err(|e| engine_err(&e))?;
+        writes::add_to_linker(&mut linker).map_err(|e| engine_err(&e))?;
         crate::bindings::Toolkit::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
             &mut linker,
             |state| state,
@@ -331,6 +333,7 @@ impl Sandbox {
             limiter: CallLimiter::new(policy.memory.bytes()),
             host,
             http,
+            writes: writes::WriteBudget::new(policy.max_write, denials.clone()),
             http_hooks: http::PolicyHooks {
                 policy: policy.network.clone(),
                 denials,

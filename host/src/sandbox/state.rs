@@ -41,6 +41,8 @@ pub struct CallState {
     pub(super) host: HostImports,
     pub(super) http: WasiHttpCtx,
     pub(super) http_hooks: PolicyHooks,
+    /// What the call may still write into its read-write folders.
+    pub(super) writes: super::writes::WriteBudget,
 }
 
 impl WasiHttpView for CallState {

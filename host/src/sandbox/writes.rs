@@ -1,0 +1,189 @@
+//! `max_write`: the bytes one call may write into its read-write grants.
+//!
+//! wasmtime-wasi writes files through two doors: `descriptor.write`
+//! (positional) and the output streams of `write-via-stream` and
+//! `append-via-stream`. Both are wrapped here (the linker's definitions are
+//! shadowed by ones that call the originals): every byte is charged to the
+//! call's budget before it reaches the file, and a write past the budget is
+//! refused (`insufficient-space` to the tool, `capability_denied` naming
+//! `max_write` for the call).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use wasmtime::component::{Linker, Resource};
+use wasmtime_wasi::filesystem::Descriptor;
+use wasmtime_wasi::filesystem::WasiFilesystemView;
+use wasmtime_wasi::p2::bindings::filesystem::types::{ErrorCode, Host, HostDescriptor};
+use wasmtime_wasi::p2::{DynOutputStream, OutputStream, Pollable, StreamError, StreamResult};
+
+use super::net::Denials;
+use super::state::CallState;
+use crate::policy::ByteSize;
+
+/// The filesystem interface as this wasmtime-wasi registers it.
+const FILESYSTEM: &str = "wasi:filesystem/types@0.2.12";
+
+/// What one call may still write, shared by all its files and streams.
+#[derive(Clone, Debug)]
+pub struct WriteBudget {
+    left: Arc<AtomicU64>,
+    max: ByteSize,
+    denials: Denials,
+}
+
+impl WriteBudget {
+    /// A budget of `max` bytes; refusals are recorded in `denials`.
+    pub fn new(max: ByteSize, denials: Denials) -> Self {
+        Self {
+            left: Arc::new(AtomicU64::new(max.bytes())),
+            max,
+            denials,
+        }
+    }
+
+    /// Takes `bytes` from the budget, or refuses (and records why).
+    fn charge(&self, bytes: usize) -> Result<(), String> {
+        let bytes = bytes as u64;
+        let taken = self
+            .left
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+                left.checked_sub(bytes)
+            });
+        if taken.is_ok() {
+            return Ok(());
+        }
+        let reason = format!(
+            "that would take the call past the {} its policy lets it write into its read-write \
+             folders (max_write); raise --max-write to allow more",
+            self.max
+        );
+        self.denials
+            .record(format!("to write {bytes} bytes to a file"), reason.clone());
+        Err(reason)
+    }
+}
+
+/// A file's output stream, charged to the call's budget.
+struct ChargedStream {
+    inner: DynOutputStream,
+    budget: WriteBudget,
+}
+
+#[async_trait::async_trait]
+impl OutputStream for ChargedStream {
+    fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
+        self.budget.charge(bytes.len()).map_err(|reason| {
+            StreamError::LastOperationFailed(wasmtime::format_err!("{reason}"))
+        })?;
+        self.inner.write(bytes)
+    }
+
+    fn flush(&mut self) -> StreamResult<()> {
+        self.inner.flush()
+    }
+
+    fn check_write(&mut self) -> StreamResult<usize> {
+        self.inner.check_write()
+    }
+
+    async fn cancel(&mut self) {
+        self.inner.cancel().await
+    }
+}
+
+#[async_trait::async_trait]
+impl Pollable for ChargedStream {
+    async fn ready(&mut self) {
+        self.inner.ready().await
+    }
+}
+
+/// Wraps the stream behind `stream` so its writes are charged.
+fn charge_stream(
+    state: &mut CallState,
+    stream: &Resource<DynOutputStream>,
+) -> wasmtime::Result<()> {
+    let budget = state.writes.clone();
+    let slot = state.table.get_mut(stream)?;
+    let inner = std::mem::replace(slot, Box::new(Closed));
+    *slot = Box::new(ChargedStream { inner, budget });
+    Ok(())
+}
+
+/// A placeholder while a stream is being wrapped; never written to.
+struct Closed;
+
+#[async_trait::async_trait]
+impl OutputStream for Closed {
+    fn write(&mut self, _: Bytes) -> StreamResult<()> {
+        Err(StreamError::Closed)
+    }
+    fn flush(&mut self) -> StreamResult<()> {
+        Err(StreamError::Closed)
+    }
+    fn check_write(&mut self) -> StreamResult<usize> {
+        Err(StreamError::Closed)
+    }
+}
+
+#[async_trait::async_trait]
+impl Pollable for Closed {
+    async fn ready(&mut self) {}
+}
+
+/// Shadows the linker's file-writing functions with charged ones.
+pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    let mut types = linker.instance(FILESYSTEM)?;
+    types.func_wrap(
+        "[method]descriptor.write-via-stream",
+        |mut store, (fd, offset): (Resource<Descriptor>, u64)| {
+            let state = store.data_mut();
+            let opened = HostDescriptor::write_via_stream(&mut state.filesystem(), fd, offset);
+            stream_result(state, opened)
+        },
+    )?;
+    types.func_wrap(
+        "[method]descriptor.append-via-stream",
+        |mut store, (fd,): (Resource<Descriptor>,)| {
+            let state = store.data_mut();
+            let opened = HostDescriptor::append_via_stream(&mut state.filesystem(), fd);
+            stream_result(state, opened)
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.write",
+        |mut store, (fd, buffer, offset): (Resource<Descriptor>, Vec<u8>, u64)| {
+            Box::new(async move {
+                let state = store.data_mut();
+                if state.writes.charge(buffer.len()).is_err() {
+                    return Ok((Err(ErrorCode::InsufficientSpace),));
+                }
+                let mut view = state.filesystem();
+                match HostDescriptor::write(&mut view, fd, buffer, offset).await {
+                    Ok(written) => Ok((Ok(written),)),
+                    Err(error) => Ok((Err(view.convert_error_code(error)?),)),
+                }
+            })
+        },
+    )?;
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
+type Opened = Result<(Result<Resource<DynOutputStream>, ErrorCode>,), wasmtime::Error>;
+
+fn stream_result(
+    state: &mut CallState,
+    opened: wasmtime_wasi::p2::FsResult<Resource<DynOutputStream>>,
+) -> Opened {
+    match opened {
+        Ok(stream) => {
+            charge_stream(state, &stream)?;
+            Ok((Ok(stream),))
+        }
+        Err(error) => Ok((Err(state.filesystem().convert_error_code(error)?),)),
+    }
+}
