@@ -83,6 +83,34 @@ fn absurd_limits_are_refused_with_the_key_named() {
 }
 
 #[test]
+fn a_huge_tool_list_stops_tools_and_serve_quickly_naming_the_cap() {
+    let hostile = path(&component("hostile_tool"));
+    let specs = r#"specs={"count": 100000}"#;
+    for command in [
+        &["tools", &hostile][..],
+        &["serve", "--stdio", "--tools", &hostile][..],
+    ] {
+        let started = Instant::now();
+        let mut args = command.to_vec();
+        args.extend(["--dependency", specs]);
+        let output = run(&args);
+        assert_clean_failure(&output, 2, "max_tools");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{command:?}: {:?}",
+            started.elapsed()
+        );
+    }
+    let output = run(&[
+        "tools",
+        &hostile,
+        "--dependency",
+        r#"specs={"count": 1, "description": 50000}"#,
+    ]);
+    assert_clean_failure(&output, 2, "max_description");
+}
+
+#[test]
 fn misspelled_keys_in_a_tool_section_are_refused_with_file_and_line() {
     let dir = temp_dir();
     let config = dir.path().join("wasm-agent.toml");
