@@ -213,14 +213,20 @@ pub(crate) fn check_specs(
             tool: spec.name.clone(),
             reason,
         };
-        let parameters: Value = serde_json::from_str(&spec.parameters)
-            .map_err(|e| bad_schema(format!("not JSON ({e})")))?;
+        let parameters: Value = serde_json::from_str(&spec.parameters).map_err(|e| {
+            bad_schema(format!(
+                "not JSON ({})",
+                crate::text::one_line(&e.to_string())
+            ))
+        })?;
         if parameters.get("type") != Some(&Value::from("object")) {
             return Err(bad_schema(
                 "the schema must describe an object (\"type\": \"object\")".into(),
             ));
         }
-        let validator = compile_schema(&parameters).map_err(|e| bad_schema(e.to_string()))?;
+        // jsonschema quotes parts of the schema in its errors: escape them.
+        let validator = compile_schema(&parameters)
+            .map_err(|e| bad_schema(crate::text::one_line(&e.to_string()).into_owned()))?;
         entries.push(ToolEntry {
             info: ToolInfo {
                 name: public,

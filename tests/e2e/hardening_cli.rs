@@ -152,6 +152,11 @@ fn a_tools_control_characters_never_reach_the_terminal_or_logs_raw() {
         "the escape is not shown escaped: {err}"
     );
     assert!(err.contains("error: failed: done\\n2026"), "{err}");
+    // Text a component puts in its schema, quoted back by a load error.
+    let specs = json!({"count": 1, "ref": "\u{1b}]0;owned\u{7}#/nowhere"}).to_string();
+    let output = run(&["tools", &hostile, "--dependency", &format!("specs={specs}")]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(!stderr(&output).contains('\u{1b}'), "{:?}", stderr(&output));
     let json_out = run(&["call", &hostile, "forge", &args, "--json"]);
     let value: Value = serde_json::from_slice(&json_out.stdout).unwrap();
     assert_eq!(

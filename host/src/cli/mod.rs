@@ -45,7 +45,8 @@ pub fn main() -> ExitCode {
     let code = match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // Errors may quote a component's own text: escape it.
+            eprintln!("error: {}", wasm_agent::text::one_line(&format!("{e:#}")));
             ExitCode::from(EXIT_USAGE)
         }
     };

@@ -175,8 +175,9 @@ impl Watcher {
             }
             Err(error) => {
                 eprintln!(
-                    "wasm-agent: cannot load {}: {error}; keeping what was loaded",
-                    path.display()
+                    "wasm-agent: cannot load {}: {}; keeping what was loaded",
+                    path.display(),
+                    wasm_agent::text::one_line(&error.to_string())
                 );
                 None
             }

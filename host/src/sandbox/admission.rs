@@ -34,9 +34,24 @@ pub struct Admission {
 impl Admission {
     /// `slots` calls at once, within the process's open-file limit.
     pub fn new(slots: u32) -> Self {
-        let budget = descriptor_budget();
-        let share = (budget / slots.max(1)).max(MIN_RESOURCES);
-        tracing::debug!(budget, share, "descriptors available to each call");
+        Self::within(slots, descriptor_budget())
+    }
+
+    /// `slots` calls at once sharing `budget` descriptors; fewer slots when
+    /// the budget cannot give each the minimum.
+    fn within(slots: u32, budget: u32) -> Self {
+        let most = (budget / MIN_RESOURCES).max(1);
+        let slots = if slots.max(1) > most {
+            tracing::warn!(
+                "the open-file limit leaves room for {most} calls at once, not {slots}; \
+                 raise the limit (ulimit -n) for more"
+            );
+            most
+        } else {
+            slots.max(1)
+        };
+        let share = (budget / slots).max(MIN_RESOURCES);
+        tracing::debug!(budget, share, slots, "descriptors available to each call");
         Self {
             slots: Semaphore::new(slots as usize),
             share,
@@ -131,15 +146,21 @@ pub fn raise_open_file_limit() -> std::io::Result<u64> {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
             return Err(std::io::Error::last_os_error());
         }
-        if limit.rlim_cur < limit.rlim_max {
+        // macOS reports an unlimited hard limit but refuses a soft limit
+        // above OPEN_MAX.
+        #[cfg(target_os = "macos")]
+        let hard = limit.rlim_max.min(libc::OPEN_MAX as libc::rlim_t);
+        #[cfg(not(target_os = "macos"))]
+        let hard = limit.rlim_max;
+        if limit.rlim_cur < hard {
             let raised = libc::rlimit {
-                rlim_cur: limit.rlim_max,
+                rlim_cur: hard,
                 rlim_max: limit.rlim_max,
             };
             if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            limit.rlim_cur = limit.rlim_max;
+            limit.rlim_cur = hard;
         }
     }
     Ok(limit.rlim_cur)
@@ -157,19 +178,23 @@ mod tests {
 
     #[test]
     fn a_call_holds_no_more_than_its_slots_share() {
-        let few = Admission::new(4);
-        let many = Admission::new(100_000);
+        let few = Admission::within(4, 10_000);
         let greedy = Policy::default().max_resources(65_536);
-        assert_eq!(few.resource_limit(&greedy), few.share);
-        assert_eq!(many.resource_limit(&greedy), MIN_RESOURCES);
+        assert_eq!(few.resource_limit(&greedy), 2500);
         let modest = Policy::default().max_resources(20);
         assert_eq!(few.resource_limit(&modest), 20);
-        assert!(few.share * 4 <= descriptor_budget());
+        // More slots than the budget can give the minimum: fewer slots.
+        let many = Admission::within(100_000, 1000);
+        assert_eq!(many.resource_limit(&greedy), MIN_RESOURCES);
+        assert_eq!(
+            many.slots.available_permits(),
+            1000 / MIN_RESOURCES as usize
+        );
     }
 
     #[tokio::test]
     async fn a_call_waits_for_a_slot_no_longer_than_its_deadline() {
-        let admission = Admission::new(1);
+        let admission = Admission::within(1, 1000);
         let never = CancellationToken::new();
         let far = Instant::now() + std::time::Duration::from_secs(60);
         let held = admission.admit(far, &never).await.ok().unwrap();

@@ -25,6 +25,11 @@ type IoFuture = Box<dyn Future<Output = Result<(), HttpError>> + Send>;
 type SendFuture =
     Box<dyn Future<Output = Result<(http::Response<WasiBody>, IoFuture), HttpError>> + Send>;
 
+/// Largest read buffer of a response (its head must fit in it).
+const RESPONSE_HEAD_BUFFER: usize = 64 * 1024;
+/// Most headers a response may have.
+const MAX_RESPONSE_HEADERS: usize = 100;
+
 /// The wasi:http hooks of one call.
 pub struct PolicyHooks {
     pub(super) policy: NetworkPolicy,
@@ -205,8 +210,12 @@ impl Target {
         } else {
             Box::new(tcp)
         };
-        let (mut sender, connection) =
-            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        // The response head is host memory too: bounded like header sets.
+        let (mut sender, connection) = hyper::client::conn::http1::Builder::new()
+            .max_buf_size(RESPONSE_HEAD_BUFFER)
+            .max_headers(MAX_RESPONSE_HEADERS)
+            .handshake(TokioIo::new(stream))
+            .await?;
         let worker = wasmtime_wasi::runtime::spawn(connection);
         let path = request
             .uri()

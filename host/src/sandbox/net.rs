@@ -12,6 +12,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::policy::{HostPattern, NetworkGrant};
 
+/// Refusals of one call that are logged and kept.
+const MAX_DENIALS: usize = 16;
+
 /// What the sandbox refused during one call, for the error message.
 #[derive(Clone, Debug, Default)]
 pub struct Denials(Arc<Mutex<Vec<Denial>>>);
@@ -28,10 +31,19 @@ pub struct Denial {
 impl Denials {
     /// Records a refusal (the first few are kept).
     pub fn record(&self, attempt: String, reason: String) {
-        tracing::info!(target: "wasm_agent::network", "denied: {attempt}: {reason}");
         let mut list = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if list.len() < 16 {
-            list.push(Denial { attempt, reason });
+        // Logged and kept up to a cap, so a tool retrying in a loop cannot
+        // flood the host's log.
+        match list.len() {
+            n if n < MAX_DENIALS => {
+                tracing::info!(target: "wasm_agent::sandbox", "denied: {attempt}: {reason}");
+                list.push(Denial { attempt, reason });
+            }
+            n if n == MAX_DENIALS => {
+                tracing::info!(target: "wasm_agent::sandbox", "further denials of this call are not logged");
+                list.push(Denial { attempt, reason });
+            }
+            _ => {}
         }
     }
 

@@ -51,9 +51,32 @@ impl WriteBudget {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
                 left.checked_sub(bytes)
             });
-        if taken.is_ok() {
-            return Ok(());
+        match taken {
+            Ok(_) => Ok(()),
+            Err(_) => Err(self.refuse(bytes)),
         }
+    }
+
+    /// Whether `bytes` more would fit, without taking them.
+    fn fits(&self, bytes: usize) -> Result<(), String> {
+        if self.left.load(Ordering::Acquire) >= bytes as u64 {
+            Ok(())
+        } else {
+            Err(self.refuse(bytes as u64))
+        }
+    }
+
+    /// Takes what a write really wrote (after it succeeded).
+    fn spend(&self, bytes: u64) {
+        let _ = self
+            .left
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+                Some(left.saturating_sub(bytes))
+            });
+    }
+
+    /// Records a refused write of `bytes` and says why.
+    fn refuse(&self, bytes: u64) -> String {
         let reason = format!(
             "that would take the call past the {} its policy lets it write into its read-write \
              folders (max_write); raise --max-write to allow more",
@@ -61,7 +84,7 @@ impl WriteBudget {
         );
         self.denials
             .record(format!("to write {bytes} bytes to a file"), reason.clone());
-        Err(reason)
+        reason
     }
 }
 
@@ -158,12 +181,19 @@ pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
         |mut store, (fd, buffer, offset): (Resource<Descriptor>, Vec<u8>, u64)| {
             Box::new(async move {
                 let state = store.data_mut();
-                if state.writes.charge(buffer.len()).is_err() {
+                // Checked before, charged after: a write that fails or
+                // writes less costs only what reached the file. (Calls run
+                // one guest at a time, so nothing spends in between.)
+                if state.writes.fits(buffer.len()).is_err() {
                     return Ok((Err(ErrorCode::InsufficientSpace),));
                 }
+                let budget = state.writes.clone();
                 let mut view = state.filesystem();
                 match HostDescriptor::write(&mut view, fd, buffer, offset).await {
-                    Ok(written) => Ok((Ok(written),)),
+                    Ok(written) => {
+                        budget.spend(written);
+                        Ok((Ok(written),))
+                    }
                     Err(error) => Ok((Err(view.convert_error_code(error)?),)),
                 }
             })

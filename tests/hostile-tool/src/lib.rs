@@ -31,7 +31,7 @@ fn numbers(names: &[&str]) -> Value {
 }
 
 /// Extra tools as the `specs` dependency asks:
-/// `{"count": N, "description": BYTES, "schema": BYTES, "pattern": RE}`.
+/// `{"count": N, "description": BYTES, "schema": BYTES, "pattern": RE, "ref": REF}`.
 fn extra_specs() -> Vec<ToolSpec> {
     let Some(asked) = host::dependency("specs") else {
         return Vec::new();
@@ -43,11 +43,14 @@ fn extra_specs() -> Vec<ToolSpec> {
     if let Some(pattern) = asked["pattern"].as_str() {
         text["pattern"] = pattern.into();
     }
-    let schema = json!({
+    let mut schema = json!({
         "type": "object",
         "description": "s".repeat(number("schema")),
         "properties": {"text": text},
     });
+    if let Some(reference) = asked["ref"].as_str() {
+        schema["$ref"] = reference.into();
+    }
     (0..number("count"))
         .map(|i| spec(&format!("t{i}"), &description, schema.clone()))
         .collect()
