@@ -9,6 +9,9 @@ use wasm_agent::{CallContext, ErrorKind, HostError, LoadOptions, Policy, ToolHos
 
 use crate::common::{component, fixture_host, host, temp_dir};
 
+/// Tools the hostile component always lists (besides those of `specs`).
+const FIXED_TOOLS: usize = 6;
+
 fn kind(result: &wasm_agent::ToolCallResult) -> Option<ErrorKind> {
     result.error.as_ref().map(|e| e.kind)
 }
@@ -69,13 +72,14 @@ async fn tool_lists_past_the_caps_are_refused_quickly_naming_the_cap() {
     let report = load_hostile(&host, raised, json!({"count": 1500}))
         .await
         .unwrap();
-    assert_eq!(report.tools.len(), 1505);
+    assert_eq!(report.tools.len(), 1500 + FIXED_TOOLS);
 }
 
 #[tokio::test]
 async fn the_largest_list_the_defaults_allow_loads_in_bounded_time() {
-    // 128 tools (5 fixed + 123), each at the description and schema caps.
-    let specs = json!({"count": 123, "description": 16_000, "schema": 60_000});
+    // 128 tools (the fixed ones and the rest), each at the description and
+    // schema caps.
+    let specs = json!({"count": 128 - FIXED_TOOLS, "description": 16_000, "schema": 60_000});
     let started = Instant::now();
     let report = load_hostile(&host(), Policy::default(), specs)
         .await
@@ -261,12 +265,19 @@ async fn writes_past_max_write_are_refused_and_never_reach_the_disk() {
     let dir = temp_dir();
     let policy = Policy::default()
         .allow_dir(dir.path(), "/out", wasm_agent::DirMode::Rw)
-        .max_write(wasm_agent::ByteSize::kib(4));
+        // A new file costs 4 KiB and its name, then its bytes.
+        .max_write(wasm_agent::ByteSize::kib(8));
     let host = fixture_host(policy).await;
     let write = |path: &str, bytes: usize| json!({"path": path, "content": "x".repeat(bytes)});
     let ok = call(&host, "write_path", write("/out/small", 3000)).await;
     assert_eq!(ok.content, "wrote 3000 bytes", "{ok:?}");
     let big = call(&host, "write_path", write("/out/big", 5000)).await;
+    assert!(
+        big.error
+            .as_ref()
+            .is_some_and(|e| e.message.contains("5000 bytes")),
+        "{big:?}"
+    );
     assert_eq!(kind(&big), Some(ErrorKind::CapabilityDenied), "{big:?}");
     assert!(big.error.unwrap().message.contains("max_write"));
     assert_eq!(
@@ -278,6 +289,39 @@ async fn writes_past_max_write_are_refused_and_never_reach_the_disk() {
     // The budget is per call: the next call may write again.
     let again = call(&host, "write_path", write("/out/again", 3000)).await;
     assert!(again.is_ok(), "{again:?}");
+}
+
+#[tokio::test]
+async fn empty_files_and_folders_count_against_max_write_too() {
+    let dir = temp_dir();
+    let policy = Policy::default()
+        .allow_dir(dir.path(), "/out", wasm_agent::DirMode::Rw)
+        .max_write(wasm_agent::ByteSize::kib(64));
+    let host = hostile_host(policy).await;
+    let result = call(
+        &host,
+        "make_entries",
+        json!({"path": "/out", "count": 100_000}),
+    )
+    .await;
+    assert_eq!(
+        kind(&result),
+        Some(ErrorKind::CapabilityDenied),
+        "{result:?}"
+    );
+    assert!(result.error.unwrap().message.contains("max_write"));
+    let made = std::fs::read_dir(dir.path()).unwrap().count();
+    assert!(
+        (10..=16).contains(&made),
+        "{made} entries made under a 64 KiB budget"
+    );
+    let few = call(
+        &host,
+        "make_entries",
+        json!({"path": "/out/d1", "count": 4}),
+    )
+    .await;
+    assert_eq!(few.content, "made 4 entries", "{few:?}");
 }
 
 #[tokio::test]

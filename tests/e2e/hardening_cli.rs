@@ -246,7 +246,7 @@ fn writes_past_max_write_fail_the_call_naming_the_key() {
         "--allow-dir",
         &grant,
         "--max-write",
-        "4KiB",
+        "8KiB",
     ]);
     assert_eq!(within.status.code(), Some(0), "{}", stderr(&within));
     assert_eq!(std::fs::read(dir.path().join("f.txt")).unwrap().len(), 2048);

@@ -6,7 +6,9 @@
 //! shadowed by ones that call the originals): every byte is charged to the
 //! call's budget before it reaches the file, and a write past the budget is
 //! refused (`insufficient-space` to the tool, `capability_denied` naming
-//! `max_write` for the call).
+//! `max_write` for the call). New directory entries (files opened with
+//! `create`, directories, symlinks, hard links) cost [`ENTRY_COST`] each plus
+//! their name, so a call cannot fill the disk's inodes either.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,7 +17,9 @@ use bytes::Bytes;
 use wasmtime::component::{Linker, Resource};
 use wasmtime_wasi::filesystem::Descriptor;
 use wasmtime_wasi::filesystem::WasiFilesystemView;
-use wasmtime_wasi::p2::bindings::filesystem::types::{ErrorCode, Host, HostDescriptor};
+use wasmtime_wasi::p2::bindings::filesystem::types::{
+    DescriptorFlags, ErrorCode, Host, HostDescriptor, OpenFlags, PathFlags,
+};
 use wasmtime_wasi::p2::{DynOutputStream, OutputStream, Pollable, StreamError, StreamResult};
 
 use super::net::Denials;
@@ -24,6 +28,8 @@ use crate::policy::ByteSize;
 
 /// The filesystem interface as this wasmtime-wasi registers it.
 const FILESYSTEM: &str = "wasi:filesystem/types@0.2.12";
+/// What a new directory entry costs against `max_write` (a block).
+pub const ENTRY_COST: usize = 4096;
 
 /// What one call may still write, shared by all its files and streams.
 #[derive(Clone, Debug)]
@@ -59,10 +65,21 @@ impl WriteBudget {
 
     /// Whether `bytes` more would fit, without taking them.
     fn fits(&self, bytes: usize) -> Result<(), String> {
+        self.fits_for(bytes, || format!("to write {bytes} bytes to a file"))
+    }
+
+    /// Whether a new directory entry costing `bytes` would fit.
+    fn fits_entry(&self, bytes: usize) -> Result<(), String> {
+        self.fits_for(bytes, || {
+            format!("to create a file, folder or link (it counts {bytes} bytes)")
+        })
+    }
+
+    fn fits_for(&self, bytes: usize, attempt: impl FnOnce() -> String) -> Result<(), String> {
         if self.left.load(Ordering::Acquire) >= bytes as u64 {
             Ok(())
         } else {
-            Err(self.refuse(bytes as u64))
+            Err(self.refuse_with(attempt()))
         }
     }
 
@@ -77,13 +94,17 @@ impl WriteBudget {
 
     /// Records a refused write of `bytes` and says why.
     fn refuse(&self, bytes: u64) -> String {
+        self.refuse_with(format!("to write {bytes} bytes to a file"))
+    }
+
+    /// Records a refused `attempt` and says why.
+    fn refuse_with(&self, attempt: String) -> String {
         let reason = format!(
             "that would take the call past the {} its policy lets it write into its read-write \
              folders (max_write); raise --max-write to allow more",
             self.max
         );
-        self.denials
-            .record(format!("to write {bytes} bytes to a file"), reason.clone());
+        self.denials.record(attempt, reason.clone());
         reason
     }
 }
@@ -199,8 +220,116 @@ pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
             })
         },
     )?;
+    types.func_wrap_async(
+        "[method]descriptor.open-at",
+        |mut store,
+         (fd, path_flags, path, open_flags, flags): (
+            Resource<Descriptor>,
+            PathFlags,
+            String,
+            OpenFlags,
+            DescriptorFlags,
+        )| {
+            Box::new(async move {
+                let state = store.data_mut();
+                let cost = if open_flags.contains(OpenFlags::CREATE) {
+                    ENTRY_COST + path.len()
+                } else {
+                    0
+                };
+                let budget = state.writes.clone();
+                if budget.fits_entry(cost).is_err() {
+                    return Ok((Err(ErrorCode::InsufficientSpace),));
+                }
+                let mut view = state.filesystem();
+                match HostDescriptor::open_at(&mut view, fd, path_flags, path, open_flags, flags)
+                    .await
+                {
+                    Ok(opened) => {
+                        budget.spend(cost as u64);
+                        Ok((Ok(opened),))
+                    }
+                    Err(error) => Ok((Err(view.convert_error_code(error)?),)),
+                }
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.create-directory-at",
+        |mut store, (fd, path): (Resource<Descriptor>, String)| {
+            Box::new(async move {
+                let state = store.data_mut();
+                let cost = ENTRY_COST + path.len();
+                let budget = state.writes.clone();
+                if budget.fits_entry(cost).is_err() {
+                    return Ok((Err(ErrorCode::InsufficientSpace),));
+                }
+                let mut view = state.filesystem();
+                let made = HostDescriptor::create_directory_at(&mut view, fd, path).await;
+                unit_result(&mut view, &budget, cost, made)
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.symlink-at",
+        |mut store, (fd, target, path): (Resource<Descriptor>, String, String)| {
+            Box::new(async move {
+                let state = store.data_mut();
+                let cost = ENTRY_COST + target.len() + path.len();
+                let budget = state.writes.clone();
+                if budget.fits_entry(cost).is_err() {
+                    return Ok((Err(ErrorCode::InsufficientSpace),));
+                }
+                let mut view = state.filesystem();
+                let made = HostDescriptor::symlink_at(&mut view, fd, target, path).await;
+                unit_result(&mut view, &budget, cost, made)
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.link-at",
+        |mut store,
+         (fd, old_flags, old_path, new_fd, new_path): (
+            Resource<Descriptor>,
+            PathFlags,
+            String,
+            Resource<Descriptor>,
+            String,
+        )| {
+            Box::new(async move {
+                let state = store.data_mut();
+                let cost = ENTRY_COST + new_path.len();
+                let budget = state.writes.clone();
+                if budget.fits_entry(cost).is_err() {
+                    return Ok((Err(ErrorCode::InsufficientSpace),));
+                }
+                let mut view = state.filesystem();
+                let made =
+                    HostDescriptor::link_at(&mut view, fd, old_flags, old_path, new_fd, new_path)
+                        .await;
+                unit_result(&mut view, &budget, cost, made)
+            })
+        },
+    )?;
     linker.allow_shadowing(false);
     Ok(())
+}
+
+/// The guest's view of a filesystem call that made an entry, charged when it
+/// succeeded.
+fn unit_result(
+    view: &mut wasmtime_wasi::filesystem::WasiFilesystemCtxView<'_>,
+    budget: &WriteBudget,
+    cost: usize,
+    made: wasmtime_wasi::p2::FsResult<()>,
+) -> wasmtime::Result<(Result<(), ErrorCode>,)> {
+    match made {
+        Ok(()) => {
+            budget.spend(cost as u64);
+            Ok((Ok(()),))
+        }
+        Err(error) => Ok((Err(view.convert_error_code(error)?),)),
+    }
 }
 
 type Opened = Result<(Result<Resource<DynOutputStream>, ErrorCode>,), wasmtime::Error>;

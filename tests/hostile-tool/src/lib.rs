@@ -70,6 +70,11 @@ impl Guest for Hostile {
                 json!({"type": "object", "properties": {"path": {"type": "string"}, "count": {"type": "integer"}}}),
             ),
             spec(
+                "make_entries",
+                "Create COUNT empty files and folders in the folder at PATH.",
+                json!({"type": "object", "properties": {"path": {"type": "string"}, "count": {"type": "integer"}}}),
+            ),
+            spec(
                 "many_artifacts",
                 "Return COUNT artifacts with kind, MIME type and data of the sizes given.",
                 numbers(&["count", "kind_bytes", "mime_bytes", "data_bytes"]),
@@ -101,6 +106,10 @@ impl Guest for Hostile {
         };
         match name.as_str() {
             "flood_fields" => text(flood_fields(number("count"), number("bytes"))),
+            "make_entries" => text(make_entries(
+                args["path"].as_str().unwrap_or("/"),
+                number("count"),
+            )?),
             "hold_files" => text(hold_files(
                 args["path"].as_str().unwrap_or("/"),
                 number("count"),
@@ -148,6 +157,19 @@ fn flood_fields(count: usize, bytes: usize) -> String {
         held.push(fields);
     }
     format!("held {} header sets, {total} bytes", held.len())
+}
+
+/// Creates `count` empty files and folders under `path` (no data: inodes).
+fn make_entries(path: &str, count: usize) -> Result<String, ToolError> {
+    for i in 0..count {
+        let made = if i % 2 == 0 {
+            std::fs::File::create(format!("{path}/f{i}")).map(drop)
+        } else {
+            std::fs::create_dir(format!("{path}/d{i}"))
+        };
+        made.map_err(|e| ToolError::Failed(format!("made {i} entries, then: {e}")))?;
+    }
+    Ok(format!("made {count} entries"))
 }
 
 /// Opens `path` `count` times, holding every descriptor until the end.
