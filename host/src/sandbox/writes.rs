@@ -202,21 +202,14 @@ pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
         |mut store, (fd, buffer, offset): (Resource<Descriptor>, Vec<u8>, u64)| {
             Box::new(async move {
                 let state = store.data_mut();
-                // Checked before, charged after: a write that fails or
-                // writes less costs only what reached the file. (Calls run
-                // one guest at a time, so nothing spends in between.)
                 if state.writes.fits(buffer.len()).is_err() {
                     return Ok((Err(ErrorCode::InsufficientSpace),));
                 }
                 let budget = state.writes.clone();
                 let mut view = state.filesystem();
-                match HostDescriptor::write(&mut view, fd, buffer, offset).await {
-                    Ok(written) => {
-                        budget.spend(written);
-                        Ok((Ok(written),))
-                    }
-                    Err(error) => Ok((Err(view.convert_error_code(error)?),)),
-                }
+                let written = HostDescriptor::write(&mut view, fd, buffer, offset).await;
+                // What a short write wrote, not what it was given.
+                settle(&mut view, &budget, |written| *written, written)
             })
         },
     )?;
@@ -242,15 +235,10 @@ pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
                     return Ok((Err(ErrorCode::InsufficientSpace),));
                 }
                 let mut view = state.filesystem();
-                match HostDescriptor::open_at(&mut view, fd, path_flags, path, open_flags, flags)
-                    .await
-                {
-                    Ok(opened) => {
-                        budget.spend(cost as u64);
-                        Ok((Ok(opened),))
-                    }
-                    Err(error) => Ok((Err(view.convert_error_code(error)?),)),
-                }
+                let opened =
+                    HostDescriptor::open_at(&mut view, fd, path_flags, path, open_flags, flags)
+                        .await;
+                settle(&mut view, &budget, |_| cost as u64, opened)
             })
         },
     )?;
@@ -266,7 +254,7 @@ pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
                 }
                 let mut view = state.filesystem();
                 let made = HostDescriptor::create_directory_at(&mut view, fd, path).await;
-                unit_result(&mut view, &budget, cost, made)
+                settle(&mut view, &budget, |_| cost as u64, made)
             })
         },
     )?;
@@ -282,7 +270,7 @@ pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
                 }
                 let mut view = state.filesystem();
                 let made = HostDescriptor::symlink_at(&mut view, fd, target, path).await;
-                unit_result(&mut view, &budget, cost, made)
+                settle(&mut view, &budget, |_| cost as u64, made)
             })
         },
     )?;
@@ -307,7 +295,7 @@ pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
                 let made =
                     HostDescriptor::link_at(&mut view, fd, old_flags, old_path, new_fd, new_path)
                         .await;
-                unit_result(&mut view, &budget, cost, made)
+                settle(&mut view, &budget, |_| cost as u64, made)
             })
         },
     )?;
@@ -315,18 +303,20 @@ pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     Ok(())
 }
 
-/// The guest's view of a filesystem call that made an entry, charged when it
-/// succeeded.
-fn unit_result(
+/// The guest's view of a charged filesystem call: on success, `cost` of what
+/// it returned is taken from the budget (checked before, charged after, so a
+/// call that fails costs nothing; a call runs one guest at a time, so nothing
+/// spends in between).
+fn settle<T>(
     view: &mut wasmtime_wasi::filesystem::WasiFilesystemCtxView<'_>,
     budget: &WriteBudget,
-    cost: usize,
-    made: wasmtime_wasi::p2::FsResult<()>,
-) -> wasmtime::Result<(Result<(), ErrorCode>,)> {
-    match made {
-        Ok(()) => {
-            budget.spend(cost as u64);
-            Ok((Ok(()),))
+    cost: impl FnOnce(&T) -> u64,
+    done: wasmtime_wasi::p2::FsResult<T>,
+) -> wasmtime::Result<(Result<T, ErrorCode>,)> {
+    match done {
+        Ok(value) => {
+            budget.spend(cost(&value));
+            Ok((Ok(value),))
         }
         Err(error) => Ok((Err(view.convert_error_code(error)?),)),
     }

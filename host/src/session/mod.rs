@@ -49,6 +49,15 @@ pub trait SessionStore: Send + Sync + 'static {
     ) -> Result<(), SessionError>;
 }
 
+/// Refuses a value that would take a scope past `max` bytes, counting the
+/// `others` bytes its other keys hold (the same rule in every store).
+pub(crate) fn within_bytes(max: usize, others: usize, value: usize) -> Result<(), SessionError> {
+    if others.saturating_add(value) > max {
+        return Err(SessionError::TooManyBytes { max });
+    }
+    Ok(())
+}
+
 /// Session state in memory, lost when the process ends.
 #[derive(Debug)]
 pub struct InMemorySessionStore {
@@ -95,11 +104,7 @@ impl SessionStore for InMemorySessionStore {
             .filter(|(k, _)| k.as_str() != key)
             .map(|(_, v)| v.len())
             .sum();
-        if others + value.len() > self.max_bytes {
-            return Err(SessionError::TooManyBytes {
-                max: self.max_bytes,
-            });
-        }
+        within_bytes(self.max_bytes, others, value.len())?;
         entries.insert(key.to_string(), value);
         Ok(())
     }

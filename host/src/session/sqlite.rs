@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
-use super::{SessionError, SessionStore};
+use super::{SessionError, SessionStore, within_bytes};
 
 /// The schema this code writes. Bump it with a migration step in `migrate`
 /// whenever a table changes; older binaries then refuse the file instead of
@@ -254,15 +254,11 @@ impl SessionStore for SqliteSessionStore {
             )
             .and_then(|mut stmt| stmt.query_row(params![session_id, scope, key], |r| r.get(0)))
             .map_err(fail)?;
-        if usize::try_from(others)
-            .unwrap_or(usize::MAX)
-            .saturating_add(value.len())
-            > self.max_bytes
-        {
-            return Err(SessionError::TooManyBytes {
-                max: self.max_bytes,
-            });
-        }
+        within_bytes(
+            self.max_bytes,
+            usize::try_from(others).unwrap_or(usize::MAX),
+            value.len(),
+        )?;
         tx.prepare_cached(
             "INSERT INTO state (session_id, scope, key, value, updated_at)
              VALUES (?1, ?2, ?3, ?4, unixepoch())
