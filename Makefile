@@ -1,5 +1,8 @@
 # wasm-agent: set up, demo, test, bench.
 CARGO   ?= cargo
+# The host's crates (host/*), tested together so their dependencies build once.
+HOST_CRATES := wasm-agent-policy wasm-agent-session wasm-agent-session-sqlite wasm-agent-sandbox \
+	wasm-agent-agent wasm-agent-mcp wasm-agent wasm-agent-cli
 GUESTS  := calculator files json fetch weather fixture-tool echo-tool compat-tool hostile-tool
 WASM    := target/wasm32-wasip2/release
 BIN     := target/release/wasm-agent
@@ -22,7 +25,7 @@ wasm-target:
 	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
 
 host:
-	$(CARGO) build --release -p wasm-agent
+	$(CARGO) build --release -p wasm-agent-cli
 
 guests: wasm-target
 	$(CARGO) build --release --target wasm32-wasip2 $(addprefix -p ,$(GUESTS))
@@ -102,13 +105,13 @@ demo: setup
 	@echo; echo "== denied: raw TCP =="
 	@$(BIN) call $(WASM)/fixture_tool.wasm tcp_connect '{"addr": "127.0.0.1:9"}' || true
 
-## Run every test (unit and end-to-end) against release builds. The host is
-## tested on its own: a workspace-wide build unifies dependency features
-## differently (serde_json's preserve_order, ...) and would compile wasmtime
-## a second time.
+## Run every test (unit and end-to-end) against release builds. The host's
+## crates are tested on their own: a workspace-wide build unifies dependency
+## features differently (serde_json's preserve_order, ...) and would compile
+## wasmtime a second time.
 ## Then `wasm-agent serve` is driven by the official Python MCP SDK.
 test: wasm-target guests polyglot mcp-venv
-	$(CARGO) test --release -p wasm-agent
+	$(CARGO) test --release $(addprefix -p ,$(HOST_CRATES))
 	$(CARGO) test --release $(addprefix -p ,wasm-agent-guest $(GUESTS))
 	$(VENV)/bin/pytest -p no:cacheprovider -q guest-sdk/python
 	node --test guest-sdk/js/test/*.test.js
@@ -129,7 +132,7 @@ $(VENV)/.installed: tests/mcp/requirements.txt
 ## Benchmark warm calls, throughput, cold loads, and a Node.js subprocess per
 ## call; then the MCP server as the official Python SDK sees it over stdio.
 bench: setup mcp-venv
-	$(CARGO) bench -p wasm-agent --bench calls
+	$(CARGO) bench -p wasm-agent-cli --bench calls
 	$(VENV)/bin/python tests/mcp/bench_mcp.py
 
 ## `wasm-agent serve` (stdio, then HTTP) through SOAK_CALLS mixed calls

@@ -9,10 +9,7 @@ use wasm_agent::{LoadOptions, Policy, ToolHost};
 
 /// The workspace root.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("host/ has a parent")
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// A built guest component (`make setup` builds them all).

@@ -1,0 +1,237 @@
+//! The `[agent]` section of `wasm-agent.toml`: the model, loop settings and
+//! per-tool settings (`[agent.tools.<tool>]`).
+//!
+//! ```toml
+//! [agent]
+//! model = "openai:gpt-4o-mini"
+//! instructions = "Answer briefly."
+//! max_tool_roundtrips = 8
+//! router = { kind = "lexical", max_tools = 8 }
+//!
+//! [agent.tools.query_db]
+//! requires_approval = { pointer = "/table", in = ["users", "orders"] }
+//! cache_ttl = "5m"
+//! max_chars = 4000
+//! on_overflow = "summarize"
+//! ```
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+use wasm_agent_policy::{ConfigError, ConfigFile};
+
+use super::limit::OverflowStrategy;
+use super::tool::ToolSettings;
+use wasm_agent_sandbox::approval::{Approval, ApprovalRule};
+
+/// The `[agent]` section.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// `PROVIDER:MODEL`.
+    pub model: Option<String>,
+    /// The provider's base URL (OpenAI-compatible servers).
+    pub base_url: Option<String>,
+    /// System instructions.
+    pub instructions: Option<String>,
+    /// Roundtrips per run (default 10).
+    pub max_tool_roundtrips: Option<usize>,
+    /// Parallel batch size of tool calls (default 5).
+    pub parallel_tool_calls: Option<usize>,
+    /// Upper bound on tokens per answer.
+    pub max_tokens: Option<u32>,
+    /// `PROVIDER:MODEL` that summarizes oversized results.
+    pub summarizer: Option<String>,
+    /// Narrow the tools offered per run.
+    pub router: Option<RouterConfig>,
+    /// Per-tool settings, by public tool name.
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolConfig>,
+}
+
+impl AgentConfig {
+    /// The `[agent]` section of a config file (defaults when it has none).
+    pub fn from_file(file: &ConfigFile) -> Result<Self, ConfigError> {
+        file.section("agent")
+    }
+}
+
+/// `router = { kind = "lexical" | "model", model = "...", max_tools, min_tools }`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouterConfig {
+    /// Which router.
+    pub kind: RouterKind,
+    /// For `kind = "model"`: `PROVIDER:MODEL` (default: the agent's model).
+    pub model: Option<String>,
+    /// Offer at most this many tools (default 8).
+    #[serde(default = "default_max_tools")]
+    pub max_tools: usize,
+    /// Fewer picks fall back to every tool (default 1).
+    #[serde(default = "default_min_tools")]
+    pub min_tools: usize,
+}
+
+fn default_max_tools() -> usize {
+    8
+}
+
+fn default_min_tools() -> usize {
+    1
+}
+
+/// The router kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RouterKind {
+    /// BM25 over names and descriptions, offline.
+    Lexical,
+    /// A model picks.
+    Model,
+}
+
+/// `[agent.tools.<tool>]`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolConfig {
+    /// Cache results this long, e.g. `"5m"`.
+    #[serde(default, with = "wasm_agent_policy::duration_text::option")]
+    pub cache_ttl: Option<Duration>,
+    /// `"always"`, `"never"`, a rule or a list of rules.
+    pub requires_approval: Option<ApprovalConfig>,
+    /// Shorten results longer than this many characters.
+    pub max_chars: Option<usize>,
+    /// `"truncate"` (default) or `"summarize"`.
+    pub on_overflow: Option<OverflowStrategy>,
+    /// OpenAI strict mode.
+    pub strict: Option<bool>,
+}
+
+/// How `requires_approval` may be written.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "\"always\", \"never\", { pointer = \"/key\", in = [...] } or a list of such rules"
+)]
+pub enum ApprovalConfig {
+    /// `"always"` or `"never"`.
+    Keyword(ApprovalKeyword),
+    /// One rule.
+    Rule(ApprovalRule),
+    /// Any of several rules.
+    Rules(Vec<ApprovalRule>),
+}
+
+/// `"always"` or `"never"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalKeyword {
+    /// Ask every time.
+    Always,
+    /// Never ask.
+    Never,
+}
+
+impl ToolConfig {
+    /// These settings laid over `base`.
+    pub fn apply_to(&self, mut base: ToolSettings) -> ToolSettings {
+        if let Some(ttl) = self.cache_ttl {
+            base.cache_ttl = Some(ttl);
+        }
+        if let Some(approval) = &self.requires_approval {
+            base.requires_approval = match approval {
+                ApprovalConfig::Keyword(ApprovalKeyword::Always) => Approval::Always,
+                ApprovalConfig::Keyword(ApprovalKeyword::Never) => Approval::Never,
+                ApprovalConfig::Rule(rule) => Approval::rules(vec![rule.clone()]),
+                ApprovalConfig::Rules(rules) => Approval::rules(rules.clone()),
+            };
+        }
+        if let Some(max_chars) = self.max_chars {
+            base.max_chars = Some(max_chars);
+        }
+        if let Some(overflow) = self.on_overflow {
+            base.overflow = overflow;
+        }
+        if let Some(strict) = self.strict {
+            base.strict = strict;
+        }
+        base
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn parses_every_key() {
+        let config: AgentConfig = toml::from_str(
+            r#"
+            model = "openai:gpt-4o-mini"
+            max_tool_roundtrips = 3
+            router = { kind = "lexical", max_tools = 4 }
+            [tools.query]
+            cache_ttl = "5m"
+            requires_approval = { pointer = "/table", in = ["users"] }
+            max_chars = 100
+            on_overflow = "summarize"
+            strict = true
+            [tools.drop]
+            requires_approval = "always"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.router.as_ref().unwrap().min_tools, 1);
+        let query = config.tools["query"].apply_to(ToolSettings::default());
+        assert_eq!(query.cache_ttl, Some(Duration::from_secs(300)));
+        assert!(
+            query
+                .requires_approval
+                .required_for(&json!({"table": "users"}))
+        );
+        assert!(
+            !query
+                .requires_approval
+                .required_for(&json!({"table": "logs"}))
+        );
+        assert_eq!(query.overflow, OverflowStrategy::Summarize);
+        assert!(query.strict);
+        let drop = config.tools["drop"].apply_to(ToolSettings::default());
+        assert!(drop.requires_approval.required_for(&json!({})));
+    }
+
+    fn parse_file(text: &str) -> Result<ConfigFile, ConfigError> {
+        let dir = std::env::temp_dir().join("wasm-agent-agent-config-test");
+        std::fs::create_dir_all(&dir).unwrap();
+        ConfigFile::parse(text, &dir.join("wasm-agent.toml"))
+    }
+
+    #[test]
+    fn errors_name_key_and_line() {
+        let err =
+            parse_file("[agent]\nmodel = \"openai:m\"\n\n[agent.tools.q]\ncache_ttl = \"later\"\n")
+                .and_then(|file| AgentConfig::from_file(&file))
+                .unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("agent.tools.q.cache_ttl"), "{err}");
+        assert_eq!(err.line, Some(5), "{err}");
+        let err = parse_file("[agent]\nmax_roundtrips = 3\n")
+            .and_then(|file| AgentConfig::from_file(&file))
+            .unwrap_err();
+        assert_eq!(err.line, Some(2), "{err}");
+        assert!(err.to_string().contains("max_tool_roundtrips"), "{err}");
+        let config =
+            AgentConfig::from_file(&parse_file("[agent]\nmodel = \"anthropic:claude\"\n").unwrap())
+                .unwrap();
+        assert_eq!(config.model.as_deref(), Some("anthropic:claude"));
+    }
+
+    #[test]
+    fn bad_approval_says_what_is_allowed() {
+        let error = toml::from_str::<AgentConfig>("[tools.x]\nrequires_approval = \"sometimes\"")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("\"always\", \"never\""), "{error}");
+    }
+}

@@ -1,0 +1,214 @@
+//! [`AgentTool`]: a tool an agent can call, either sandboxed (a component in a
+//! [`ToolHost`]) or a trusted Rust closure, with its per-tool settings.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::AgentError;
+use super::context::ToolContext;
+use super::limit::OverflowStrategy;
+use crate::provider::ToolDefinition;
+use wasm_agent_sandbox::approval::Approval;
+use wasm_agent_sandbox::host::ToolHost;
+use wasm_agent_sandbox::registry::{Annotations, ToolInfo};
+use wasm_agent_sandbox::result::Artifact;
+
+/// What a host tool returns on success.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ToolOutput {
+    /// The text the model sees.
+    pub content: String,
+    /// Structured data for the application.
+    pub artifacts: Vec<Artifact>,
+}
+
+impl From<String> for ToolOutput {
+    fn from(content: String) -> Self {
+        Self {
+            content,
+            artifacts: Vec::new(),
+        }
+    }
+}
+
+impl From<&str> for ToolOutput {
+    fn from(content: &str) -> Self {
+        content.to_string().into()
+    }
+}
+
+type HostFuture = Pin<Box<dyn Future<Output = Result<ToolOutput, String>> + Send>>;
+type HostFn = Arc<dyn Fn(Value, ToolContext) -> HostFuture + Send + Sync>;
+
+/// How a tool runs.
+#[derive(Clone)]
+pub(crate) enum Runner {
+    /// A component's tool, called through its host (isolated, policy-bound).
+    Sandboxed(ToolHost),
+    /// A trusted closure in this process; arguments checked by the agent.
+    Host(HostFn, Arc<jsonschema::Validator>),
+}
+
+/// Per-tool behaviour of the agent loop.
+#[derive(Clone, Default)]
+pub struct ToolSettings {
+    /// Cache successful results this long (per tenant); `None` disables.
+    pub cache_ttl: Option<Duration>,
+    /// Whether a call needs approval first.
+    pub requires_approval: Approval,
+    /// Results longer than this many characters are shortened for the model.
+    pub max_chars: Option<usize>,
+    /// How to shorten an oversized result.
+    pub overflow: OverflowStrategy,
+    /// Send the schema in OpenAI strict mode.
+    pub strict: bool,
+}
+
+/// A tool an agent can call.
+#[derive(Clone)]
+pub struct AgentTool {
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) parameters: Value,
+    pub(crate) annotations: Annotations,
+    pub(crate) runner: Runner,
+    /// The tool's settings.
+    pub settings: ToolSettings,
+}
+
+impl AgentTool {
+    /// A sandboxed tool from `host`, as listed by [`ToolHost::tools`].
+    pub fn sandboxed(host: &ToolHost, info: ToolInfo) -> Self {
+        Self {
+            name: info.name,
+            description: info.description,
+            parameters: info.parameters,
+            annotations: info.annotations,
+            runner: Runner::Sandboxed(host.clone()),
+            settings: ToolSettings::default(),
+        }
+    }
+
+    /// Every tool of `host`, sandboxed.
+    pub fn all_from(host: &ToolHost) -> Vec<Self> {
+        host.tools()
+            .into_iter()
+            .map(|info| Self::sandboxed(host, info))
+            .collect()
+    }
+
+    /// A trusted tool run in this process: `run` receives the validated
+    /// arguments and the run context; an `Err` is shown to the model.
+    pub fn host<F, Fut, O>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        parameters: Value,
+        run: F,
+    ) -> Result<Self, AgentError>
+    where
+        F: Fn(Value, ToolContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, String>> + Send + 'static,
+        O: Into<ToolOutput>,
+    {
+        let name = name.into();
+        if !wasm_agent_sandbox::registry::valid_name(&name) {
+            return Err(AgentError::BadTool(format!(
+                "tool name {name:?} is invalid: use 1-64 characters of [a-zA-Z0-9_-]"
+            )));
+        }
+        let validator = wasm_agent_sandbox::registry::compile_schema(&parameters).map_err(|e| {
+            AgentError::BadTool(format!("tool {name:?} has an unusable schema: {e}"))
+        })?;
+        let run = Arc::new(run);
+        let runner: HostFn = Arc::new(move |arguments, context| {
+            let future = run(arguments, context);
+            Box::pin(async move { future.await.map(Into::into) })
+        });
+        Ok(Self {
+            name,
+            description: description.into(),
+            parameters,
+            annotations: Annotations::default(),
+            runner: Runner::Host(runner, Arc::new(validator)),
+            settings: ToolSettings::default(),
+        })
+    }
+
+    /// The tool's public name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What the tool does.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// JSON Schema of its arguments.
+    pub fn parameters(&self) -> &Value {
+        &self.parameters
+    }
+
+    /// Behaviour hints.
+    pub fn annotations(&self) -> Annotations {
+        self.annotations
+    }
+
+    /// Whether it runs in the sandbox.
+    pub fn is_sandboxed(&self) -> bool {
+        matches!(self.runner, Runner::Sandboxed(_))
+    }
+
+    /// Caches successful results for `ttl`.
+    pub fn cache_ttl(mut self, ttl: Duration) -> Self {
+        self.settings.cache_ttl = Some(ttl);
+        self
+    }
+
+    /// Requires approval before calls.
+    pub fn requires_approval(mut self, approval: Approval) -> Self {
+        self.settings.requires_approval = approval;
+        self
+    }
+
+    /// Shortens results over `max_chars` characters with `overflow`.
+    pub fn max_chars(mut self, max_chars: usize, overflow: OverflowStrategy) -> Self {
+        self.settings.max_chars = Some(max_chars);
+        self.settings.overflow = overflow;
+        self
+    }
+
+    /// Sends the schema in OpenAI strict mode.
+    pub fn strict(mut self, strict: bool) -> Self {
+        self.settings.strict = strict;
+        self
+    }
+
+    /// Replaces all settings.
+    pub fn with_settings(mut self, settings: ToolSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    pub(crate) fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            parameters: self.parameters.clone(),
+            strict: self.settings.strict,
+        }
+    }
+}
+
+impl std::fmt::Debug for AgentTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentTool")
+            .field("name", &self.name)
+            .field("sandboxed", &self.is_sandboxed())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,203 @@
+//! `make bench`: warm isolated calls, throughput, cold loads, and the same
+//! trivial tool as a Node.js subprocess per call (the subprocess sandbox).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use wasm_agent::sandbox::CacheOutcome;
+use wasm_agent::{CallContext, Policy, ToolHost};
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const WARM_CALLS: usize = 20_000;
+const SUBPROCESS_CALLS: usize = 30;
+const POLYGLOT_CALLS: usize = 400;
+
+/// A component `make setup` built into `target/FOLDER`.
+fn built(folder: &str, name: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target")
+        .join(folder)
+        .join(format!("{name}.wasm"));
+    assert!(
+        path.is_file(),
+        "{} is missing: run `make setup`",
+        path.display()
+    );
+    path
+}
+
+/// A Rust guest.
+fn component(name: &str) -> PathBuf {
+    built("wasm32-wasip2/release", name)
+}
+
+/// The Python and JavaScript fixtures.
+fn polyglot(name: &str) -> PathBuf {
+    built("polyglot", name)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn micros(d: Duration) -> String {
+    format!("{:.1} µs", d.as_secs_f64() * 1e6)
+}
+
+fn millis(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+/// Sorted latencies of `calls` calls of `echo`, after `calls / 20` to warm up.
+async fn warm_latency(host: &ToolHost, calls: usize) -> Vec<Duration> {
+    let context = CallContext::new();
+    for _ in 0..calls / 20 {
+        host.call("echo", r#"{"text":"hi"}"#, &context).await;
+    }
+    let mut samples = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let started = Instant::now();
+        let result = host.call("echo", r#"{"text":"hi"}"#, &context).await;
+        samples.push(started.elapsed());
+        assert_eq!(result.content, "hi", "{result:?}");
+    }
+    samples.sort();
+    samples
+}
+
+async fn throughput(host: &ToolHost, tasks: usize, calls_per_task: usize) -> f64 {
+    let started = Instant::now();
+    let handles: Vec<_> = (0..tasks)
+        .map(|_| {
+            let host = host.clone();
+            tokio::spawn(async move {
+                let context = CallContext::new();
+                for _ in 0..calls_per_task {
+                    let result = host.call("echo", r#"{"text":"hi"}"#, &context).await;
+                    assert!(result.is_ok(), "{result:?}");
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.await.expect("task");
+    }
+    (tasks * calls_per_task) as f64 / started.elapsed().as_secs_f64()
+}
+
+async fn cold_load(path: &Path, cache: &Path) -> (Duration, CacheOutcome) {
+    let host = ToolHost::builder().cache_dir(cache).build().expect("host");
+    let started = Instant::now();
+    let report = host.load(path, Policy::default()).await.expect("load");
+    (started.elapsed(), report.cache)
+}
+
+fn node_subprocess() -> Option<Vec<Duration>> {
+    let script = "process.stdout.write(JSON.parse(process.argv[1]).text)";
+    let mut samples = Vec::new();
+    for _ in 0..SUBPROCESS_CALLS {
+        let started = Instant::now();
+        let output = Command::new("node")
+            .args(["-e", script, r#"{"text":"hi"}"#])
+            .output()
+            .ok()?;
+        samples.push(started.elapsed());
+        assert_eq!(output.stdout, b"hi");
+    }
+    samples.sort();
+    Some(samples)
+}
+
+#[tokio::main]
+async fn main() {
+    let echo = component("echo_tool");
+    let cache = tempfile::tempdir().expect("temp dir");
+    let host = ToolHost::builder()
+        .cache_dir(cache.path())
+        .build()
+        .expect("host");
+    host.load(&*echo, Policy::default()).await.expect("load");
+
+    println!(
+        "wasm-agent benchmark ({} cores, allocator: {:?})",
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        host.allocator()
+    );
+    println!();
+    // Measured on a runtime worker, like every call an embedder makes.
+    let warm = tokio::spawn({
+        let host = host.clone();
+        async move { warm_latency(&host, WARM_CALLS).await }
+    })
+    .await
+    .expect("latency task");
+    let p50 = percentile(&warm, 0.50);
+    println!("| measurement | result |");
+    println!("|---|---|");
+    println!(
+        "| warm isolated call p50 (fresh store + instantiate + validated call of `echo`) | {} |",
+        micros(p50)
+    );
+    println!(
+        "| warm isolated call p99 | {} |",
+        micros(percentile(&warm, 0.99))
+    );
+    for tasks in [1, 2, 16, 64] {
+        let rate = throughput(&host, tasks, 40_000 / tasks).await;
+        println!("| calls/s with {tasks} parallel tasks | {rate:.0} |");
+    }
+    for name in ["echo_tool", "calculator", "files"] {
+        let path = component(name);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (compile, first) = cold_load(&path, dir.path()).await;
+        let (cached, second) = cold_load(&path, dir.path()).await;
+        assert_eq!((first, second), (CacheOutcome::Compiled, CacheOutcome::Hit));
+        let size = std::fs::metadata(&path).map_or(0, |m| m.len()) / 1024;
+        println!(
+            "| cold load of {name} ({size} KiB): compile | {} |",
+            millis(compile)
+        );
+        println!("| cold load of {name}: from cache | {} |", millis(cached));
+    }
+    for (language, name) in [("Python", "fixture-py"), ("JavaScript", "fixture-js")] {
+        let path = polyglot(name);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (compile, first) = cold_load(&path, dir.path()).await;
+        let (cached, second) = cold_load(&path, dir.path()).await;
+        assert_eq!((first, second), (CacheOutcome::Compiled, CacheOutcome::Hit));
+        let size = std::fs::metadata(&path).map_or(0, |m| m.len()) / (1024 * 1024);
+        println!(
+            "| {language} tool ({name}, {size} MiB): compile | {} |",
+            millis(compile)
+        );
+        println!("| {language} tool: load from cache | {} |", millis(cached));
+        let host = ToolHost::builder()
+            .cache_dir(dir.path())
+            .build()
+            .expect("host");
+        host.load(&*path, Policy::default()).await.expect("load");
+        let warm = warm_latency(&host, POLYGLOT_CALLS).await;
+        println!(
+            "| {language} tool: warm call p50 / p99 of `echo` | {} / {} |",
+            millis(percentile(&warm, 0.50)),
+            millis(percentile(&warm, 0.99))
+        );
+    }
+    match node_subprocess() {
+        Some(node) => {
+            let node_p50 = percentile(&node, 0.50);
+            println!(
+                "| same tool as a Node.js subprocess per call, p50 | {} |",
+                millis(node_p50)
+            );
+            println!(
+                "| ratio (subprocess p50 / isolated call p50) | {:.0}x |",
+                node_p50.as_secs_f64() / p50.as_secs_f64()
+            );
+        }
+        None => println!("| Node.js subprocess | node not found |"),
+    }
+}

@@ -1,0 +1,410 @@
+//! Command-line arguments. Policy flags mirror the policy keys one to one.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use super::new::Lang;
+use wasm_agent::agent::config::AgentConfig;
+use wasm_agent::policy::{ByteSize, ConfigError, ConfigFile, DirGrant, NetworkGrant, PolicyLayer};
+
+/// Run LLM-agent tools as WebAssembly components under an enforced policy.
+#[derive(Debug, Parser)]
+#[command(name = "wasm-agent", version, about, max_term_width = 100)]
+pub struct Cli {
+    /// More log output on stderr (-v: info, -vv: debug); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the tools of components (files, folders of .wasm files, or config aliases).
+    Tools {
+        /// Component files, folders or aliases from the config; none = every configured tool.
+        targets: Vec<String>,
+        /// Print the full specs as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        host: HostFlags,
+    },
+    /// Call one tool once.
+    Call {
+        /// The component file or config alias.
+        component: String,
+        /// The tool's name.
+        tool: String,
+        /// Arguments as JSON text, or `-` to read them from stdin (default `{}`).
+        arguments: Option<String>,
+        /// Print exactly one JSON object: tool, content, artifacts, error, duration_ms.
+        #[arg(long)]
+        json: bool,
+        /// Session id (tools keep state per session).
+        #[arg(long, default_value = "default")]
+        session: String,
+        /// User id given to the tool.
+        #[arg(long)]
+        user: Option<String>,
+        /// Tenant id given to the tool.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Metadata given to the tool (a JSON object).
+        #[arg(long, value_name = "JSON")]
+        metadata: Option<String>,
+        #[command(flatten)]
+        host: HostFlags,
+    },
+    /// Run an agent: a model calls the tools until it answers. Without PROMPT,
+    /// chat line by line.
+    Run(Box<RunArgs>),
+    /// Serve the tools to MCP clients over stdio or streamable HTTP (at /mcp).
+    Serve(Box<ServeArgs>),
+    /// Create a tool project (a working example tool, its build, a README).
+    New {
+        /// The project's name (letters, digits, '-' and '_').
+        name: String,
+        /// The language to write the tool in.
+        #[arg(long, value_enum)]
+        lang: Lang,
+        /// Create it here instead of ./NAME.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Rust: the guest-sdk folder of a wasm-agent checkout (default: the
+        /// one this binary was built from).
+        #[arg(long, value_name = "DIR")]
+        sdk: Option<PathBuf>,
+    },
+}
+
+/// `wasm-agent serve`.
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("transport").required(true))]
+pub struct ServeArgs {
+    /// Talk MCP over stdin/stdout (for clients that start the server).
+    #[arg(long, group = "transport")]
+    pub stdio: bool,
+    /// Serve streamable HTTP on ADDR (default 127.0.0.1:8787); port 0 picks one.
+    #[arg(
+        long,
+        group = "transport",
+        value_name = "ADDR",
+        num_args = 0..=1,
+        default_missing_value = "127.0.0.1:8787"
+    )]
+    pub http: Option<SocketAddr>,
+    /// Component files or folders of .wasm files (default: every configured tool).
+    #[arg(long = "tools", value_name = "COMPONENT|DIR", num_args = 1..)]
+    pub tools: Vec<String>,
+    /// Reload components added to, changed in or removed from the tools
+    /// folders (and named files), and tell clients the tool list changed.
+    #[arg(long)]
+    pub watch: bool,
+    /// Allow calls that need approval for TOOL (or all); refused otherwise.
+    #[arg(long, value_name = "TOOL|all")]
+    pub approve: Vec<String>,
+    /// HTTP: require `Authorization: Bearer TOKEN`.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "WASM_AGENT_MCP_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+    /// HTTP: also accept this browser Origin (e.g. https://app.example.com:443).
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub origins: Vec<String>,
+    /// HTTP: also accept requests for this Host name (loopback names always are).
+    #[arg(long = "allow-host-header", value_name = "NAME")]
+    pub host_headers: Vec<String>,
+    /// HTTP: largest request body.
+    #[arg(long, value_name = "SIZE", default_value = "4MiB")]
+    pub max_body: ByteSize,
+    #[command(flatten)]
+    pub host: HostFlags,
+}
+
+/// `wasm-agent run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// What to ask; without it, read prompts line by line (a chat).
+    pub prompt: Option<String>,
+    /// PROVIDER:MODEL: openai:, anthropic:, gemini:, ollama: or openai-compatible:
+    /// (default: [agent] model in the config).
+    #[arg(long, short, value_name = "PROVIDER:MODEL", env = "WASM_AGENT_MODEL")]
+    pub model: Option<String>,
+    /// The provider's base URL (needed for openai-compatible:).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Component files, folders or config aliases (default: every configured tool).
+    #[arg(long = "tools", value_name = "COMPONENT|DIR")]
+    pub tools: Vec<String>,
+    /// System instructions (default: [agent] instructions).
+    #[arg(long, value_name = "TEXT")]
+    pub instructions: Option<String>,
+    /// Session id: tools' state and, when given, the conversation persist
+    /// across runs.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// User id given to tools.
+    #[arg(long)]
+    pub user: Option<String>,
+    /// Tenant id given to tools (cached results are kept per tenant).
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// Approve calls of TOOL without asking (repeatable; `all` approves every tool).
+    #[arg(long, value_name = "TOOL|all")]
+    pub approve: Vec<String>,
+    /// Model turns with tool calls per prompt (default 10).
+    #[arg(long, value_name = "N")]
+    pub max_roundtrips: Option<usize>,
+    /// Tool calls of one turn run in parallel batches of N (default 5).
+    #[arg(long, value_name = "N")]
+    pub parallel: Option<usize>,
+    /// Print the whole run (text, tool calls, usage) as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub host: HostFlags,
+}
+
+/// Flags shared by every command that loads components.
+#[derive(Debug, Args)]
+pub struct HostFlags {
+    /// Config file with [defaults] and [tools.<alias>] sections.
+    #[arg(long, value_name = "FILE", env = "WASM_AGENT_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Where compiled components are cached (default ~/.cache/wasm-agent).
+    #[arg(long, value_name = "DIR", env = "WASM_AGENT_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Compile every component afresh; write no cache.
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Where session state is kept (default ~/.local/share/wasm-agent).
+    #[arg(long, value_name = "DIR", env = "WASM_AGENT_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Sandboxed calls that may run at once; more wait their turn.
+    #[arg(long, value_name = "N")]
+    pub max_concurrency: Option<u32>,
+    #[command(flatten)]
+    pub policy: PolicyFlags,
+}
+
+impl HostFlags {
+    /// The config file named by `--config`, parsed and checked (its
+    /// `[agent]` section too, whatever the command).
+    pub fn load_config(&self) -> Result<Option<ConfigFile>, ConfigError> {
+        let Some(path) = self.config.as_deref() else {
+            return Ok(None);
+        };
+        let file = ConfigFile::load(path)?;
+        AgentConfig::from_file(&file)?;
+        Ok(Some(file))
+    }
+}
+
+/// Policy keys as flags; each overrides the config (lists and maps extend it).
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Policy")]
+pub struct PolicyFlags {
+    /// Wall-clock limit per call, e.g. 500ms, 5s (default 10s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Instruction budget per call (default unlimited).
+    #[arg(long, value_name = "N")]
+    pub fuel: Option<u64>,
+    /// Memory limit per call, e.g. 32MiB (default 64MiB).
+    #[arg(long, value_name = "SIZE")]
+    pub memory: Option<ByteSize>,
+    /// Grant a host directory: HOST[:GUEST][:ro|:rw] (default guest = absolute host path, ro).
+    #[arg(long = "allow-dir", value_name = "HOST[:GUEST][:ro|:rw]")]
+    pub dirs: Vec<DirGrant>,
+    /// Set an environment variable of the tool (nothing is inherited).
+    #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_pair)]
+    pub env: Vec<(String, String)>,
+    /// Set a dependency value served by host.dependency(NAME).
+    #[arg(long = "dependency", value_name = "NAME=VALUE", value_parser = parse_pair)]
+    pub dependencies: Vec<(String, String)>,
+    /// Largest result (content + artifacts), e.g. 1MiB (default 1MiB).
+    #[arg(long, value_name = "SIZE")]
+    pub max_output: Option<ByteSize>,
+    /// Grant network access: scheme://host[:port], e.g. https://api.example.com,
+    /// https://*.example.com, http://127.0.0.1:8080, tcp://10.0.0.0/8:5432 (repeatable).
+    #[arg(long = "allow-host", value_name = "PATTERN")]
+    pub network: Vec<NetworkGrant>,
+    /// Largest HTTP response body a tool may receive, e.g. 10MiB (default 10MiB).
+    #[arg(long, value_name = "SIZE")]
+    pub max_response: Option<ByteSize>,
+    /// Most HTTP requests one call may make (default 50).
+    #[arg(long, value_name = "N")]
+    pub max_requests: Option<u32>,
+    /// Add a header to requests for matching hosts, e.g.
+    /// 'api.example.com:Authorization=Bearer ${TOKEN}' (${VAR} reads the host
+    /// environment; the tool never sees the value).
+    #[arg(long = "http-header", value_name = "HOST:NAME=VALUE", value_parser = parse_header)]
+    pub http_headers: Vec<(String, String, String)>,
+    /// Let the tool hand sub-tasks to the agent NAME with host.delegate
+    /// (repeatable; `*` for any agent). Used by `run`.
+    #[arg(long = "allow-delegate", value_name = "NAME")]
+    pub delegate: Vec<String>,
+    /// Largest arguments text a call accepts, e.g. 256KiB (default 1MiB).
+    #[arg(long, value_name = "SIZE")]
+    pub max_arguments: Option<ByteSize>,
+    /// Most artifacts one result may carry (default 64).
+    #[arg(long, value_name = "N")]
+    pub max_artifacts: Option<u32>,
+    /// Most host resources (files, sockets, streams, HTTP fields) one call may
+    /// hold at once (default 256).
+    #[arg(long, value_name = "N")]
+    pub max_resources: Option<u32>,
+    /// Most tools one component may list (default 128).
+    #[arg(long, value_name = "N")]
+    pub max_tools: Option<u32>,
+    /// Longest tool description a component may list (default 16KiB).
+    #[arg(long, value_name = "SIZE")]
+    pub max_description: Option<ByteSize>,
+    /// Largest parameters schema a component may list per tool (default 64KiB).
+    #[arg(long, value_name = "SIZE")]
+    pub max_schema: Option<ByteSize>,
+    /// Bytes one call may write into its read-write folders, e.g. 1GiB
+    /// (default 64MiB).
+    #[arg(long, value_name = "SIZE")]
+    pub max_write: Option<ByteSize>,
+}
+
+impl PolicyFlags {
+    /// The flags as a policy layer over the config.
+    pub fn layer(&self) -> PolicyLayer {
+        PolicyLayer {
+            timeout: self.timeout,
+            fuel: self.fuel,
+            memory: self.memory,
+            dirs: self.dirs.clone(),
+            env: self.env.iter().cloned().collect::<BTreeMap<_, _>>(),
+            dependencies: self.dependencies.iter().cloned().collect(),
+            max_output: self.max_output,
+            network: self.network.clone(),
+            max_response: self.max_response,
+            max_requests: self.max_requests,
+            delegate: self.delegate.clone(),
+            max_arguments: self.max_arguments,
+            max_artifacts: self.max_artifacts,
+            max_resources: self.max_resources,
+            max_tools: self.max_tools,
+            max_description: self.max_description,
+            max_schema: self.max_schema,
+            max_write: self.max_write,
+            http_headers: self.http_headers.iter().fold(
+                BTreeMap::<String, BTreeMap<String, String>>::new(),
+                |mut all, (pattern, name, value)| {
+                    all.entry(pattern.clone())
+                        .or_default()
+                        .insert(name.clone(), value.clone());
+                    all
+                },
+            ),
+        }
+    }
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text.trim())
+        .map_err(|e| format!("{e}: expected a duration such as 500ms, 5s or 2m"))
+}
+
+fn parse_header(text: &str) -> Result<(String, String, String), String> {
+    let (pattern, header) = text
+        .split_once(':')
+        .ok_or_else(|| format!("expected HOST:NAME=VALUE, got {text:?}"))?;
+    let (name, value) = parse_pair(header)?;
+    Ok((pattern.to_string(), name, value))
+}
+
+fn parse_pair(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
+        _ => Err(format!("expected KEY=VALUE, got {text:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    /// Every policy key has a flag: the layer built from flags covers them all.
+    #[test]
+    fn every_policy_key_has_a_flag() {
+        let cli = Cli::try_parse_from([
+            "wasm-agent",
+            "call",
+            "c.wasm",
+            "t",
+            "--timeout",
+            "1s",
+            "--fuel",
+            "5",
+            "--memory",
+            "2MiB",
+            "--allow-dir",
+            "/tmp",
+            "--env",
+            "A=1",
+            "--dependency",
+            "B=2",
+            "--max-output",
+            "1KiB",
+            "--allow-host",
+            "https://example.com",
+            "--max-response",
+            "1MiB",
+            "--max-requests",
+            "3",
+            "--http-header",
+            "a.com:X=1",
+            "--allow-delegate",
+            "researcher",
+            "--max-arguments",
+            "1KiB",
+            "--max-artifacts",
+            "2",
+            "--max-resources",
+            "32",
+            "--max-tools",
+            "4",
+            "--max-description",
+            "1KiB",
+            "--max-schema",
+            "4KiB",
+            "--max-write",
+            "1MiB",
+        ])
+        .unwrap();
+        let Command::Call { host, .. } = cli.command else {
+            panic!("not a call")
+        };
+        let layer = serde_json::to_value(host.policy.layer()).unwrap();
+        let policy = serde_json::to_value(wasm_agent::Policy::default()).unwrap();
+        let flag_keys: Vec<_> = layer.as_object().unwrap().keys().cloned().collect();
+        let missing: Vec<_> = policy
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| !flag_keys.contains(k))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "policy keys without a flag: {missing:?}"
+        );
+    }
+}

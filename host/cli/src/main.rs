@@ -1,0 +1,317 @@
+//! The `wasm-agent` command line.
+
+mod args;
+mod new;
+mod output;
+mod run;
+mod serve;
+mod watch;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use wasm_agent::policy::{ConfigFile, Policy};
+use wasm_agent::{CallContext, InMemorySessionStore, LoadOptions, SessionStore, ToolHost};
+
+use args::{Cli, Command, HostFlags};
+
+/// Exit code when the call returned an error.
+const EXIT_CALL_FAILED: u8 = 1;
+/// Exit code for usage, config and load errors.
+const EXIT_USAGE: u8 = 2;
+
+/// Instantiating a component per call allocates many small objects; mimalloc
+/// handles that pattern markedly faster than the system allocator.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Parses arguments, runs the command and maps every outcome to an exit code.
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    // Calls reserve descriptors from the soft limit: make it as large as allowed.
+    if let Err(e) = wasm_agent::sandbox::raise_open_file_limit() {
+        tracing::warn!("cannot raise the open-file limit: {e}");
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let code = match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            // Errors may quote a component's own text: escape it.
+            eprintln!("error: {}", wasm_agent::text::one_line(&format!("{e:#}")));
+            ExitCode::from(EXIT_USAGE)
+        }
+    };
+    // A read of stdin blocked in a worker thread (serve --stdio) must not
+    // keep the process alive once the command is done.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    code
+}
+
+fn init_logging(verbose: u8) {
+    // rmcp warns about every client mistake it answers (unknown tools, ...);
+    // those are the client's to see, not the operator's.
+    let default = match verbose {
+        0 => "warn,rmcp=error",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .init();
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Tools {
+            targets,
+            json,
+            host,
+        } => {
+            let tool_host = load_targets(&targets, &host).await?;
+            let tools = tool_host.tools();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&tools)?);
+            } else {
+                print!("{}", output::tools_table(&tools));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Call {
+            component,
+            tool,
+            arguments,
+            json,
+            session,
+            user,
+            tenant,
+            metadata,
+            host,
+        } => {
+            let arguments = read_arguments(arguments)?;
+            let mut context = CallContext::new().session(session);
+            context.user_id = user;
+            context.tenant_id = tenant;
+            if let Some(metadata) = metadata {
+                context.metadata =
+                    serde_json::from_str(&metadata).context("--metadata must be a JSON object")?;
+            }
+            let config = host.load_config()?;
+            let store = Arc::new(run::open_store(host.data_dir.clone())?);
+            let tool_host = load_targets_with(
+                std::slice::from_ref(&component),
+                &host,
+                config.as_ref(),
+                store,
+            )
+            .await?;
+            // Ctrl-C stops the sandboxed call cleanly instead of killing the host.
+            let cancellation = context.cancellation.clone();
+            tokio::spawn(async move {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    cancellation.cancel();
+                }
+            });
+            let result = tool_host.call(&tool, &arguments, &context).await;
+            output::print_call(&result, json)?;
+            Ok(if result.is_ok() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_CALL_FAILED)
+            })
+        }
+        Command::Run(args) => run::run(*args).await,
+        Command::Serve(args) => serve::serve(*args).await,
+        Command::New {
+            name,
+            lang,
+            dir,
+            sdk,
+        } => new::new_project(&name, lang, dir, sdk),
+    }
+}
+
+fn read_arguments(arguments: Option<String>) -> anyhow::Result<String> {
+    match arguments.as_deref() {
+        None => Ok("{}".into()),
+        Some("-") => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .context("cannot read the arguments from stdin")?;
+            Ok(text)
+        }
+        Some(text) => Ok(text.to_string()),
+    }
+}
+
+/// A component to load, with its name, prefix and policy.
+struct Target {
+    name: String,
+    /// The config alias, which its session state is kept under; components
+    /// named by path alone keep state under their content digest.
+    alias: Option<String>,
+    path: PathBuf,
+    prefix: Option<String>,
+    policy: Policy,
+}
+
+async fn load_targets(targets: &[String], flags: &HostFlags) -> anyhow::Result<ToolHost> {
+    let config = flags.load_config()?;
+    load_targets_with(
+        targets,
+        flags,
+        config.as_ref(),
+        Arc::new(InMemorySessionStore::default()),
+    )
+    .await
+}
+
+/// Loads components into a new host whose tools keep state in `sessions`.
+async fn load_targets_with(
+    targets: &[String],
+    flags: &HostFlags,
+    config: Option<&ConfigFile>,
+    sessions: Arc<dyn SessionStore>,
+) -> anyhow::Result<ToolHost> {
+    load_folders(targets, flags, config, sessions, false).await
+}
+
+/// [`load_targets_with`], where `may_be_empty` lets folders hold no
+/// components yet (they are watched for some).
+async fn load_folders(
+    targets: &[String],
+    flags: &HostFlags,
+    config: Option<&ConfigFile>,
+    sessions: Arc<dyn SessionStore>,
+    may_be_empty: bool,
+) -> anyhow::Result<ToolHost> {
+    let resolved = resolve_targets(targets, config, may_be_empty)?;
+    let mut builder = ToolHost::builder().session_store(sessions);
+    if let Some(calls) = flags.max_concurrency {
+        builder = builder.max_concurrency(calls);
+    }
+    if flags.no_cache {
+        builder = builder.no_cache();
+    } else if let Some(dir) = &flags.cache_dir {
+        builder = builder.cache_dir(dir);
+    }
+    let host = builder.build()?;
+    let layer = flags.policy.layer();
+    for target in resolved {
+        let mut options = LoadOptions::new(layer.apply_to(target.policy)).name(target.name);
+        options.prefix = target.prefix;
+        options.state_scope = target.alias;
+        host.load_with(target.path, options).await?;
+    }
+    Ok(host)
+}
+
+fn resolve_targets(
+    targets: &[String],
+    config: Option<&ConfigFile>,
+    may_be_empty: bool,
+) -> anyhow::Result<Vec<Target>> {
+    let configured = |alias: &str| -> Option<Target> {
+        let config = config?;
+        let tool = config.tools.get(alias)?;
+        Some(Target {
+            name: alias.to_string(),
+            alias: Some(alias.to_string()),
+            path: tool.component.clone(),
+            prefix: tool.prefix.clone(),
+            policy: config.policy_for(alias)?,
+        })
+    };
+    if targets.is_empty() {
+        let Some(config) = config else {
+            bail!("name a component file, a folder of components, or a config alias (--config)");
+        };
+        return Ok(config.tools.keys().filter_map(|a| configured(a)).collect());
+    }
+    let mut resolved = Vec::new();
+    for target in targets {
+        if let Some(tool) = configured(target) {
+            resolved.push(tool);
+            continue;
+        }
+        let path = Path::new(target);
+        let files = if path.is_dir() {
+            let files = wasm_files(path)?;
+            if files.is_empty() && !may_be_empty {
+                bail!("{target}: the folder holds no .wasm files");
+            }
+            files
+        } else if path.is_file() {
+            vec![path.to_path_buf()]
+        } else {
+            bail!("{target}: no such component file, folder or config alias");
+        };
+        for file in files {
+            resolved.push(file_target(file, config));
+        }
+    }
+    Ok(resolved)
+}
+
+/// A component file, with its config section's settings if one names it.
+fn file_target(file: PathBuf, config: Option<&ConfigFile>) -> Target {
+    let canonical = file.canonicalize().ok();
+    if let Some(config) = config
+        && let Some(tool) = config
+            .tools
+            .values()
+            .find(|t| t.component.canonicalize().ok() == canonical)
+        && let Some(policy) = config.policy_for(&tool.alias)
+    {
+        return Target {
+            name: tool.alias.clone(),
+            alias: Some(tool.alias.clone()),
+            path: file,
+            prefix: tool.prefix.clone(),
+            policy,
+        };
+    }
+    let name = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "component".into());
+    let policy = config.map(ConfigFile::default_policy).unwrap_or_default();
+    Target {
+        name,
+        alias: None,
+        path: file,
+        prefix: None,
+        policy,
+    }
+}
+
+fn wasm_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
+        let path = entry?.path();
+        if path.is_file() && path.extension().is_some_and(|e| e == "wasm") {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}

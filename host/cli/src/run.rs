@@ -1,0 +1,502 @@
+//! `wasm-agent run`: an agent over the loaded tools, streamed to the terminal.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use wasm_agent::agent::config::{AgentConfig, RouterKind};
+use wasm_agent::agent::{
+    Agent, AgentError, AgentEvent, AgentTool, ApprovalHandler, ApprovalRequest, ApproveTools,
+    LexicalRouter, ModelRouter, RunOptions, RunOutput, StopReason, ToolCallRecord, ToolRouter,
+};
+use wasm_agent::provider::{HttpProvider, Message, ModelSpec, Provider};
+use wasm_agent::session::SqliteSessionStore;
+use wasm_agent::{CallContext, CancellationToken, ToolHost};
+
+use super::args::RunArgs;
+use super::{EXIT_CALL_FAILED, load_targets_with};
+
+/// Runs the agent once (PROMPT) or as a chat (no PROMPT).
+pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let config = args.host.load_config()?;
+    let settings = match &config {
+        Some(file) => AgentConfig::from_file(file)?,
+        None => AgentConfig::default(),
+    };
+    let model = args
+        .model
+        .clone()
+        .or_else(|| settings.model.clone())
+        .context(
+            "no model: pass --model PROVIDER:MODEL (e.g. openai:gpt-4o-mini, \
+             anthropic:claude-sonnet-4-5, gemini:gemini-2.5-flash, ollama:llama3.2) \
+             or set `model` in the [agent] section of the config",
+        )?;
+    let base_url = args.base_url.clone().or_else(|| settings.base_url.clone());
+    let spec: ModelSpec = model.parse()?;
+    let provider = provider_for(&spec, base_url.as_deref())?;
+
+    let store = Arc::new(open_store(args.host.data_dir.clone())?);
+    let host = if args.tools.is_empty() && config.is_none() {
+        None
+    } else {
+        Some(load_targets_with(&args.tools, &args.host, config.as_ref(), store.clone()).await?)
+    };
+    let agent = build_agent(
+        &args,
+        &settings,
+        (&spec, provider),
+        host.as_ref(),
+        store.clone(),
+    )?;
+    let interrupts = Interrupts::listen();
+
+    let session = args.session.clone().unwrap_or_else(|| "default".into());
+    // The conversation continues only in a session the operator named.
+    let mut history = match &args.session {
+        Some(id) => load_history(&store, id),
+        None => Vec::new(),
+    };
+    let context = || {
+        let mut context = CallContext::new().session(session.clone());
+        context.user_id = args.user.clone();
+        context.tenant_id = args.tenant.clone();
+        context
+    };
+
+    let Some(prompt) = &args.prompt else {
+        return chat(&agent, &args, &store, history, context, &interrupts).await;
+    };
+    let outcome = run_once(
+        &agent,
+        prompt,
+        context(),
+        history.clone(),
+        &args,
+        &interrupts,
+    )
+    .await;
+    let code = match &outcome {
+        Ok(output) => exit_code(output),
+        // The run itself failed (the model could not be reached): exit 1,
+        // as a failed call does; exit 2 stays for usage and config errors.
+        Err(_) => ExitCode::from(EXIT_CALL_FAILED),
+    };
+    if let (Some(messages), Some(id)) = (conversation(&outcome), &args.session) {
+        history = messages;
+        save_history(&store, id, &history);
+    }
+    Ok(code)
+}
+
+/// The conversation after a run, also when the model failed part-way.
+fn conversation(outcome: &Result<RunOutput, AgentError>) -> Option<Vec<Message>> {
+    match outcome {
+        Ok(output) => Some(output.messages.clone()),
+        Err(error) => error.partial().map(|partial| partial.messages.clone()),
+    }
+}
+
+/// Ctrl-C cancels the run in progress; with none in progress it exits.
+/// One listener for the whole process, so it works at every prompt.
+#[derive(Clone, Default)]
+struct Interrupts {
+    current: Arc<std::sync::Mutex<Option<CancellationToken>>>,
+}
+
+impl Interrupts {
+    fn listen() -> Self {
+        let interrupts = Self::default();
+        let current = interrupts.current.clone();
+        tokio::spawn(async move {
+            while tokio::signal::ctrl_c().await.is_ok() {
+                let running = current
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .take();
+                match running {
+                    Some(token) => token.cancel(),
+                    None => std::process::exit(130),
+                }
+            }
+        });
+        interrupts
+    }
+
+    fn set(&self, token: Option<CancellationToken>) {
+        *self
+            .current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = token;
+    }
+}
+
+/// Reads prompts line by line until end of input or `/exit`.
+async fn chat(
+    agent: &Agent,
+    args: &RunArgs,
+    store: &SqliteSessionStore,
+    mut history: Vec<Message>,
+    context: impl Fn() -> CallContext,
+    interrupts: &Interrupts,
+) -> anyhow::Result<ExitCode> {
+    let interactive = std::io::stdin().is_terminal();
+    if interactive {
+        eprintln!("chatting with {}; /exit or Ctrl-D ends", agent.name());
+    }
+    let mut last = ExitCode::SUCCESS;
+    loop {
+        if interactive {
+            eprint!("> ");
+            let _ = std::io::stderr().flush();
+        }
+        let Some(line) = read_line().await? else {
+            break;
+        };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if line == "/exit" || line == "/quit" {
+            break;
+        }
+        let outcome = run_once(agent, line, context(), history.clone(), args, interrupts).await;
+        // A failed model request ends this turn, not the chat.
+        last = match &outcome {
+            Ok(output) => exit_code(output),
+            Err(_) => ExitCode::from(EXIT_CALL_FAILED),
+        };
+        if let Some(messages) = conversation(&outcome) {
+            history = messages;
+            if let Some(id) = &args.session {
+                save_history(store, id, &history);
+            }
+        }
+    }
+    Ok(last)
+}
+
+/// One prompt: streamed to the terminal, or one JSON object with `--json`.
+/// Errors are reported here; the caller only picks the exit code.
+async fn run_once(
+    agent: &Agent,
+    prompt: &str,
+    context: CallContext,
+    history: Vec<Message>,
+    args: &RunArgs,
+    interrupts: &Interrupts,
+) -> Result<RunOutput, AgentError> {
+    // Ctrl-C stops the run and its in-flight sandboxed calls.
+    interrupts.set(Some(context.cancellation.clone()));
+    let options = RunOptions::new().context(context).history(history);
+    let outcome = if args.json {
+        agent.run(prompt, options).await
+    } else {
+        stream_to_terminal(agent, prompt, options).await
+    };
+    interrupts.set(None);
+    match &outcome {
+        Ok(output) if args.json => match serde_json::to_string(output) {
+            Ok(json) => println!("{json}"),
+            Err(e) => eprintln!("error: cannot print the run as JSON: {e}"),
+        },
+        Ok(output) => report_end(output),
+        Err(error) => {
+            eprintln!("error: {error}");
+            if let Some(partial) = error.partial()
+                && !partial.tool_calls.is_empty()
+            {
+                eprintln!(
+                    "({} tool call(s) ran before the failure; the session keeps them)",
+                    partial.tool_calls.len()
+                );
+            }
+        }
+    }
+    outcome
+}
+
+async fn stream_to_terminal(
+    agent: &Agent,
+    prompt: &str,
+    options: RunOptions,
+) -> Result<RunOutput, wasm_agent::agent::AgentError> {
+    let mut events = agent.stream(prompt, options);
+    let mut stdout = std::io::stdout();
+    let mut wrote_text = false;
+    while let Some(event) = events.next().await {
+        match event {
+            AgentEvent::TextDelta(text) => {
+                wrote_text = true;
+                let _ = stdout.write_all(printable(&text, true).as_bytes());
+                let _ = stdout.flush();
+            }
+            AgentEvent::ToolCallStarted {
+                name, arguments, ..
+            } => {
+                if wrote_text {
+                    println!();
+                    wrote_text = false;
+                }
+                eprintln!(
+                    "  [tool] {} {} …",
+                    printable(&name, false),
+                    short_arguments(&arguments)
+                );
+            }
+            AgentEvent::ToolCallFinished(record) => {
+                eprintln!("{}", describe_call(&record));
+            }
+            AgentEvent::Done(outcome) => {
+                if wrote_text {
+                    println!();
+                }
+                return *outcome;
+            }
+            AgentEvent::ApprovalRequested(_) => {}
+        }
+    }
+    Err(wasm_agent::agent::AgentError::Aborted(
+        "the run ended without a result".into(),
+    ))
+}
+
+/// `  [tool] calculate  0.4 ms  ok`
+fn describe_call(record: &ToolCallRecord) -> String {
+    let status = match &record.error {
+        None if record.cached => "ok (cached)".to_string(),
+        None => match record.shortened {
+            Some(how) => format!("ok ({how} for the model)"),
+            None => "ok".to_string(),
+        },
+        Some(error) => format!("{}: {}", error.kind, printable(&error.message, false)),
+    };
+    format!(
+        "  [tool] {}  {:.1} ms  {status}",
+        printable(&record.name, false),
+        record.duration.as_secs_f64() * 1000.0
+    )
+}
+
+/// Arguments on one line: compact JSON when they parse, cut at 80 characters.
+fn short_arguments(arguments: &str) -> String {
+    let full = serde_json::from_str::<serde_json::Value>(arguments)
+        .map(|v| v.to_string())
+        .unwrap_or_else(|_| arguments.to_string());
+    let mut short: String = printable(&full, false).chars().take(80).collect();
+    if full.chars().count() > 80 {
+        short.push('…');
+    }
+    short
+}
+
+/// Text from a model or tool, safe to print: control characters (terminal
+/// escapes that could fake an `[approval]` line, say) are shown escaped.
+fn printable(text: &str, keep_newlines: bool) -> String {
+    if keep_newlines {
+        wasm_agent::text::multi_line(text).into_owned()
+    } else {
+        wasm_agent::text::one_line(text).into_owned()
+    }
+}
+
+fn report_end(output: &RunOutput) {
+    match output.stop_reason {
+        StopReason::Answered => {}
+        StopReason::MaxToolRoundtrips => eprintln!(
+            "stopped: the model still wanted tools after {} roundtrips (raise --max-roundtrips)",
+            output.roundtrips
+        ),
+        StopReason::Cancelled => eprintln!("cancelled"),
+    }
+    let usage = output.usage;
+    eprintln!(
+        "usage: {} prompt + {} completion = {} tokens; {} tool call(s) in {} roundtrip(s)",
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        usage.total_tokens,
+        output.tool_calls.len(),
+        output.roundtrips
+    );
+}
+
+fn exit_code(output: &RunOutput) -> ExitCode {
+    match output.stop_reason {
+        StopReason::Answered => ExitCode::SUCCESS,
+        _ => ExitCode::from(EXIT_CALL_FAILED),
+    }
+}
+
+fn provider_for(spec: &ModelSpec, base_url: Option<&str>) -> anyhow::Result<Arc<dyn Provider>> {
+    Ok(Arc::new(HttpProvider::new(spec, base_url)?))
+}
+
+/// A helper model (summarizer, router). It shares the main model's base URL
+/// only when it is of the same provider: an `openai:` summarizer beside an
+/// `openai-compatible:` main model must not send the OpenAI key there.
+fn helper_model(
+    text: &str,
+    main: &ModelSpec,
+    base_url: Option<&str>,
+) -> anyhow::Result<Arc<dyn Provider>> {
+    let spec: ModelSpec = text.parse()?;
+    let base_url = base_url.filter(|_| spec.kind == main.kind);
+    provider_for(&spec, base_url)
+}
+
+fn build_agent(
+    args: &RunArgs,
+    settings: &AgentConfig,
+    (spec, provider): (&ModelSpec, Arc<dyn Provider>),
+    host: Option<&ToolHost>,
+    store: Arc<SqliteSessionStore>,
+) -> anyhow::Result<Agent> {
+    let mut tools = host.map(AgentTool::all_from).unwrap_or_default();
+    for (name, tool_settings) in &settings.tools {
+        match tools.iter_mut().find(|t| t.name() == name) {
+            Some(tool) => tool.settings = tool_settings.apply_to(tool.settings.clone()),
+            None => tracing::warn!("[agent.tools.{name}] names a tool that is not loaded"),
+        }
+    }
+    let mut builder = Agent::builder("wasm-agent")
+        .model(provider.clone())
+        .tools(tools)
+        .session_store(store)
+        .approval_handler(Arc::new(TerminalApproval::new(&args.approve)));
+    if let Some(instructions) = args.instructions.clone().or(settings.instructions.clone()) {
+        builder = builder.instructions(instructions);
+    }
+    if let Some(n) = args.max_roundtrips.or(settings.max_tool_roundtrips) {
+        builder = builder.max_tool_roundtrips(n);
+    }
+    if let Some(n) = args.parallel.or(settings.parallel_tool_calls) {
+        builder = builder.parallel_tool_calls(n);
+    }
+    if let Some(n) = settings.max_tokens {
+        builder = builder.max_tokens(n);
+    }
+    let base_url = args.base_url.as_deref().or(settings.base_url.as_deref());
+    if let Some(summarizer) = &settings.summarizer {
+        builder = builder.summarizer(helper_model(summarizer, spec, base_url)?);
+    }
+    if let Some(router) = &settings.router {
+        if router.kind == RouterKind::Lexical && router.model.is_some() {
+            anyhow::bail!("[agent] router: `model` is only used with kind = \"model\"");
+        }
+        if router.min_tools > router.max_tools {
+            anyhow::bail!(
+                "[agent] router: min_tools ({}) is larger than max_tools ({})",
+                router.min_tools,
+                router.max_tools
+            );
+        }
+        let chosen: Arc<dyn ToolRouter> = match router.kind {
+            RouterKind::Lexical => Arc::new(LexicalRouter),
+            RouterKind::Model => Arc::new(ModelRouter::new(match &router.model {
+                Some(model) => helper_model(model, spec, base_url)?,
+                None => provider,
+            })),
+        };
+        builder = builder.router(chosen, router.max_tools, router.min_tools);
+    }
+    Ok(builder.build()?)
+}
+
+/// Approves tools named with `--approve`; asks on the terminal for others,
+/// and denies when there is no terminal to ask.
+struct TerminalApproval {
+    approved: ApproveTools,
+    /// One question at a time, even when calls run in parallel.
+    asking: tokio::sync::Mutex<()>,
+}
+
+impl TerminalApproval {
+    fn new(approve: &[String]) -> Self {
+        Self {
+            approved: ApproveTools::named(approve.iter().cloned()),
+            asking: tokio::sync::Mutex::new(()),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ApprovalHandler for TerminalApproval {
+    async fn approve(&self, request: &ApprovalRequest) -> bool {
+        if self.approved.covers(&request.tool) {
+            return true;
+        }
+        if !std::io::stdin().is_terminal() {
+            eprintln!(
+                "  [approval] {} needs approval and there is no terminal to ask: denied \
+                 (pass --approve {} to allow it)",
+                request.tool, request.tool
+            );
+            return false;
+        }
+        let _turn = self.asking.lock().await;
+        eprint!(
+            "  [approval] allow {} {}? [y/N] ",
+            request.tool, request.arguments
+        );
+        let _ = std::io::stderr().flush();
+        matches!(
+            read_line().await.ok().flatten().as_deref().map(str::trim),
+            Some("y" | "Y" | "yes")
+        )
+    }
+}
+
+/// One line of stdin, or `None` at its end.
+async fn read_line() -> anyhow::Result<Option<String>> {
+    tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        match std::io::stdin().read_line(&mut line) {
+            Ok(0) => Ok(None),
+            Ok(_) => Ok(Some(line)),
+            Err(e) => Err(anyhow::anyhow!("cannot read stdin: {e}")),
+        }
+    })
+    .await
+    .context("stdin reader stopped")?
+}
+
+/// The SQLite session store under the data dir.
+pub fn open_store(data_dir: Option<PathBuf>) -> anyhow::Result<SqliteSessionStore> {
+    let path = match data_dir {
+        Some(dir) => dir.join("sessions.db"),
+        None => SqliteSessionStore::default_path()
+            .context("cannot find a data directory: set --data-dir or WASM_AGENT_DATA_DIR")?,
+    };
+    Ok(SqliteSessionStore::open(&path)?)
+}
+
+fn load_history(store: &SqliteSessionStore, session: &str) -> Vec<Message> {
+    match store.load_history(session) {
+        Ok(Some(text)) => serde_json::from_str(&text).unwrap_or_else(|e| {
+            tracing::warn!(
+                "session {session}: stored conversation unreadable ({e}); starting afresh"
+            );
+            Vec::new()
+        }),
+        Ok(None) => Vec::new(),
+        Err(e) => {
+            tracing::warn!("session {session}: {e}; starting afresh");
+            Vec::new()
+        }
+    }
+}
+
+fn save_history(store: &SqliteSessionStore, session: &str, history: &[Message]) {
+    let saved = serde_json::to_string(history)
+        .map_err(|e| e.to_string())
+        .and_then(|text| {
+            store
+                .save_history(session, &text)
+                .map_err(|e| e.to_string())
+        });
+    if let Err(e) = saved {
+        eprintln!("warning: session {session}: cannot save the conversation: {e}");
+    }
+}

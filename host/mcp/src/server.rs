@@ -1,0 +1,411 @@
+//! The MCP server: a [`ToolHost`]'s tools behind rmcp's `ServerHandler`.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ServerCapabilities,
+    ServerConfig, SubscriptionFilter,
+};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::Value;
+use tokio::sync::broadcast;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use super::content;
+use super::drain::{Drain, SHUTDOWN_GRACE};
+use wasm_agent_sandbox::approval::{Approval, ApprovalHandler, ApprovalRequest, DenyAll};
+use wasm_agent_sandbox::context::CallContext;
+use wasm_agent_sandbox::host::ToolHost;
+use wasm_agent_sandbox::result::{CallError, ErrorKind, ToolCallResult};
+
+/// How often a long call reports progress, when the client asked for it.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// Why a stdio MCP session ended abnormally.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The client never completed the MCP handshake.
+    #[error("MCP handshake failed")]
+    Handshake(#[source] Box<rmcp::service::ServerInitializeError>),
+    /// The server task ended abnormally.
+    #[error("MCP server stopped")]
+    Stopped(#[source] tokio::task::JoinError),
+}
+
+/// Serves a [`ToolHost`]'s tools over MCP. Each connection (stdio, or each
+/// HTTP session) gets its own handler from [`McpServer::session`]; they share
+/// the host, so tools added, reloaded or removed show up everywhere.
+///
+/// ```no_run
+/// # async fn demo(host: wasm_agent_sandbox::ToolHost) -> Result<(), wasm_agent_mcp::ServeError> {
+/// wasm_agent_mcp::McpServer::builder(host).build().serve_stdio().await
+/// # }
+/// ```
+pub struct McpServer {
+    shared: Arc<Shared>,
+    session_id: String,
+    /// Set once this connection forwards tool-list changes.
+    forwarding: AtomicBool,
+    /// Cancelled when this connection's handler is dropped.
+    closed: CancellationToken,
+    _close_on_drop: DropGuard,
+}
+
+struct Shared {
+    host: ToolHost,
+    approvals: BTreeMap<String, Approval>,
+    approver: Arc<dyn ApprovalHandler>,
+    tools_changed: ToolsChanged,
+    progress_every: Duration,
+    /// Handlers alive: the one `build` made, plus one per connection or
+    /// HTTP session.
+    live: Arc<AtomicUsize>,
+    /// Calls in flight, for a graceful stop.
+    drain: Drain,
+}
+
+/// Tells the clients of an [`McpServer`] that its tool list changed; cheap to
+/// clone and hand to whatever adds or removes tools.
+#[derive(Clone, Debug)]
+pub struct ToolsChanged(broadcast::Sender<()>);
+
+impl ToolsChanged {
+    /// Sends `notifications/tools/list_changed` to every connected client.
+    pub fn notify(&self) {
+        // No receivers just means no client is connected.
+        let _ = self.0.send(());
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<()> {
+        self.0.subscribe()
+    }
+}
+
+/// Settings of an [`McpServer`].
+pub struct McpServerBuilder {
+    host: ToolHost,
+    approvals: BTreeMap<String, Approval>,
+    approver: Arc<dyn ApprovalHandler>,
+    progress_every: Duration,
+}
+
+impl McpServerBuilder {
+    /// Calls of `tool` need approval when `approval` says so (default: never).
+    pub fn requires_approval(mut self, tool: impl Into<String>, approval: Approval) -> Self {
+        self.approvals.insert(tool.into(), approval);
+        self
+    }
+
+    /// Who approves calls that need it. The default, [`DenyAll`], refuses
+    /// them: MCP clients cannot be asked, so the operator decides up front.
+    pub fn approval_handler(mut self, handler: Arc<dyn ApprovalHandler>) -> Self {
+        self.approver = handler;
+        self
+    }
+
+    /// How often a long call reports progress to clients that asked (1 s).
+    pub fn progress_every(mut self, interval: Duration) -> Self {
+        self.progress_every = interval.max(Duration::from_millis(10));
+        self
+    }
+
+    /// The server.
+    pub fn build(self) -> McpServer {
+        let (tools_changed, _) = broadcast::channel(16);
+        McpServer::for_session(Arc::new(Shared {
+            host: self.host,
+            approvals: self.approvals,
+            approver: self.approver,
+            tools_changed: ToolsChanged(tools_changed),
+            progress_every: self.progress_every,
+            live: Arc::new(AtomicUsize::new(0)),
+            drain: Drain::default(),
+        }))
+    }
+}
+
+impl McpServer {
+    /// A builder over `host`.
+    pub fn builder(host: ToolHost) -> McpServerBuilder {
+        McpServerBuilder {
+            host,
+            approvals: BTreeMap::new(),
+            approver: Arc::new(DenyAll),
+            progress_every: PROGRESS_EVERY,
+        }
+    }
+
+    fn for_session(shared: Arc<Shared>) -> Self {
+        shared.live.fetch_add(1, Ordering::Relaxed);
+        let closed = CancellationToken::new();
+        Self {
+            shared,
+            session_id: format!("mcp-{}", uuid::Uuid::new_v4()),
+            forwarding: AtomicBool::new(false),
+            _close_on_drop: closed.clone().drop_guard(),
+            closed,
+        }
+    }
+
+    /// The count of live handlers (the built one plus one per session).
+    pub(super) fn live_handlers(&self) -> Arc<AtomicUsize> {
+        self.shared.live.clone()
+    }
+
+    /// A handler for one more connection, sharing this server's host.
+    pub fn session(&self) -> Self {
+        Self::for_session(self.shared.clone())
+    }
+
+    /// The host whose tools are served.
+    pub fn host(&self) -> &ToolHost {
+        &self.shared.host
+    }
+
+    /// The calls in flight of every session, and their graceful stop.
+    pub fn drain(&self) -> Drain {
+        self.shared.drain.clone()
+    }
+
+    /// A handle that tells every connected client the tool list changed.
+    pub fn tools_changed(&self) -> ToolsChanged {
+        self.shared.tools_changed.clone()
+    }
+
+    /// Serves one client over stdin/stdout until it disconnects.
+    pub async fn serve_stdio(self) -> Result<(), ServeError> {
+        self.serve_stdio_until(CancellationToken::new()).await
+    }
+
+    /// Serves one client over stdin/stdout until it disconnects or `stop`
+    /// is cancelled; then new calls are refused, and calls in flight get
+    /// [`SHUTDOWN_GRACE`] to finish and send their results.
+    pub async fn serve_stdio_until(self, stop: CancellationToken) -> Result<(), ServeError> {
+        let drain = self.drain();
+        let running = self
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|e| ServeError::Handshake(Box::new(e)))?;
+        let connection = running.cancellation_token();
+        let stopper = tokio::spawn(async move {
+            stop.cancelled().await;
+            drain.stop(SHUTDOWN_GRACE).await;
+            connection.cancel();
+        });
+        let stopped = running.waiting().await;
+        stopper.abort();
+        stopped.map_err(ServeError::Stopped)?;
+        Ok(())
+    }
+
+    /// Forwards tool-list changes to `send` until the connection closes or
+    /// sending fails.
+    fn forward_tool_changes<F, Fut>(&self, send: F) -> impl Future<Output = ()> + use<F, Fut>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        let mut changes = self.shared.tools_changed.subscribe();
+        let closed = self.closed.clone();
+        async move {
+            loop {
+                tokio::select! {
+                    _ = closed.cancelled() => return,
+                    change = changes.recv() => match change {
+                        // Missed changes are still one change to report.
+                        Ok(()) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                            if !send().await {
+                                return;
+                            }
+                        }
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    },
+                }
+            }
+        }
+    }
+
+    async fn approved(&self, tool: &str, arguments: &Value, request_id: String) -> bool {
+        let needed = self
+            .shared
+            .approvals
+            .get(tool)
+            .is_some_and(|approval| approval.required_for(arguments));
+        if !needed {
+            return true;
+        }
+        let request = ApprovalRequest {
+            run_id: self.session_id.clone(),
+            call_id: request_id,
+            tool: tool.to_string(),
+            arguments: arguments.clone(),
+        };
+        self.shared.approver.approve(&request).await
+    }
+
+    async fn run_call(
+        &self,
+        name: &str,
+        arguments: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> ToolCallResult {
+        let mut call_context = CallContext::new().session(self.session_id.clone());
+        call_context.cancellation = context.ct.child_token();
+        let call = self.shared.host.call(name, arguments, &call_context);
+        match context.meta.get_progress_token() {
+            None => call.await,
+            Some(token) => {
+                let ticks =
+                    report_progress(context.peer.clone(), token, self.shared.progress_every);
+                tokio::select! {
+                    result = call => result,
+                    never = ticks => match never {},
+                }
+            }
+        }
+    }
+}
+
+/// Sends `notifications/progress` every `interval` (elapsed seconds as the
+/// progress value) until dropped.
+async fn report_progress(
+    peer: rmcp::Peer<RoleServer>,
+    token: ProgressToken,
+    interval: Duration,
+) -> std::convert::Infallible {
+    let started = tokio::time::Instant::now();
+    let mut ticks = tokio::time::interval_at(started + interval, interval);
+    loop {
+        let now = ticks.tick().await;
+        let seconds = (now - started).as_secs_f64();
+        let update = ProgressNotificationParam::new(token.clone(), seconds)
+            .with_message(format!("running for {seconds:.0} s"));
+        if let Err(error) = peer.notify_progress(update).await {
+            tracing::debug!(%error, "cannot send progress");
+        }
+    }
+}
+
+/// The result of a call refused for want of approval.
+fn refusal(tool: &str, call_id: String) -> ToolCallResult {
+    let message = format!(
+        "tool {tool:?} requires approval, which an MCP client cannot give; \
+         the server's operator can allow it with `wasm-agent serve --approve {tool}` \
+         (or `--approve all`)"
+    );
+    ToolCallResult {
+        tool: tool.to_string(),
+        call_id,
+        content: String::new(),
+        artifacts: Vec::new(),
+        error: Some(CallError::new(ErrorKind::Denied, message)),
+        duration: Duration::ZERO,
+    }
+}
+
+impl Drop for McpServer {
+    fn drop(&mut self) {
+        self.shared.live.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("wasm-agent", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Each tool runs in its own WebAssembly sandbox with only the files, \
+                 hosts and environment its policy grants, under time and memory limits. \
+                 A failed call comes back as an error result naming the limit or \
+                 capability involved.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self.shared.host.tools();
+        Ok(ListToolsResult::with_all_items(
+            tools.iter().map(content::tool).collect(),
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.as_ref();
+        if !self.shared.host.has_tool(name) {
+            let unknown = self.shared.host.unknown_tool(name);
+            return Err(ErrorData::invalid_params(unknown.message, None));
+        }
+        let Some(_in_flight) = self.shared.drain.begin_call() else {
+            return Err(ErrorData::internal_error(
+                "the server is shutting down; call again once it is back",
+                None,
+            ));
+        };
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let request_id = context.id.to_string();
+        if !self.approved(name, &arguments, request_id.clone()).await {
+            return Ok(content::call_result(&refusal(name, request_id)).into());
+        }
+        let result = self.run_call(name, &arguments.to_string(), &context).await;
+        if result
+            .error
+            .as_ref()
+            .is_some_and(|e| e.kind == ErrorKind::UnknownTool)
+        {
+            // Removed between the lookup and the call.
+            let message = result.error.map(|e| e.message).unwrap_or_default();
+            return Err(ErrorData::invalid_params(message, None));
+        }
+        Ok(content::call_result(&result).into())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // A client may repeat the notification; forward changes once.
+        if self.forwarding.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let peer = context.peer;
+        let forward = self.forward_tool_changes(move || {
+            let peer = peer.clone();
+            async move { peer.notify_tool_list_changed().await.is_ok() }
+        });
+        tokio::spawn(forward);
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.tools_list_changed = requested.tools_list_changed;
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let forward = self.forward_tool_changes(|| async {
+            context.sink().notify_tool_list_changed().await.is_ok()
+        });
+        tokio::select! {
+            _ = context.cancelled() => {}
+            _ = forward => {}
+        }
+        Ok(())
+    }
+}

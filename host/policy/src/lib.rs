@@ -1,0 +1,561 @@
+//! The policy of a tool: what it may use and how much. One type for the library
+//! builder, the CLI flags and the config file.
+//!
+//! Everything is denied unless granted: no directories, no environment, no
+//! network, and bounded time, memory and output.
+
+mod config;
+mod dirs;
+mod headers;
+mod layer;
+mod network;
+#[cfg(test)]
+mod proptests;
+mod size;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use config::{ConfigError, ConfigFile, OTHER_SECTIONS, ToolConfig};
+pub use dirs::{DirGrant, DirMode};
+pub use headers::HeaderTarget;
+pub use layer::{LAYER_KEYS, PolicyLayer};
+pub use network::{HostPattern, NetworkGrant, PortPattern, default_port};
+pub use size::ByteSize;
+
+/// Whether a `delegate` list (agent names, or `*` for any) admits `agent`.
+pub fn delegation_allowed(allowed: &[String], agent: &str) -> bool {
+    allowed.iter().any(|a| a == "*" || a == agent)
+}
+
+/// The largest linear memory a 32-bit WebAssembly guest can address.
+pub const MAX_MEMORY: ByteSize = ByteSize::gib(4);
+
+/// What a tool may use and how much, enforced by the sandbox on every call.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    /// Wall-clock limit of one call (default 10 s).
+    #[serde(with = "duration_text")]
+    pub timeout: Duration,
+    /// Instruction budget of one call (unlimited when `None`).
+    pub fuel: Option<u64>,
+    /// Total linear memory of one instance (default 64 MiB).
+    pub memory: ByteSize,
+    /// Host directories the tool may see, read-only or read-write.
+    pub dirs: Vec<DirGrant>,
+    /// The tool's environment; nothing is inherited from the host.
+    pub env: BTreeMap<String, String>,
+    /// Values served to the tool by `host.dependency(name)`.
+    pub dependencies: BTreeMap<String, String>,
+    /// Largest result (content plus artifacts) a call may return (default 1 MiB).
+    pub max_output: ByteSize,
+    /// Hosts the tool may reach (`scheme://host[:port]` patterns); none by default.
+    pub network: Vec<NetworkGrant>,
+    /// Largest HTTP response body a tool may receive (default 10 MiB).
+    pub max_response: ByteSize,
+    /// Most outgoing HTTP requests one call may make (default 50).
+    pub max_requests: u32,
+    /// Headers the host adds to `https` requests whose host matches a
+    /// pattern (`api.example.com`, `*.example.com`; `http://HOST` to send
+    /// them in cleartext too), e.g. credentials. `${VAR}` in a value reads
+    /// the host's environment. The tool never sees them.
+    pub http_headers: BTreeMap<String, BTreeMap<String, String>>,
+    /// Agents the tool may hand sub-tasks to with `host.delegate` (`*` for
+    /// any); none by default.
+    pub delegate: Vec<String>,
+    /// Largest arguments text a call accepts (default 1 MiB); larger ones are
+    /// refused before they are parsed.
+    pub max_arguments: ByteSize,
+    /// Most artifacts one result may carry (default 64).
+    pub max_artifacts: u32,
+    /// Most host resources (open files, sockets, streams, HTTP fields,
+    /// pollables) one call may hold at once (default 256).
+    pub max_resources: u32,
+    /// Most tools one component may list (default 128).
+    pub max_tools: u32,
+    /// Longest tool description a component may list (default 16 KiB).
+    pub max_description: ByteSize,
+    /// Largest parameters schema a component may list per tool (default 64 KiB).
+    pub max_schema: ByteSize,
+    /// Bytes one call may write into its read-write folders in all (default
+    /// 64 MiB).
+    pub max_write: ByteSize,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(10),
+            fuel: None,
+            memory: ByteSize::mib(64),
+            dirs: Vec::new(),
+            env: BTreeMap::new(),
+            dependencies: BTreeMap::new(),
+            max_output: ByteSize::mib(1),
+            network: Vec::new(),
+            max_response: ByteSize::mib(10),
+            max_requests: 50,
+            http_headers: BTreeMap::new(),
+            delegate: Vec::new(),
+            max_arguments: ByteSize::mib(1),
+            max_artifacts: 64,
+            max_resources: 256,
+            max_tools: 128,
+            max_description: ByteSize::kib(16),
+            max_schema: ByteSize::kib(64),
+            max_write: ByteSize::mib(64),
+        }
+    }
+}
+
+/// The upper bound of every limit, so that no value can overflow the host's
+/// arithmetic (deadlines, buffer sizes) or disable a limit by accident.
+pub mod bounds {
+    use std::time::Duration;
+
+    use super::ByteSize;
+
+    /// Longest `timeout`.
+    pub const TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+    /// Largest `max_output`.
+    pub const MAX_OUTPUT: ByteSize = ByteSize::gib(1);
+    /// Largest `max_response`.
+    pub const MAX_RESPONSE: ByteSize = ByteSize::gib(4);
+    /// Largest `max_requests`.
+    pub const MAX_REQUESTS: u32 = 10_000;
+    /// Largest `max_arguments`.
+    pub const MAX_ARGUMENTS: ByteSize = ByteSize::mib(64);
+    /// Largest `max_artifacts`.
+    pub const MAX_ARTIFACTS: u32 = 10_000;
+    /// Fewest and most `max_resources` (a component needs a few to start).
+    pub const MAX_RESOURCES: (u32, u32) = (16, 65_536);
+    /// Largest `max_tools`.
+    pub const MAX_TOOLS: u32 = 10_000;
+    /// Largest `max_description`.
+    pub const MAX_DESCRIPTION: ByteSize = ByteSize::mib(1);
+    /// Largest `max_schema`.
+    pub const MAX_SCHEMA: ByteSize = ByteSize::mib(16);
+    /// Largest `max_write`.
+    pub const MAX_WRITE: ByteSize = ByteSize::gib(1024);
+}
+
+/// A policy that cannot be enforced as written.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PolicyError {
+    /// A limit is zero or out of range.
+    #[error("{key}: {reason}")]
+    Limit {
+        /// The policy key.
+        key: &'static str,
+        /// What is wrong with its value.
+        reason: String,
+    },
+    /// A directory grant names a path that is not a directory.
+    #[error("dirs: {path} is not a directory the host can open ({reason})")]
+    MissingDir {
+        /// The host path as given.
+        path: PathBuf,
+        /// Why it cannot be used.
+        reason: String,
+    },
+    /// A directory grant's guest path is unusable.
+    #[error("dirs: guest path {guest:?} {reason}")]
+    GuestPath {
+        /// The guest path as given.
+        guest: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
+    /// A credential header cannot be used.
+    #[error("http_headers: {0}")]
+    Header(String),
+    /// An environment variable name is unusable.
+    #[error("env: {0:?} is not a valid variable name (non-empty, no '=' or NUL)")]
+    EnvName(String),
+}
+
+impl Policy {
+    /// Sets the wall-clock limit of one call.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+    /// Sets an instruction budget for one call.
+    pub fn fuel(mut self, fuel: u64) -> Self {
+        self.fuel = Some(fuel);
+        self
+    }
+    /// Sets the memory limit of one instance.
+    pub fn memory(mut self, memory: ByteSize) -> Self {
+        self.memory = memory;
+        self
+    }
+    /// Grants a host directory at a guest path.
+    pub fn allow_dir(
+        mut self,
+        host: impl Into<PathBuf>,
+        guest: impl Into<String>,
+        mode: DirMode,
+    ) -> Self {
+        self.dirs.push(DirGrant {
+            host: host.into(),
+            guest: Some(guest.into()),
+            mode,
+        });
+        self
+    }
+    /// Sets one environment variable of the tool.
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.insert(key.into(), value.into());
+        self
+    }
+    /// Sets a value served by `host.dependency(name)`.
+    pub fn dependency(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.dependencies.insert(name.into(), value.into());
+        self
+    }
+    /// Grants access to hosts matching `grant` (`scheme://host[:port]`).
+    pub fn allow_host(mut self, grant: NetworkGrant) -> Self {
+        self.network.push(grant);
+        self
+    }
+    /// Sets the largest HTTP response body a tool may receive.
+    pub fn max_response(mut self, max_response: ByteSize) -> Self {
+        self.max_response = max_response;
+        self
+    }
+    /// Sets how many HTTP requests one call may make.
+    pub fn max_requests(mut self, max_requests: u32) -> Self {
+        self.max_requests = max_requests;
+        self
+    }
+    /// Adds a header to requests whose host matches `host_pattern`.
+    pub fn http_header(
+        mut self,
+        host_pattern: impl Into<String>,
+        name: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Self {
+        self.http_headers
+            .entry(host_pattern.into())
+            .or_default()
+            .insert(name.into(), value.into());
+        self
+    }
+    /// Lets the tool delegate to the agent named `agent` (`*`: any agent).
+    pub fn allow_delegate(mut self, agent: impl Into<String>) -> Self {
+        self.delegate.push(agent.into());
+        self
+    }
+    /// Whether the tool may delegate to `agent`.
+    pub fn may_delegate_to(&self, agent: &str) -> bool {
+        delegation_allowed(&self.delegate, agent)
+    }
+    /// Sets the largest result a call may return.
+    pub fn max_output(mut self, max_output: ByteSize) -> Self {
+        self.max_output = max_output;
+        self
+    }
+    /// Sets the largest arguments text a call accepts.
+    pub fn max_arguments(mut self, max_arguments: ByteSize) -> Self {
+        self.max_arguments = max_arguments;
+        self
+    }
+    /// Sets how many artifacts one result may carry.
+    pub fn max_artifacts(mut self, max_artifacts: u32) -> Self {
+        self.max_artifacts = max_artifacts;
+        self
+    }
+    /// Sets how many host resources one call may hold at once.
+    pub fn max_resources(mut self, max_resources: u32) -> Self {
+        self.max_resources = max_resources;
+        self
+    }
+    /// Sets how many tools the component may list.
+    pub fn max_tools(mut self, max_tools: u32) -> Self {
+        self.max_tools = max_tools;
+        self
+    }
+    /// Sets the longest tool description the component may list.
+    pub fn max_description(mut self, max_description: ByteSize) -> Self {
+        self.max_description = max_description;
+        self
+    }
+    /// Sets how many bytes one call may write into its read-write folders.
+    pub fn max_write(mut self, max_write: ByteSize) -> Self {
+        self.max_write = max_write;
+        self
+    }
+    /// Sets the largest parameters schema the component may list per tool.
+    pub fn max_schema(mut self, max_schema: ByteSize) -> Self {
+        self.max_schema = max_schema;
+        self
+    }
+
+    /// Checks that the policy can be enforced and resolves directory grants to
+    /// canonical host paths (so a grant cannot later be redirected by a symlink).
+    pub fn validate(mut self) -> Result<Self, PolicyError> {
+        if self.timeout.is_zero() {
+            return Err(limit("timeout", "must be greater than zero"));
+        }
+        if self.fuel == Some(0) {
+            return Err(limit("fuel", "must be greater than zero"));
+        }
+        if self.memory.bytes() < ByteSize::mib(1).bytes() || self.memory > MAX_MEMORY {
+            return Err(limit(
+                "memory",
+                format!("{} is outside 1MiB..=4GiB", self.memory),
+            ));
+        }
+        if self.timeout > bounds::TIMEOUT {
+            return Err(limit(
+                "timeout",
+                format!(
+                    "{} is longer than the largest allowed, {}",
+                    humantime::format_duration(self.timeout),
+                    humantime::format_duration(bounds::TIMEOUT)
+                ),
+            ));
+        }
+        within_size("max_output", self.max_output, 1, bounds::MAX_OUTPUT)?;
+        within_size("max_response", self.max_response, 1, bounds::MAX_RESPONSE)?;
+        within_size(
+            "max_arguments",
+            self.max_arguments,
+            2,
+            bounds::MAX_ARGUMENTS,
+        )?;
+        within_size(
+            "max_description",
+            self.max_description,
+            1,
+            bounds::MAX_DESCRIPTION,
+        )?;
+        within_size("max_schema", self.max_schema, 2, bounds::MAX_SCHEMA)?;
+        within_size("max_write", self.max_write, 0, bounds::MAX_WRITE)?;
+        within("max_requests", self.max_requests, 0, bounds::MAX_REQUESTS)?;
+        within(
+            "max_artifacts",
+            self.max_artifacts,
+            0,
+            bounds::MAX_ARTIFACTS,
+        )?;
+        let (fewest, most) = bounds::MAX_RESOURCES;
+        within("max_resources", self.max_resources, fewest, most)?;
+        within("max_tools", self.max_tools, 1, bounds::MAX_TOOLS)?;
+        if let Some(grant) = self.network.iter().find(|g| g.grants_everything()) {
+            tracing::warn!(
+                "network grant {grant} allows every scheme, host and port (private addresses \
+                 still need an explicit IP or CIDR grant)"
+            );
+        }
+        if let Some(key) = self
+            .env
+            .keys()
+            .find(|k| k.is_empty() || k.contains(['=', '\0']))
+        {
+            return Err(PolicyError::EnvName(key.clone()));
+        }
+        headers::resolve(&mut self.http_headers)?;
+        self.dirs = dirs::resolve(std::mem::take(&mut self.dirs))?;
+        Ok(self)
+    }
+}
+
+/// Checks that a count lies in `min..=max`.
+fn within(key: &'static str, value: u32, min: u32, max: u32) -> Result<(), PolicyError> {
+    if (min..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(limit(key, format!("{value} is outside {min}..={max}")))
+    }
+}
+
+/// Checks that a size lies in `min..=max` bytes.
+fn within_size(
+    key: &'static str,
+    value: ByteSize,
+    min: u64,
+    max: ByteSize,
+) -> Result<(), PolicyError> {
+    if (min..=max.bytes()).contains(&value.bytes()) {
+        Ok(())
+    } else {
+        Err(limit(
+            key,
+            format!("{value} is outside {}..={max}", ByteSize(min)),
+        ))
+    }
+}
+
+fn limit(key: &'static str, reason: impl Into<String>) -> PolicyError {
+    PolicyError::Limit {
+        key,
+        reason: reason.into(),
+    }
+}
+
+/// Durations as text (`500ms`, `5s`, `1m 30s`), as operators write them.
+pub mod duration_text {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer, de};
+
+    pub fn serialize<S: Serializer>(value: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&humantime::format_duration(*value))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        parse(&text).map_err(de::Error::custom)
+    }
+
+    /// Parses `500ms`, `5s`, `2m`.
+    pub fn parse(text: &str) -> Result<Duration, String> {
+        humantime::parse_duration(text.trim())
+            .map_err(|e| format!("invalid duration {text:?} ({e}): expected e.g. 500ms, 5s or 2m"))
+    }
+
+    /// For optional fields.
+    pub mod option {
+        use super::*;
+
+        pub fn serialize<S: Serializer>(
+            value: &Option<Duration>,
+            serializer: S,
+        ) -> Result<S::Ok, S::Error> {
+            match value {
+                Some(value) => super::serialize(value, serializer),
+                None => serializer.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(
+            deserializer: D,
+        ) -> Result<Option<Duration>, D::Error> {
+            super::deserialize(deserializer).map(Some)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_denies_everything_and_bounds_resources() {
+        let policy = Policy::default();
+        assert!(policy.dirs.is_empty());
+        assert!(policy.env.is_empty());
+        assert!(policy.network.is_empty());
+        assert_eq!(policy.timeout, Duration::from_secs(10));
+        assert_eq!(policy.memory, ByteSize::mib(64));
+        assert_eq!(policy.max_output, ByteSize::mib(1));
+    }
+
+    #[test]
+    fn header_values_read_the_host_environment() {
+        let key = "WASM_AGENT_TEST_TOKEN_42";
+        // SAFETY: no other test reads or writes this variable.
+        unsafe { std::env::set_var(key, "s3cret") };
+        let policy = Policy::default()
+            .http_header(
+                "api.example.com",
+                "Authorization",
+                format!("Bearer ${{{key}}}"),
+            )
+            .validate()
+            .unwrap();
+        assert_eq!(
+            policy.http_headers["api.example.com"]["Authorization"],
+            "Bearer s3cret"
+        );
+        let err = Policy::default()
+            .http_header("api.example.com", "X-Key", "${WASM_AGENT_SURELY_UNSET}")
+            .validate()
+            .unwrap_err();
+        assert!(err.to_string().contains("WASM_AGENT_SURELY_UNSET"), "{err}");
+        let err = Policy::default()
+            .http_header("bad host!", "X", "1")
+            .validate()
+            .unwrap_err();
+        assert!(err.to_string().contains("bad host!"), "{err}");
+    }
+
+    #[test]
+    fn validation_names_the_key() {
+        let err = Policy::default()
+            .timeout(Duration::ZERO)
+            .validate()
+            .unwrap_err();
+        assert!(err.to_string().starts_with("timeout:"), "{err}");
+        let err = Policy::default()
+            .memory(ByteSize::gib(8))
+            .validate()
+            .unwrap_err();
+        assert!(err.to_string().starts_with("memory:"), "{err}");
+        let err = Policy::default().env("A=B", "1").validate().unwrap_err();
+        assert_eq!(err, PolicyError::EnvName("A=B".into()));
+        let err = Policy::default()
+            .max_response(ByteSize(0))
+            .validate()
+            .unwrap_err();
+        assert!(err.to_string().starts_with("max_response:"), "{err}");
+    }
+
+    #[test]
+    fn every_limit_has_an_upper_bound() {
+        let year = Duration::from_secs(365 * 24 * 3600);
+        let cases: Vec<(&str, Policy)> = vec![
+            ("timeout", Policy::default().timeout(year)),
+            ("timeout", Policy::default().timeout(Duration::MAX)),
+            (
+                "max_output",
+                Policy::default().max_output(ByteSize(u64::MAX)),
+            ),
+            (
+                "max_response",
+                Policy::default().max_response(ByteSize(u64::MAX)),
+            ),
+            ("max_requests", Policy::default().max_requests(u32::MAX)),
+            (
+                "max_arguments",
+                Policy::default().max_arguments(ByteSize(u64::MAX)),
+            ),
+            (
+                "max_arguments",
+                Policy::default().max_arguments(ByteSize(0)),
+            ),
+            ("max_artifacts", Policy::default().max_artifacts(u32::MAX)),
+            ("max_resources", Policy::default().max_resources(u32::MAX)),
+            ("max_resources", Policy::default().max_resources(1)),
+            ("max_tools", Policy::default().max_tools(0)),
+            (
+                "max_description",
+                Policy::default().max_description(ByteSize::gib(2)),
+            ),
+            ("max_schema", Policy::default().max_schema(ByteSize::gib(2))),
+            ("max_write", Policy::default().max_write(ByteSize(u64::MAX))),
+        ];
+        for (key, policy) in cases {
+            let err = policy.validate().unwrap_err();
+            assert!(
+                err.to_string().starts_with(&format!("{key}:")),
+                "{key}: {err}"
+            );
+        }
+        let longest = Policy::default()
+            .timeout(bounds::TIMEOUT)
+            .validate()
+            .unwrap();
+        assert!(
+            std::time::Instant::now()
+                .checked_add(longest.timeout)
+                .is_some()
+        );
+    }
+}

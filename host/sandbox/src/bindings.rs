@@ -1,0 +1,15 @@
+//! Host-side bindings of `wit/world.wit`.
+
+wasmtime::component::bindgen!({
+    path: "../../wit",
+    world: "toolkit",
+    imports: {
+        // Delegation awaits another agent's run; every other import is quick.
+        "wasm-agent:tool/host.delegate": async | trappable,
+        default: trappable,
+    },
+    exports: { default: async },
+});
+
+pub use self::wasm_agent::tool::host as imported;
+pub use self::wasm_agent::tool::types;

@@ -1,0 +1,141 @@
+//! Who and what a call is for.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::bindings::types;
+
+/// The run context of a call, given to the tool as `call-context`.
+#[derive(Clone, Debug)]
+pub struct CallContext {
+    /// The agent run this call belongs to.
+    pub run_id: String,
+    /// The session: tools' state is kept per session.
+    pub session_id: String,
+    /// The end user, if known.
+    pub user_id: Option<String>,
+    /// The tenant, if the host serves several.
+    pub tenant_id: Option<String>,
+    /// Free-form data for tools.
+    pub metadata: Map<String, Value>,
+    /// Fire to stop the call (and any other call sharing the token).
+    pub cancellation: CancellationToken,
+    /// How many agents handed this work on (bounds delegation chains).
+    pub(crate) delegation_depth: u32,
+    /// Who runs `host.delegate` for sandboxed tools (set by the agent loop).
+    pub(crate) delegator: Option<DelegatorHandle>,
+}
+
+/// Runs a named agent on behalf of a tool (`host.delegate`). The agent loop
+/// sets itself as the delegator of its runs; an embedder with its own loop can
+/// set one with [`CallContext::delegator`].
+#[async_trait::async_trait]
+pub trait Delegator: Send + Sync + 'static {
+    /// The answer of the agent named `agent` to `input`, run within `context`
+    /// (same session, user, tenant; cancelled with it).
+    async fn delegate(
+        &self,
+        agent: &str,
+        input: &str,
+        context: &CallContext,
+    ) -> Result<String, String>;
+}
+
+/// A shared [`Delegator`] (opaque in debug output).
+#[derive(Clone)]
+pub(crate) struct DelegatorHandle(pub Arc<dyn Delegator>);
+
+impl std::fmt::Debug for DelegatorHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Delegator")
+    }
+}
+
+impl Default for CallContext {
+    fn default() -> Self {
+        Self {
+            run_id: uuid::Uuid::new_v4().to_string(),
+            session_id: "default".into(),
+            user_id: None,
+            tenant_id: None,
+            metadata: Map::new(),
+            cancellation: CancellationToken::new(),
+            delegation_depth: 0,
+            delegator: None,
+        }
+    }
+}
+
+impl CallContext {
+    /// A context with a fresh run id in the `default` session.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the session id.
+    pub fn session(mut self, session_id: impl Into<String>) -> Self {
+        self.session_id = session_id.into();
+        self
+    }
+
+    /// Sets the user id.
+    pub fn user(mut self, user_id: impl Into<String>) -> Self {
+        self.user_id = Some(user_id.into());
+        self
+    }
+
+    /// Sets the tenant id.
+    pub fn tenant(mut self, tenant_id: impl Into<String>) -> Self {
+        self.tenant_id = Some(tenant_id.into());
+        self
+    }
+
+    /// Adds one metadata entry.
+    pub fn metadata(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.metadata.insert(key.into(), value.into());
+        self
+    }
+
+    /// Lets sandboxed tools delegate through `delegator` (their policy must
+    /// still name the agent).
+    pub fn delegator(mut self, delegator: Arc<dyn Delegator>) -> Self {
+        self.delegator = Some(DelegatorHandle(delegator));
+        self
+    }
+
+    /// A context for work done on behalf of this one: a new run id, the same
+    /// session, user, tenant and metadata, cancelled when this one is.
+    pub fn child(&self) -> Self {
+        Self {
+            run_id: uuid::Uuid::new_v4().to_string(),
+            cancellation: self.cancellation.child_token(),
+            ..self.clone()
+        }
+    }
+
+    /// How many agents handed this work on.
+    pub fn delegation_depth(&self) -> u32 {
+        self.delegation_depth
+    }
+
+    /// A [`child`](Self::child) context for work handed to another agent: one
+    /// level deeper in the delegation chain.
+    pub fn delegated(&self) -> Self {
+        Self {
+            delegation_depth: self.delegation_depth.saturating_add(1),
+            ..self.child()
+        }
+    }
+
+    pub(crate) fn to_wit(&self) -> types::CallContext {
+        types::CallContext {
+            run_id: self.run_id.clone(),
+            session_id: self.session_id.clone(),
+            user_id: self.user_id.clone(),
+            tenant_id: self.tenant_id.clone(),
+            metadata: Value::Object(self.metadata.clone()).to_string(),
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! # wasm-agent-sandbox
+//!
+//! Runs LLM-agent tools as WebAssembly components, each call in a fresh
+//! wasmtime store under a validated policy: wall-clock and fuel limits, a
+//! memory cap, only the directories, environment and network it is granted,
+//! and a bounded result. Knows nothing of models, MCP or the command line.
+//!
+//! ```no_run
+//! use wasm_agent_sandbox::{CallContext, ToolHost};
+//! use wasm_agent_policy::Policy;
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let host = ToolHost::builder().build()?;
+//! host.load("calculator.wasm", Policy::default()).await?;
+//! let result = host
+//!     .call("calculate", r#"{"expression": "2 * (3 + 4)"}"#, &CallContext::new())
+//!     .await;
+//! println!("{}", result.model_text());
+//! # Ok(()) }
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod approval;
+mod bindings;
+pub mod context;
+pub mod events;
+pub mod host;
+pub mod registry;
+pub mod result;
+pub mod runtime;
+pub mod text;
+
+pub use context::{CallContext, Delegator};
+pub use events::{EventBus, ToolEvent};
+pub use host::{ComponentSource, HostError, LoadOptions, LoadReport, ToolHost, ToolHostBuilder};
+pub use registry::{Annotations, ToolInfo};
+pub use result::{Artifact, CallError, ErrorKind, ToolCallResult};
+pub use tokio_util::sync::CancellationToken;

@@ -1,0 +1,309 @@
+//! The tools a host offers: specs checked at load, schemas compiled once, and
+//! lookups by public name.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::bindings::types;
+use crate::result::{CallError, ErrorKind};
+use crate::runtime::CallPolicy;
+use crate::runtime::LoadedComponent;
+use wasm_agent_policy::{ByteSize, Policy};
+
+/// Hints about a tool's behaviour (mirroring MCP tool annotations).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Annotations {
+    /// Does not change anything.
+    pub read_only: bool,
+    /// May destroy data.
+    pub destructive: bool,
+    /// Calling twice with the same arguments has no further effect.
+    pub idempotent: bool,
+    /// Talks to the world outside the host.
+    pub open_world: bool,
+}
+
+impl From<types::Annotations> for Annotations {
+    fn from(flags: types::Annotations) -> Self {
+        Self {
+            read_only: flags.contains(types::Annotations::READ_ONLY),
+            destructive: flags.contains(types::Annotations::DESTRUCTIVE),
+            idempotent: flags.contains(types::Annotations::IDEMPOTENT),
+            open_world: flags.contains(types::Annotations::OPEN_WORLD),
+        }
+    }
+}
+
+/// A tool as the host offers it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ToolInfo {
+    /// Public name (with the component's prefix, if any).
+    pub name: String,
+    /// The component that provides it.
+    pub component: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: Value,
+    /// Behaviour hints.
+    pub annotations: Annotations,
+}
+
+/// A loaded component and the policy its calls run under.
+pub(crate) struct ComponentEntry {
+    pub id: Arc<str>,
+    /// What its session state is keyed by (`alias:NAME` or `sha256:HEX`).
+    pub state_scope: Arc<str>,
+    pub loaded: LoadedComponent,
+    pub policy: CallPolicy,
+    pub dependencies: Arc<BTreeMap<String, String>>,
+}
+
+/// One callable tool.
+pub(crate) struct ToolEntry {
+    pub info: ToolInfo,
+    /// The name the component knows it by (without prefix).
+    pub guest_name: String,
+    pub validator: jsonschema::Validator,
+    pub component: Arc<ComponentEntry>,
+}
+
+/// Why a component's tool list is unusable.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SpecError {
+    /// A name outside 1-64 of `[a-zA-Z0-9_-]`.
+    #[error("tool name {0:?} is invalid: use 1-64 characters of [a-zA-Z0-9_-]")]
+    BadName(String),
+    /// An empty description.
+    #[error("tool {0:?} has an empty description; the model needs one to choose it")]
+    NoDescription(String),
+    /// Parameters that are not a usable JSON Schema.
+    #[error("tool {tool:?} has unusable parameters: {reason}")]
+    BadSchema {
+        /// The tool's name.
+        tool: String,
+        /// What is wrong with its schema.
+        reason: String,
+    },
+    /// The same name twice in one component.
+    #[error("tool {0:?} is listed twice by the component")]
+    Repeated(String),
+    /// The component offers nothing.
+    #[error("the component lists no tools")]
+    Empty,
+    /// More tools than the policy's `max_tools`.
+    #[error("the component lists {count} tools, more than the {max} its policy allows (max_tools)")]
+    TooManyTools {
+        /// How many it listed.
+        count: usize,
+        /// The limit.
+        max: u32,
+    },
+    /// A description or schema larger than the policy allows.
+    #[error(
+        "tool {tool:?} has a {what} of {size} bytes, more than the {max} its policy allows ({key})"
+    )]
+    TooLarge {
+        /// The tool's name (cut to 64 characters).
+        tool: String,
+        /// `description` or `parameters schema`.
+        what: &'static str,
+        /// Its size in bytes.
+        size: usize,
+        /// The limit.
+        max: ByteSize,
+        /// The policy key.
+        key: &'static str,
+    },
+}
+
+/// The error for a call to a tool that does not exist, listing (up to 30 of)
+/// the names that do.
+pub fn unknown_tool<'a>(name: &str, known: impl ExactSizeIterator<Item = &'a str>) -> CallError {
+    let total = known.len();
+    let mut names: Vec<&str> = known.take(30).collect();
+    if total > names.len() {
+        names.push("...");
+    }
+    CallError::new(
+        ErrorKind::UnknownTool,
+        format!(
+            "there is no tool named {name:?}; available tools: {}",
+            names.join(", ")
+        ),
+    )
+}
+
+/// Checks a tool name: 1-64 characters of `[a-zA-Z0-9_-]`.
+pub fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Checks the specs a component listed and compiles their schemas.
+///
+/// Every check is linear in the size of the list, and the sizes are capped by
+/// the policy (`max_tools`, `max_description`, `max_schema`) before anything
+/// is parsed, so a hostile component cannot make loading slow.
+pub(crate) fn check_specs(
+    specs: Vec<types::ToolSpec>,
+    prefix: &str,
+    component: &Arc<ComponentEntry>,
+) -> Result<Vec<ToolEntry>, SpecError> {
+    let policy: &Policy = &component.policy;
+    if specs.is_empty() {
+        return Err(SpecError::Empty);
+    }
+    if specs.len() > policy.max_tools as usize {
+        return Err(SpecError::TooManyTools {
+            count: specs.len(),
+            max: policy.max_tools,
+        });
+    }
+    let mut seen = std::collections::HashSet::with_capacity(specs.len());
+    let mut entries: Vec<ToolEntry> = Vec::with_capacity(specs.len());
+    for spec in specs {
+        if !valid_name(&spec.name) {
+            return Err(SpecError::BadName(spec.name.chars().take(64).collect()));
+        }
+        let sizes = [
+            (
+                "description",
+                &spec.description,
+                policy.max_description,
+                "max_description",
+            ),
+            (
+                "parameters schema",
+                &spec.parameters,
+                policy.max_schema,
+                "max_schema",
+            ),
+        ];
+        for (what, text, max, key) in sizes {
+            if text.len() as u64 > max.bytes() {
+                return Err(SpecError::TooLarge {
+                    tool: spec.name.clone(),
+                    what,
+                    size: text.len(),
+                    max,
+                    key,
+                });
+            }
+        }
+        let public = format!("{prefix}{}", spec.name);
+        if !valid_name(&public) {
+            return Err(SpecError::BadName(public));
+        }
+        if spec.description.trim().is_empty() {
+            return Err(SpecError::NoDescription(spec.name));
+        }
+        if !seen.insert(spec.name.clone()) {
+            return Err(SpecError::Repeated(spec.name));
+        }
+        let bad_schema = |reason: String| SpecError::BadSchema {
+            tool: spec.name.clone(),
+            reason,
+        };
+        let parameters: Value = serde_json::from_str(&spec.parameters).map_err(|e| {
+            bad_schema(format!(
+                "not JSON ({})",
+                crate::text::one_line(&e.to_string())
+            ))
+        })?;
+        if parameters.get("type") != Some(&Value::from("object")) {
+            return Err(bad_schema(
+                "the schema must describe an object (\"type\": \"object\")".into(),
+            ));
+        }
+        // jsonschema quotes parts of the schema in its errors: escape them.
+        let validator = compile_schema(&parameters)
+            .map_err(|e| bad_schema(crate::text::one_line(&e.to_string()).into_owned()))?;
+        entries.push(ToolEntry {
+            info: ToolInfo {
+                name: public,
+                component: component.id.to_string(),
+                description: spec.description,
+                parameters,
+                annotations: spec.annotations.into(),
+            },
+            guest_name: spec.name,
+            validator,
+            component: component.clone(),
+        });
+    }
+    Ok(entries)
+}
+
+/// Compiles a tool's parameters schema. `pattern`, `patternProperties` and
+/// `propertyNames` use the `regex` engine, whose matching time is linear in
+/// the input: a schema cannot make validation backtrack (look-around and
+/// back-references are refused at load instead).
+pub fn compile_schema(
+    schema: &Value,
+) -> Result<jsonschema::Validator, jsonschema::ValidationError<'static>> {
+    jsonschema::options()
+        .should_validate_formats(true)
+        .with_pattern_options(jsonschema::PatternOptions::regex())
+        .build(schema)
+}
+
+/// Checks the size of a call's arguments text before anything parses it.
+pub(crate) fn check_arguments_size(arguments: &str, policy: &Policy) -> Result<(), CallError> {
+    if arguments.len() as u64 > policy.max_arguments.bytes() {
+        return Err(CallError::new(
+            ErrorKind::InvalidArguments,
+            format!(
+                "the arguments are {} bytes, more than the {} the tool's policy allows (max_arguments)",
+                arguments.len(),
+                policy.max_arguments
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks arguments against a tool's schema: every violation, by JSON pointer.
+pub(crate) fn validate_arguments(entry: &ToolEntry, arguments: &str) -> Result<(), String> {
+    let value: Value = serde_json::from_str(arguments)
+        .map_err(|e| format!("the arguments are not valid JSON: {e}"))?;
+    check_value(&entry.validator, &entry.info.name, &value)
+}
+
+/// Checks parsed arguments against a compiled schema; the message lists up to
+/// 20 violations as `pointer: reason`, for the model to fix.
+pub fn check_value(
+    validator: &jsonschema::Validator,
+    tool: &str,
+    value: &Value,
+) -> Result<(), String> {
+    if validator.is_valid(value) {
+        return Ok(());
+    }
+    let problems: Vec<String> = validator
+        .iter_errors(value)
+        .take(20)
+        .map(|e| {
+            let pointer = e.instance_path().to_string();
+            let pointer = if pointer.is_empty() {
+                "/".into()
+            } else {
+                pointer
+            };
+            format!("{pointer}: {e}")
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the arguments do not match the schema of {tool}: {}",
+            problems.join("; ")
+        ))
+    }
+}

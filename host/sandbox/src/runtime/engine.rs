@@ -1,0 +1,71 @@
+//! The wasmtime engine: epoch interruption, fuel, async, and the pooling
+//! allocator where the system allows it.
+
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// How the engine allocates instances.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Allocator {
+    /// Pre-reserved slots: the fastest instantiation.
+    Pooling,
+    /// Memory mapped per instance (used when pooling is unavailable).
+    OnDemand,
+}
+
+/// Largest call stack of wasm code (a deeper guest traps with `stack_overflow`).
+const MAX_WASM_STACK: usize = 1024 * 1024;
+/// Bytes of each memory slot kept resident between calls.
+const KEEP_RESIDENT: usize = 2 * 1024 * 1024;
+/// Slots whose memory must be returned to the OS are released in batches.
+const DECOMMIT_BATCH: usize = 8;
+/// Native stack of each call's fiber; must exceed `MAX_WASM_STACK`.
+const ASYNC_STACK: usize = 2 * 1024 * 1024;
+
+fn base_config() -> Config {
+    let mut config = Config::new();
+    config
+        .epoch_interruption(true)
+        .consume_fuel(true)
+        .max_wasm_stack(MAX_WASM_STACK)
+        .async_stack_size(ASYNC_STACK)
+        .wasm_component_model(true);
+    config
+}
+
+fn pooling(concurrency: u32) -> PoolingAllocationConfig {
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_component_instances(concurrency)
+        .total_core_instances(concurrency.saturating_mul(32))
+        .total_memories(concurrency.saturating_mul(4))
+        .total_tables(concurrency.saturating_mul(16))
+        .total_stacks(concurrency)
+        .max_core_instances_per_component(64)
+        .max_memories_per_component(8)
+        .max_tables_per_component(32)
+        .max_memory_size(wasm_agent_policy::MAX_MEMORY.bytes() as usize)
+        // Reset the pages a call touched with memset (found with PAGEMAP_SCAN
+        // where the kernel has it) instead of madvise: no TLB-shootdown IPIs
+        // and no page faults on the next call in the same slot.
+        .linear_memory_keep_resident(KEEP_RESIDENT)
+        .table_keep_resident(KEEP_RESIDENT / 16)
+        .pagemap_scan(Enabled::Auto)
+        .decommit_batch_size(DECOMMIT_BATCH);
+    pool
+}
+
+/// Builds the engine, with a pool of `concurrency` instance slots when
+/// `want_pooling` and the system can reserve it, on-demand otherwise.
+pub fn build(concurrency: u32, want_pooling: bool) -> wasmtime::Result<(Engine, Allocator)> {
+    if want_pooling {
+        let mut config = base_config();
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(concurrency)));
+        match Engine::new(&config) {
+            Ok(engine) => return Ok((engine, Allocator::Pooling)),
+            Err(e) => tracing::warn!(
+                "the pooling allocator is unavailable ({e}); falling back to on-demand allocation"
+            ),
+        }
+    }
+    Ok((Engine::new(&base_config())?, Allocator::OnDemand))
+}

@@ -1,0 +1,290 @@
+//! Outgoing HTTP (wasi:http) under the network policy.
+//!
+//! Every request is checked against the grants before anything connects; the
+//! host then resolves the name itself, checks every address, and connects to
+//! exactly the checked addresses (no second lookup, so no DNS-rebinding
+//! window). TLS verifies the original host name. Redirects are never
+//! followed. Response bodies are capped and every wait ends at the call's
+//! deadline.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Limited};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::time::timeout;
+use wasmtime_wasi_http::io::TokioIo;
+use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
+
+use super::net::{Denials, NetworkPolicy};
+use wasm_agent_policy::{HeaderTarget, Policy, default_port};
+
+type IoFuture = Box<dyn Future<Output = Result<(), HttpError>> + Send>;
+type SendFuture =
+    Box<dyn Future<Output = Result<(http::Response<WasiBody>, IoFuture), HttpError>> + Send>;
+
+/// Largest read buffer of a response (its head must fit in it).
+const RESPONSE_HEAD_BUFFER: usize = 64 * 1024;
+/// Most headers a response may have.
+const MAX_RESPONSE_HEADERS: usize = 100;
+
+/// The wasi:http hooks of one call.
+pub struct PolicyHooks {
+    pub(super) policy: NetworkPolicy,
+    pub(super) denials: Denials,
+    pub(super) deadline: Instant,
+    pub(super) max_response: u64,
+    pub(super) max_requests: u32,
+    pub(super) sent: u32,
+    pub(super) headers: Arc<Vec<HostHeaders>>,
+}
+
+/// Headers the host adds to requests for matching hosts (credentials).
+pub struct HostHeaders {
+    target: HeaderTarget,
+    headers: Vec<(http::HeaderName, http::HeaderValue)>,
+}
+
+/// The credential headers of a (validated) policy.
+pub fn host_headers(policy: &Policy) -> Vec<HostHeaders> {
+    policy
+        .http_headers
+        .iter()
+        .filter_map(|(pattern, headers)| {
+            Some(HostHeaders {
+                target: HeaderTarget::parse(pattern).ok()?,
+                headers: headers
+                    .iter()
+                    .filter_map(|(name, value)| {
+                        let mut value = http::HeaderValue::from_str(value).ok()?;
+                        value.set_sensitive(true);
+                        Some((http::HeaderName::from_bytes(name.as_bytes()).ok()?, value))
+                    })
+                    .collect(),
+            })
+        })
+        .collect()
+}
+
+fn refuse(error: HttpError) -> SendFuture {
+    Box::new(async move { Err(error) })
+}
+
+impl WasiHttpHooks for PolicyHooks {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _io: IoFuture,
+    ) -> SendFuture {
+        let uri = request.uri().clone();
+        let attempt = format!("{} {uri}", request.method());
+        let scheme = uri.scheme_str().unwrap_or("https").to_ascii_lowercase();
+        let (Some(host), Some(port)) = (
+            uri.host()
+                .map(|h| h.trim_start_matches('[').trim_end_matches(']').to_string()),
+            uri.port_u16().or_else(|| default_port(&scheme)),
+        ) else {
+            return refuse(HttpError::HttpRequestUriInvalid);
+        };
+        if self.sent >= self.max_requests {
+            self.denials.record(
+                attempt,
+                format!(
+                    "the call already made {} requests, its limit (max_requests)",
+                    self.max_requests
+                ),
+            );
+            return refuse(HttpError::HttpRequestDenied);
+        }
+        self.sent += 1;
+        if let Err(reason) = self.policy.check_destination(&scheme, &host, port) {
+            self.denials.record(attempt, reason);
+            return refuse(HttpError::HttpRequestDenied);
+        }
+        let mut request = request;
+        for entry in self.headers.iter() {
+            if !entry.target.applies(&scheme, &host) {
+                if entry.target.hosts.matches(&host) {
+                    tracing::debug!(target: "wasm_agent::network", request = %attempt, "credential headers are not sent over {scheme}");
+                }
+                continue;
+            }
+            for (name, value) in &entry.headers {
+                tracing::debug!(target: "wasm_agent::network", request = %attempt, header = %name, "added a host-side header");
+                request.headers_mut().insert(name.clone(), value.clone());
+            }
+        }
+        let target = Target {
+            attempt: attempt.clone(),
+            scheme,
+            host,
+            port,
+            policy: self.policy.clone(),
+            denials: self.denials.clone(),
+            deadline: self.deadline,
+            options: options.unwrap_or_default(),
+        };
+        let max_response = self.max_response;
+        Box::new(async move {
+            let started = Instant::now();
+            let result = target.send(request).await;
+            match &result {
+                Ok((response, _)) => tracing::info!(
+                    target: "wasm_agent::network",
+                    request = %attempt,
+                    status = response.status().as_u16(),
+                    bytes = response.headers().get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).unwrap_or("?"),
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "allowed"
+                ),
+                Err(error) => {
+                    tracing::info!(target: "wasm_agent::network", request = %attempt, "failed: {error}")
+                }
+            }
+            let (response, io) = result?;
+            let limit = usize::try_from(max_response).unwrap_or(usize::MAX);
+            let response = response.map(|body| {
+                Limited::new(body, limit)
+                    .map_err(move |e| match e.downcast::<HttpError>() {
+                        Ok(inner) => *inner,
+                        Err(_) => HttpError::HttpResponseBodySize(Some(max_response)),
+                    })
+                    .boxed_unsync()
+            });
+            Ok((response, io))
+        })
+    }
+}
+
+/// A checked destination of one request.
+struct Target {
+    attempt: String,
+    scheme: String,
+    host: String,
+    port: u16,
+    policy: NetworkPolicy,
+    denials: Denials,
+    deadline: Instant,
+    options: RequestOptions,
+}
+
+trait Stream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Stream for T {}
+
+impl Target {
+    fn remaining(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    /// A timeout the guest asked for, never past the call's deadline.
+    fn bounded(&self, asked: Option<Duration>) -> Duration {
+        let remaining = self.remaining();
+        asked.map_or(remaining, |asked| asked.min(remaining))
+    }
+
+    async fn send(
+        self,
+        mut request: http::Request<WasiBody>,
+    ) -> Result<(http::Response<WasiBody>, IoFuture), HttpError> {
+        let addresses = self.resolve().await?;
+        let connect_timeout = self.bounded(self.options.connect_timeout);
+        let tcp = timeout(connect_timeout, TcpStream::connect(&addresses[..]))
+            .await
+            .map_err(|_| HttpError::ConnectionTimeout)?
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::ConnectionRefused => HttpError::ConnectionRefused,
+                _ => HttpError::Connect(e),
+            })?;
+        let stream: Box<dyn Stream> = if self.scheme == "https" {
+            let name = rustls::pki_types::ServerName::try_from(self.host.clone())?;
+            let tls = tokio_rustls::TlsConnector::from(tls_config()?).connect(name, tcp);
+            Box::new(
+                timeout(connect_timeout, tls)
+                    .await
+                    .map_err(|_| HttpError::ConnectionTimeout)?
+                    .map_err(HttpError::Tls)?,
+            )
+        } else {
+            Box::new(tcp)
+        };
+        // The response head is host memory too: bounded like header sets.
+        let (mut sender, connection) = hyper::client::conn::http1::Builder::new()
+            .max_buf_size(RESPONSE_HEAD_BUFFER)
+            .max_headers(MAX_RESPONSE_HEADERS)
+            .handshake(TokioIo::new(stream))
+            .await?;
+        let worker = wasmtime_wasi::runtime::spawn(connection);
+        let path = request
+            .uri()
+            .path_and_query()
+            .map(|p| p.as_str())
+            .unwrap_or("/")
+            .to_string();
+        *request.uri_mut() = http::Uri::builder()
+            .path_and_query(path)
+            .build()
+            .map_err(|_| HttpError::HttpRequestUriInvalid)?;
+        let first_byte = self.bounded(self.options.first_byte_timeout);
+        let response = timeout(first_byte, sender.send_request(request))
+            .await
+            .map_err(|_| HttpError::ConnectionReadTimeout)??;
+        let response = response.map(|body| body.map_err(HttpError::from).boxed_unsync());
+        let io: IoFuture = Box::new(async move { worker.await.map_err(HttpError::from) });
+        Ok((response, io))
+    }
+
+    /// Resolves the host and checks every address; the request goes only to
+    /// these addresses.
+    async fn resolve(&self) -> Result<Vec<SocketAddr>, HttpError> {
+        let literal = self.host.parse().ok();
+        let addresses: Vec<SocketAddr> = match literal {
+            Some(ip) => vec![SocketAddr::new(ip, self.port)],
+            None => timeout(
+                self.remaining(),
+                tokio::net::lookup_host((self.host.as_str(), self.port)),
+            )
+            .await
+            .map_err(|_| HttpError::DnsTimeout)?
+            .map_err(|e| HttpError::DnsError {
+                rcode: Some(e.to_string()),
+                info_code: None,
+            })?
+            .collect(),
+        };
+        if addresses.is_empty() {
+            return Err(HttpError::DestinationNotFound);
+        }
+        for address in &addresses {
+            if let Err(reason) = self.policy.check_address(&self.scheme, *address) {
+                let reason = match literal {
+                    Some(_) => reason,
+                    None => format!("{} resolves to {}; {reason}", self.host, address.ip()),
+                };
+                self.denials.record(self.attempt.clone(), reason);
+                return Err(HttpError::DestinationIpProhibited);
+            }
+        }
+        Ok(addresses)
+    }
+}
+
+fn tls_config() -> Result<Arc<rustls::ClientConfig>, HttpError> {
+    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let roots = rustls::RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.into(),
+            };
+            rustls::ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .map(|builder| Arc::new(builder.with_root_certificates(roots).with_no_client_auth()))
+            .map_err(|e| e.to_string())
+        })
+        .clone()
+        .map_err(|e| HttpError::InternalError(Some(e)))
+}

@@ -1,0 +1,421 @@
+//! The sandbox: compiles components, checks they fit the contract, and runs
+//! each call in a fresh store under the call's policy.
+
+mod admission;
+mod cache;
+mod classify;
+mod engine;
+mod epoch;
+mod http;
+mod limits;
+mod net;
+mod output;
+mod returned;
+mod state;
+mod wasi;
+mod writes;
+
+use std::time::{Duration, Instant};
+
+use std::sync::Arc;
+
+use sha2::Digest as _;
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Engine, Store, UpdateDeadline};
+
+pub use admission::raise_open_file_limit;
+pub use cache::{CacheOutcome, CompileCache};
+pub use engine::Allocator;
+pub use output::Captured;
+pub(crate) use state::HostImports;
+
+use crate::bindings::{ToolkitPre, types};
+use crate::result::{Artifact, CallError, ErrorKind};
+use classify::{Interrupted, cancelled, classify, denied_error, timed_out, tool_error};
+use limits::CallLimiter;
+use output::CappedOutput;
+use state::CallState;
+use wasm_agent_policy::Policy;
+
+/// Bytes of guest stdout and stderr kept per call (the rest is counted).
+const CAPTURE_CAP: usize = 64 * 1024;
+/// Largest in-memory size of one set of HTTP headers (wasi:http `fields`);
+/// real headers take a few KiB, and a call holds at most `max_resources`.
+const FIELD_SIZE_LIMIT: usize = 32 * 1024;
+
+/// Why a component cannot be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The bytes are not WebAssembly at all.
+    #[error("not a WebAssembly component (the file does not start with the wasm magic bytes)")]
+    NotWasm,
+    /// A core module where a component was expected.
+    #[error(
+        "this is a core WebAssembly module, not a component: build the tool for the \
+         wasm32-wasip2 target (cargo build --release --target wasm32-wasip2)"
+    )]
+    CoreModule,
+    /// The component does not compile.
+    #[error("invalid WebAssembly component: {0}")]
+    Invalid(String),
+    /// The component imports something this host does not provide.
+    #[error("{0}; this host provides WASI 0.2 (with wasi:http) and wasm-agent:tool/host@0.1 only")]
+    MissingImport(String),
+    /// The component does not export the tool interface.
+    #[error(
+        "the component does not export wasm-agent:tool/tool@0.1 (it was built for another \
+         world; build it against wit/world.wit, world `toolkit`)"
+    )]
+    MissingExport,
+    /// `list-tools` failed.
+    #[error("list-tools failed: {0}")]
+    ListTools(CallError),
+    /// The engine could not be set up.
+    #[error("cannot set up the WebAssembly engine: {0}")]
+    Engine(String),
+}
+
+/// A compiled component, ready to be instantiated for each call.
+pub struct LoadedComponent {
+    pre: ToolkitPre<CallState>,
+    /// Whether it came from the compile cache.
+    pub cache: CacheOutcome,
+    /// Time spent compiling or loading from the cache.
+    pub load_time: Duration,
+    /// SHA-256 of the component's bytes.
+    pub digest: [u8; 32],
+}
+
+/// What a successful guest call returned.
+pub struct GuestOutput {
+    /// Text for the model.
+    pub content: String,
+    /// Structured data.
+    pub artifacts: Vec<Artifact>,
+}
+
+/// A validated policy with what every call derives from it, prepared once
+/// per component rather than on each call.
+pub struct CallPolicy {
+    policy: Policy,
+    network: net::NetworkPolicy,
+    headers: Arc<Vec<http::HostHeaders>>,
+}
+
+impl CallPolicy {
+    /// Prepares `policy` (already validated) for calls.
+    pub fn new(policy: Policy) -> Self {
+        Self {
+            network: net::NetworkPolicy::new(policy.network.clone()),
+            headers: Arc::new(http::host_headers(&policy)),
+            policy,
+        }
+    }
+}
+
+impl std::ops::Deref for CallPolicy {
+    type Target = Policy;
+
+    fn deref(&self) -> &Policy {
+        &self.policy
+    }
+}
+
+/// Engine, linker and the shared limits of every call.
+pub struct Sandbox {
+    engine: Engine,
+    linker: Linker<CallState>,
+    cache: CompileCache,
+    allocator: Allocator,
+    admission: admission::Admission,
+    ticker: epoch::EpochTicker,
+}
+
+impl Sandbox {
+    /// Builds the engine (pooling when possible) with `concurrency` slots.
+    pub fn new(concurrency: u32, pooling: bool, cache: CompileCache) -> Result<Self, LoadError> {
+        let engine_err = |e: &dyn std::fmt::Display| LoadError::Engine(e.to_string());
+        let (engine, allocator) =
+            engine::build(concurrency, pooling).map_err(|e| engine_err(&e))?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| engine_err(&e))?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
+            .map_err(|e| engine_err(&e))?;
+        writes::add_to_linker(&mut linker).map_err(|e| engine_err(&e))?;
+        crate::bindings::Toolkit::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
+            &mut linker,
+            |state| state,
+        )
+        .map_err(|e| engine_err(&e))?;
+        let ticker = epoch::EpochTicker::start(&engine).map_err(|e| engine_err(&e))?;
+        Ok(Self {
+            engine,
+            linker,
+            cache,
+            allocator,
+            admission: admission::Admission::new(concurrency),
+            ticker,
+        })
+    }
+
+    /// How instances are allocated.
+    pub fn allocator(&self) -> Allocator {
+        self.allocator
+    }
+
+    /// The compile cache.
+    pub fn cache(&self) -> &CompileCache {
+        &self.cache
+    }
+
+    /// Compiles (or loads from the cache) and links a component.
+    pub fn load(&self, bytes: &[u8]) -> Result<LoadedComponent, LoadError> {
+        check_header(bytes)?;
+        let started = Instant::now();
+        let digest: [u8; 32] = sha2::Sha256::digest(bytes).into();
+        let (component, cache) = self
+            .cache
+            .load_or_compile(&self.engine, bytes, &digest)
+            .map_err(|e| LoadError::Invalid(first_line(&e)))?;
+        let load_time = started.elapsed();
+        self.link(&component).map(|pre| LoadedComponent {
+            pre,
+            cache,
+            load_time,
+            digest,
+        })
+    }
+
+    fn link(&self, component: &Component) -> Result<ToolkitPre<CallState>, LoadError> {
+        let pre = self
+            .linker
+            .instantiate_pre(component)
+            .map_err(|e| LoadError::MissingImport(first_line(&e)))?;
+        let exports_tool = component
+            .component_type()
+            .exports(&self.engine)
+            .any(|(name, _)| name.starts_with("wasm-agent:tool/tool@0.1."));
+        if !exports_tool {
+            return Err(LoadError::MissingExport);
+        }
+        ToolkitPre::new(pre).map_err(|_| LoadError::MissingExport)
+    }
+
+    /// Runs `list-tools` under `policy`.
+    pub async fn list_tools(
+        &self,
+        component: &LoadedComponent,
+        policy: &CallPolicy,
+        host: HostImports,
+    ) -> Result<Vec<types::ToolSpec>, CallError> {
+        let (specs, _) = self
+            .run(component, policy, host, async |toolkit, store| {
+                toolkit.wasm_agent_tool_tool().call_list_tools(store).await
+            })
+            .await?;
+        Ok(specs)
+    }
+
+    /// Runs `call(name, arguments, context)` under `policy`.
+    pub async fn call(
+        &self,
+        component: &LoadedComponent,
+        policy: &CallPolicy,
+        host: HostImports,
+        name: &str,
+        arguments: &str,
+        context: &types::CallContext,
+    ) -> Result<GuestOutput, CallError> {
+        let (answer, denied) = self
+            .run(component, policy, host, async |toolkit, store| {
+                toolkit
+                    .wasm_agent_tool_tool()
+                    .call_call(store, name, arguments, context)
+                    .await
+            })
+            .await?;
+        let output = answer.map_err(|error| match (denied, tool_error(error)) {
+            (Some(denied), error) if error.kind == ErrorKind::Failed => denied_error(&denied),
+            (_, error) => returned::check_error(error, policy),
+        })?;
+        returned::check_output(&output, policy)?;
+        Ok(GuestOutput {
+            content: output.content,
+            artifacts: output
+                .artifacts
+                .into_iter()
+                .map(|a| Artifact {
+                    kind: a.kind,
+                    mime_type: a.mime_type,
+                    data: a.data,
+                })
+                .collect(),
+        })
+    }
+
+    /// Instantiates the component in a fresh store and runs `body` under the
+    /// policy's limits, turning every way it can end into a typed result.
+    async fn run<R>(
+        &self,
+        component: &LoadedComponent,
+        policy: &CallPolicy,
+        host: HostImports,
+        body: impl AsyncFnOnce(&crate::bindings::Toolkit, &mut Store<CallState>) -> wasmtime::Result<R>,
+    ) -> Result<(R, Option<net::Denial>), CallError> {
+        let cancellation = host.cancellation.clone();
+        let deadline = host.deadline;
+        let timeout = policy.timeout;
+        let _slot = self
+            .admission
+            .admit(deadline, &cancellation)
+            .await
+            .map_err(|waited| waited.into_error(|| timed_out(timeout)))?;
+        let (stdout, stderr) = (
+            CappedOutput::new(CAPTURE_CAP),
+            CappedOutput::new(CAPTURE_CAP),
+        );
+        let log_target = (host.tool.clone(), host.call_id.clone());
+        let denials = net::Denials::default();
+        let mut store = self.new_store(policy, host, &stdout, &stderr, denials.clone())?;
+        let _active = self.ticker.activate();
+
+        let outcome = {
+            let run = async {
+                let toolkit = component.pre.instantiate_async(&mut store).await?;
+                body(&toolkit, &mut store).await
+            };
+            tokio::select! {
+                result = run => Some(result),
+                _ = cancellation.cancelled() => None,
+                _ = tokio::time::sleep_until(deadline.into()) => None,
+            }
+        };
+        forward_output(&log_target.0, &log_target.1, "stdout", &stdout.captured());
+        let stderr = stderr.captured();
+        forward_output(&log_target.0, &log_target.1, "stderr", &stderr);
+
+        match outcome {
+            Some(Ok(value)) => Ok((value, denials.first())),
+            _ if cancellation.is_cancelled() => Err(cancelled()),
+            None => Err(timed_out(timeout)),
+            Some(Err(error)) => Err(classify(&error, &store, policy, &stderr)),
+        }
+        .map_err(|error| match denials.first() {
+            Some(denied) if matches!(error.kind, ErrorKind::Trap) => denied_error(&denied),
+            _ => error,
+        })
+    }
+
+    fn new_store(
+        &self,
+        policy: &CallPolicy,
+        host: HostImports,
+        stdout: &CappedOutput,
+        stderr: &CappedOutput,
+        denials: net::Denials,
+    ) -> Result<Store<CallState>, CallError> {
+        let wasi = wasi::build(
+            policy,
+            policy.network.clone(),
+            stdout.clone(),
+            stderr.clone(),
+            denials.clone(),
+        )
+        .map_err(|e| CallError::new(ErrorKind::CapabilityDenied, e))?;
+        let deadline = host.deadline;
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(self.admission.resource_limit(policy) as usize);
+        let mut http = wasmtime_wasi_http::WasiHttpCtx::new();
+        http.set_field_size_limit(FIELD_SIZE_LIMIT);
+        let state = CallState {
+            wasi,
+            table,
+            limiter: CallLimiter::new(policy.memory.bytes()),
+            host,
+            http,
+            writes: writes::WriteBudget::new(policy.max_write, denials.clone()),
+            http_hooks: http::PolicyHooks {
+                policy: policy.network.clone(),
+                denials,
+                deadline,
+                max_response: policy.max_response.bytes(),
+                max_requests: policy.max_requests,
+                sent: 0,
+                headers: policy.headers.clone(),
+            },
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|state| &mut state.limiter);
+        let fuel = policy.fuel.unwrap_or(u64::MAX);
+        store
+            .set_fuel(fuel)
+            .map_err(|e| CallError::new(ErrorKind::Trap, e.to_string()))?;
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |ctx| {
+            if ctx.data().host.cancellation.is_cancelled() {
+                return Err(wasmtime::Error::new(Interrupted::Cancelled));
+            }
+            if Instant::now() >= deadline {
+                return Err(wasmtime::Error::new(Interrupted::Deadline));
+            }
+            Ok(UpdateDeadline::Yield(1))
+        });
+        Ok(store)
+    }
+}
+
+fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
+    match bytes.get(..8) {
+        Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => Err(LoadError::CoreModule),
+        Some([0, b'a', b's', b'm', _, _, 1, 0]) => Ok(()),
+        Some([0, b'a', b's', b'm', ..]) => Err(LoadError::Invalid(
+            "unsupported WebAssembly version or layer".into(),
+        )),
+        _ => Err(LoadError::NotWasm),
+    }
+}
+
+fn first_line(error: &wasmtime::Error) -> String {
+    error
+        .to_string()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn forward_output(tool: &str, call_id: &str, stream: &'static str, captured: &Captured) {
+    for line in String::from_utf8_lossy(&captured.kept).lines() {
+        let line = crate::text::one_line(line);
+        tracing::info!(target: "wasm_agent::tool", tool, call_id, stream, "{line}");
+    }
+    if captured.dropped > 0 {
+        tracing::warn!(
+            target: "wasm_agent::tool",
+            tool,
+            call_id,
+            stream,
+            "the tool wrote {} more bytes to {stream} than the {CAPTURE_CAP} kept; they were dropped",
+            captured.dropped
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_check_names_what_the_bytes_are() {
+        assert!(matches!(
+            check_header(b"hello world"),
+            Err(LoadError::NotWasm)
+        ));
+        assert!(matches!(
+            check_header(b"\0asm\x01\0\0\0"),
+            Err(LoadError::CoreModule)
+        ));
+        assert!(check_header(b"\0asm\x0d\0\x01\0").is_ok());
+        assert!(matches!(check_header(b""), Err(LoadError::NotWasm)));
+    }
+}

@@ -1,0 +1,92 @@
+//! The WASI context of one call: exactly what the policy grants.
+//!
+//! No inherited environment, arguments, stdin or network; stdout and stderr
+//! go to capped in-memory sinks; directories are preopened with the granted
+//! permissions (wasmtime-wasi confines paths to them: no `..`, no absolute
+//! paths outside a grant, no symlinks leading out).
+
+use wasmtime_wasi::sockets::SocketAddrUse;
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
+
+use super::net::{Denials, NetworkPolicy};
+use super::output::CappedOutput;
+use wasm_agent_policy::{DirMode, Policy};
+
+/// Builds the WASI context for `policy`.
+pub fn build(
+    policy: &Policy,
+    network: NetworkPolicy,
+    stdout: CappedOutput,
+    stderr: CappedOutput,
+    denials: Denials,
+) -> Result<WasiCtx, String> {
+    let sockets = network.has_scheme("tcp") || network.has_scheme("udp");
+    let mut builder = WasiCtxBuilder::new();
+    builder
+        .stdout(stdout)
+        .stderr(stderr)
+        .allow_ip_name_lookup(sockets)
+        // Sockets are "allowed" so that every attempt reaches the check
+        // below, which lets through only what the grants name.
+        .allow_tcp(true)
+        .allow_udp(true)
+        .socket_addr_check(move |addr, usage| {
+            let (network, denials) = (network.clone(), denials.clone());
+            Box::pin(async move {
+                let (scheme, attempt) = match usage {
+                    // Binding an ephemeral port on the wildcard address is
+                    // what every connect does implicitly; the connect itself
+                    // is checked next.
+                    SocketAddrUse::TcpBind | SocketAddrUse::UdpBind
+                        if addr.ip().is_unspecified() && addr.port() == 0 =>
+                    {
+                        return true;
+                    }
+                    SocketAddrUse::UdpReceive => {
+                        return network.check_socket("udp", addr).await.is_ok();
+                    }
+                    SocketAddrUse::TcpConnect => ("tcp", format!("connect to tcp {addr}")),
+                    SocketAddrUse::UdpSend => ("udp", format!("send udp to {addr}")),
+                    SocketAddrUse::TcpBind | SocketAddrUse::TcpListen => {
+                        denials.record(
+                            format!("listen on tcp {addr}"),
+                            "tools may not accept connections".into(),
+                        );
+                        return false;
+                    }
+                    _ => {
+                        denials.record(
+                            format!("use a socket at {addr}"),
+                            "tools may not bind or receive on sockets".into(),
+                        );
+                        return false;
+                    }
+                };
+                match network.check_socket(scheme, addr).await {
+                    Ok(()) => true,
+                    Err(reason) => {
+                        denials.record(attempt, reason);
+                        false
+                    }
+                }
+            })
+        });
+    for (key, value) in &policy.env {
+        builder.env(key, value);
+    }
+    for grant in &policy.dirs {
+        let perms = match grant.mode {
+            DirMode::Ro => FsPerms::ReadOnly,
+            DirMode::Rw => FsPerms::ReadWrite,
+        };
+        builder
+            .preopened_dir(&grant.host, grant.guest_path(), perms)
+            .map_err(|e| {
+                format!(
+                    "cannot open granted directory {}: {e}",
+                    grant.host.display()
+                )
+            })?;
+    }
+    Ok(builder.build())
+}

@@ -1,0 +1,66 @@
+//! # wasm-agent
+//!
+//! Runs LLM-agent tools as WebAssembly components, each call in a fresh
+//! sandbox under an enforced [`Policy`]: wall-clock and fuel limits, a memory
+//! cap, only the directories and environment it is granted, a bounded result,
+//! and no network.
+//!
+//! This crate gathers the parts; each lives in a crate of its own, and the
+//! features pull in only what they name:
+//!
+//! | module | crate | feature |
+//! |---|---|---|
+//! | [`policy`] | `wasm-agent-policy` | always |
+//! | [`sandbox`], [`ToolHost`] | `wasm-agent-sandbox` | always |
+//! | [`session`] | `wasm-agent-session` (+ `wasm-agent-session-sqlite`) | always (`sqlite`) |
+//! | `agent`, `provider` | `wasm-agent-agent` | `agent` |
+//! | `mcp` | `wasm-agent-mcp` | `mcp` |
+//!
+//! ```no_run
+//! use wasm_agent::{CallContext, Policy, ToolHost};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let host = ToolHost::builder().build()?;
+//! host.load("calculator.wasm", Policy::default()).await?;
+//! let result = host
+//!     .call("calculate", r#"{"expression": "2 * (3 + 4)"}"#, &CallContext::new())
+//!     .await;
+//! println!("{}", result.model_text());
+//! # Ok(()) }
+//! ```
+
+#![warn(missing_docs)]
+
+pub use wasm_agent_policy as policy;
+pub use wasm_agent_sandbox::runtime as sandbox;
+pub use wasm_agent_sandbox::{approval, context, events, host, registry, result, text};
+
+/// Session-state stores: the trait, the in-memory store and (feature
+/// `sqlite`) the SQLite one.
+pub mod session {
+    pub use wasm_agent_session::*;
+    #[cfg(feature = "sqlite")]
+    pub use wasm_agent_session_sqlite::SqliteSessionStore;
+}
+
+#[cfg(feature = "agent")]
+pub use wasm_agent_agent as agent;
+#[cfg(feature = "agent")]
+pub use wasm_agent_agent::provider;
+#[cfg(feature = "mcp")]
+pub use wasm_agent_mcp as mcp;
+
+#[cfg(feature = "fuzz")]
+#[doc(hidden)]
+pub mod fuzz;
+
+pub use context::{CallContext, Delegator};
+pub use events::{EventBus, ToolEvent};
+pub use host::{ComponentSource, HostError, LoadOptions, LoadReport, ToolHost, ToolHostBuilder};
+pub use policy::{ByteSize, DirGrant, DirMode, Policy};
+pub use registry::{Annotations, ToolInfo};
+pub use result::{Artifact, CallError, ErrorKind, ToolCallResult};
+#[cfg(feature = "sqlite")]
+pub use session::SqliteSessionStore;
+pub use session::{InMemorySessionStore, SessionStore};
+pub use tokio_util::sync::CancellationToken;
