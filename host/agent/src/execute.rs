@@ -15,7 +15,7 @@ use super::limit::{self, OverflowStrategy};
 use super::run::{AgentEvent, EventSender, Shortened, ToolCallRecord};
 use super::tool::{AgentTool, Runner, ToolOutput};
 use crate::provider::{ChatRequest, Message, ToolCallRequest, Usage};
-use wasm_agent_sandbox::approval::ApprovalRequest;
+use wasm_agent_sandbox::approval::{self, ApprovalRequest, Verdict};
 use wasm_agent_sandbox::context::CallContext;
 use wasm_agent_sandbox::registry;
 use wasm_agent_sandbox::result::{CallError, ErrorKind};
@@ -118,7 +118,7 @@ impl Agent {
             registry::check_value(validator, &tool.name, &arguments)
                 .map_err(|message| CallError::new(ErrorKind::InvalidArguments, message))?;
         }
-        if tool.settings.requires_approval.required_for(&arguments) {
+        let request = || {
             let request = ApprovalRequest {
                 run_id: context.run_id.clone(),
                 call_id: call.id.clone(),
@@ -128,11 +128,20 @@ impl Agent {
             if let Some(sender) = events {
                 let _ = sender.send(AgentEvent::ApprovalRequested(request.clone()));
             }
-            let approved = tokio::select! {
-                approved = self.inner.approval.approve(&request) => approved,
-                () = context.cancellation.cancelled() => return Err(cancelled()),
-            };
-            if !approved {
+            request
+        };
+        let verdict = approval::decide(
+            &tool.settings.requires_approval,
+            &arguments,
+            request,
+            self.inner.approval.as_ref(),
+            &context.cancellation,
+        )
+        .await;
+        match verdict {
+            Verdict::NotNeeded | Verdict::Approved => {}
+            Verdict::Cancelled => return Err(cancelled()),
+            Verdict::Denied => {
                 return Err(CallError::new(
                     ErrorKind::Denied,
                     format!(
@@ -157,7 +166,7 @@ impl Agent {
         }
         let output = match &tool.runner {
             Runner::Sandboxed(host) => {
-                let result = host.call(&tool.name, &arguments.to_string(), context).await;
+                let result = host.call_json(&tool.name, &arguments, context).await;
                 match result.error {
                     None => Ok(ToolOutput {
                         content: result.content,

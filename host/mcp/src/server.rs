@@ -19,7 +19,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::content;
 use super::drain::{Drain, SHUTDOWN_GRACE};
-use wasm_agent_sandbox::approval::{Approval, ApprovalHandler, ApprovalRequest, DenyAll};
+use wasm_agent_sandbox::approval::{self, Approval, ApprovalHandler, ApprovalRequest, DenyAll};
 use wasm_agent_sandbox::context::CallContext;
 use wasm_agent_sandbox::host::ToolHost;
 use wasm_agent_sandbox::result::{CallError, ErrorKind, ToolCallResult};
@@ -231,33 +231,43 @@ impl McpServer {
         }
     }
 
-    async fn approved(&self, tool: &str, arguments: &Value, request_id: String) -> bool {
-        let needed = self
-            .shared
-            .approvals
-            .get(tool)
-            .is_some_and(|approval| approval.required_for(arguments));
-        if !needed {
+    /// Whether a call may run: the approval step the agent loop takes too.
+    async fn approved(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        request_id: &str,
+        cancellation: &CancellationToken,
+    ) -> bool {
+        let Some(approval) = self.shared.approvals.get(tool) else {
             return true;
-        }
-        let request = ApprovalRequest {
+        };
+        let request = || ApprovalRequest {
             run_id: self.session_id.clone(),
-            call_id: request_id,
+            call_id: request_id.to_string(),
             tool: tool.to_string(),
             arguments: arguments.clone(),
         };
-        self.shared.approver.approve(&request).await
+        approval::decide(
+            approval,
+            arguments,
+            request,
+            self.shared.approver.as_ref(),
+            cancellation,
+        )
+        .await
+        .may_run()
     }
 
     async fn run_call(
         &self,
         name: &str,
-        arguments: &str,
+        arguments: &Value,
         context: &RequestContext<RoleServer>,
     ) -> ToolCallResult {
         let mut call_context = CallContext::new().session(self.session_id.clone());
         call_context.cancellation = context.ct.child_token();
-        let call = self.shared.host.call(name, arguments, &call_context);
+        let call = self.shared.host.call_json(name, arguments, &call_context);
         match context.meta.get_progress_token() {
             None => call.await,
             Some(token) => {
@@ -360,10 +370,13 @@ impl ServerHandler for McpServer {
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let request_id = context.id.to_string();
-        if !self.approved(name, &arguments, request_id.clone()).await {
+        if !self
+            .approved(name, &arguments, &request_id, &context.ct)
+            .await
+        {
             return Ok(content::call_result(&refusal(name, request_id)).into());
         }
-        let result = self.run_call(name, &arguments.to_string(), &context).await;
+        let result = self.run_call(name, &arguments, &context).await;
         if result
             .error
             .as_ref()

@@ -200,7 +200,9 @@ impl ConfigFile {
             let policy = tool.policy.relative_to(&base);
             policy
                 .apply_to(defaults.apply_to(Policy::default()))
-                .validate()
+                // Resolved here too, so that a missing folder or variable is
+                // reported with this file's line.
+                .validate_and_resolve()
                 .map_err(|e| {
                     error(
                         Some(span.clone()),
@@ -220,7 +222,7 @@ impl ConfigFile {
         }
         defaults
             .apply_to(Policy::default())
-            .validate()
+            .validate_and_resolve()
             .map_err(|e| error(None, Some("defaults".into()), e.to_string()))?;
         Ok(ConfigFile {
             path: path.to_path_buf(),

@@ -128,6 +128,14 @@ impl<'de> Deserialize<'de> for DirGrant {
     }
 }
 
+/// Checks the guest paths given, without touching the file system.
+pub(super) fn check(grants: &[DirGrant]) -> Result<(), PolicyError> {
+    grants
+        .iter()
+        .filter_map(|grant| grant.guest.as_deref())
+        .try_for_each(check_guest_path)
+}
+
 /// Canonicalizes host paths and checks guest paths; two grants may not share
 /// a guest path.
 pub(super) fn resolve(grants: Vec<DirGrant>) -> Result<Vec<DirGrant>, PolicyError> {

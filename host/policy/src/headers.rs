@@ -43,18 +43,28 @@ impl HeaderTarget {
     }
 }
 
-/// Checks every pattern, name and value, and reads `${VAR}`s from the host
-/// environment.
-pub(super) fn resolve(
-    headers: &mut BTreeMap<String, BTreeMap<String, String>>,
+/// Credential headers for the requests one pattern matches, ready to send:
+/// values read from the environment and marked sensitive (never printed).
+#[derive(Clone, Debug)]
+pub struct CredentialHeaders {
+    /// The requests that get them.
+    pub target: HeaderTarget,
+    /// Names and values.
+    pub headers: Vec<(http::HeaderName, http::HeaderValue)>,
+}
+
+/// Checks every pattern and name, and the `${VAR}` syntax of every value,
+/// without reading the environment.
+pub(super) fn check(
+    headers: &BTreeMap<String, BTreeMap<String, String>>,
 ) -> Result<(), PolicyError> {
     for (pattern, headers) in headers {
         HeaderTarget::parse(pattern).map_err(PolicyError::Header)?;
-        for (name, value) in headers.iter_mut() {
-            *value = expand_env(value)
+        for (name, value) in headers {
+            let literal = expand(value, |_| Some(String::new()))
                 .map_err(|reason| PolicyError::Header(format!("{pattern} {name}: {reason}")))?;
             if http::HeaderName::from_bytes(name.as_bytes()).is_err()
-                || http::HeaderValue::from_str(value).is_err()
+                || http::HeaderValue::from_str(&literal).is_err()
             {
                 return Err(PolicyError::Header(format!(
                     "{pattern}: {name:?} is not a valid header name and value"
@@ -65,8 +75,35 @@ pub(super) fn resolve(
     Ok(())
 }
 
-/// Replaces `${VAR}` with the host's environment variable `VAR`.
-fn expand_env(value: &str) -> Result<String, String> {
+/// Reads every value's `${VAR}`s from the host environment.
+pub(super) fn resolve(
+    headers: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Result<Vec<CredentialHeaders>, PolicyError> {
+    let mut resolved = Vec::with_capacity(headers.len());
+    for (pattern, headers) in headers {
+        let target = HeaderTarget::parse(pattern).map_err(PolicyError::Header)?;
+        let mut pairs = Vec::with_capacity(headers.len());
+        for (name, value) in headers {
+            let bad = |reason: String| PolicyError::Header(format!("{pattern} {name}: {reason}"));
+            let value = expand(value, |name| std::env::var(name).ok()).map_err(bad)?;
+            let name = http::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| bad("is not a valid header name".into()))?;
+            let mut value = http::HeaderValue::from_str(&value)
+                .map_err(|_| bad("the value is not a valid header value".into()))?;
+            value.set_sensitive(true);
+            pairs.push((name, value));
+        }
+        resolved.push(CredentialHeaders {
+            target,
+            headers: pairs,
+        });
+    }
+    Ok(resolved)
+}
+
+/// Replaces each `${VAR}` with `lookup(VAR)`, in one pass: a value read is
+/// never expanded again.
+fn expand(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
     while let Some(start) = rest.find("${") {
@@ -74,8 +111,8 @@ fn expand_env(value: &str) -> Result<String, String> {
         let after = &rest[start + 2..];
         let end = after.find('}').ok_or("unclosed ${ in the value")?;
         let name = &after[..end];
-        let found = std::env::var(name)
-            .map_err(|_| format!("${{{name}}} is not set in the host environment"))?;
+        let found = lookup(name)
+            .ok_or_else(|| format!("${{{name}}} is not set in the host environment"))?;
         out.push_str(&found);
         rest = &after[end + 1..];
     }

@@ -12,6 +12,7 @@ mod network;
 #[cfg(test)]
 mod proptests;
 mod size;
+mod valid;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -21,10 +22,11 @@ use serde::{Deserialize, Serialize};
 
 pub use config::{ConfigError, ConfigFile, OTHER_SECTIONS, ToolConfig};
 pub use dirs::{DirGrant, DirMode};
-pub use headers::HeaderTarget;
+pub use headers::{CredentialHeaders, HeaderTarget};
 pub use layer::{LAYER_KEYS, PolicyLayer};
 pub use network::{HostPattern, NetworkGrant, PortPattern, default_port};
 pub use size::ByteSize;
+pub use valid::{Resolved, Unresolved, ValidPolicy};
 
 /// Whether a `delegate` list (agent names, or `*` for any) admits `agent`.
 pub fn delegation_allowed(allowed: &[String], agent: &str) -> bool {
@@ -295,108 +297,6 @@ impl Policy {
         self.max_schema = max_schema;
         self
     }
-
-    /// Checks that the policy can be enforced and resolves directory grants to
-    /// canonical host paths (so a grant cannot later be redirected by a symlink).
-    pub fn validate(mut self) -> Result<Self, PolicyError> {
-        if self.timeout.is_zero() {
-            return Err(limit("timeout", "must be greater than zero"));
-        }
-        if self.fuel == Some(0) {
-            return Err(limit("fuel", "must be greater than zero"));
-        }
-        if self.memory.bytes() < ByteSize::mib(1).bytes() || self.memory > MAX_MEMORY {
-            return Err(limit(
-                "memory",
-                format!("{} is outside 1MiB..=4GiB", self.memory),
-            ));
-        }
-        if self.timeout > bounds::TIMEOUT {
-            return Err(limit(
-                "timeout",
-                format!(
-                    "{} is longer than the largest allowed, {}",
-                    humantime::format_duration(self.timeout),
-                    humantime::format_duration(bounds::TIMEOUT)
-                ),
-            ));
-        }
-        within_size("max_output", self.max_output, 1, bounds::MAX_OUTPUT)?;
-        within_size("max_response", self.max_response, 1, bounds::MAX_RESPONSE)?;
-        within_size(
-            "max_arguments",
-            self.max_arguments,
-            2,
-            bounds::MAX_ARGUMENTS,
-        )?;
-        within_size(
-            "max_description",
-            self.max_description,
-            1,
-            bounds::MAX_DESCRIPTION,
-        )?;
-        within_size("max_schema", self.max_schema, 2, bounds::MAX_SCHEMA)?;
-        within_size("max_write", self.max_write, 0, bounds::MAX_WRITE)?;
-        within("max_requests", self.max_requests, 0, bounds::MAX_REQUESTS)?;
-        within(
-            "max_artifacts",
-            self.max_artifacts,
-            0,
-            bounds::MAX_ARTIFACTS,
-        )?;
-        let (fewest, most) = bounds::MAX_RESOURCES;
-        within("max_resources", self.max_resources, fewest, most)?;
-        within("max_tools", self.max_tools, 1, bounds::MAX_TOOLS)?;
-        if let Some(grant) = self.network.iter().find(|g| g.grants_everything()) {
-            tracing::warn!(
-                "network grant {grant} allows every scheme, host and port (private addresses \
-                 still need an explicit IP or CIDR grant)"
-            );
-        }
-        if let Some(key) = self
-            .env
-            .keys()
-            .find(|k| k.is_empty() || k.contains(['=', '\0']))
-        {
-            return Err(PolicyError::EnvName(key.clone()));
-        }
-        headers::resolve(&mut self.http_headers)?;
-        self.dirs = dirs::resolve(std::mem::take(&mut self.dirs))?;
-        Ok(self)
-    }
-}
-
-/// Checks that a count lies in `min..=max`.
-fn within(key: &'static str, value: u32, min: u32, max: u32) -> Result<(), PolicyError> {
-    if (min..=max).contains(&value) {
-        Ok(())
-    } else {
-        Err(limit(key, format!("{value} is outside {min}..={max}")))
-    }
-}
-
-/// Checks that a size lies in `min..=max` bytes.
-fn within_size(
-    key: &'static str,
-    value: ByteSize,
-    min: u64,
-    max: ByteSize,
-) -> Result<(), PolicyError> {
-    if (min..=max.bytes()).contains(&value.bytes()) {
-        Ok(())
-    } else {
-        Err(limit(
-            key,
-            format!("{value} is outside {}..={max}", ByteSize(min)),
-        ))
-    }
-}
-
-fn limit(key: &'static str, reason: impl Into<String>) -> PolicyError {
-    PolicyError::Limit {
-        key,
-        reason: reason.into(),
-    }
 }
 
 /// Durations as text (`500ms`, `5s`, `1m 30s`), as operators write them.
@@ -468,15 +368,17 @@ mod tests {
                 "Authorization",
                 format!("Bearer ${{{key}}}"),
             )
-            .validate()
+            .validate_and_resolve()
             .unwrap();
-        assert_eq!(
-            policy.http_headers["api.example.com"]["Authorization"],
-            "Bearer s3cret"
-        );
+        let headers = &policy.credential_headers()[0];
+        assert!(headers.target.applies("https", "api.example.com"));
+        assert_eq!(headers.headers[0].0, "authorization");
+        assert_eq!(headers.headers[0].1, "Bearer s3cret");
+        assert!(headers.headers[0].1.is_sensitive());
+        assert!(!format!("{policy:?}").contains("s3cret"));
         let err = Policy::default()
             .http_header("api.example.com", "X-Key", "${WASM_AGENT_SURELY_UNSET}")
-            .validate()
+            .validate_and_resolve()
             .unwrap_err();
         assert!(err.to_string().contains("WASM_AGENT_SURELY_UNSET"), "{err}");
         let err = Policy::default()

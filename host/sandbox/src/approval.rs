@@ -1,11 +1,13 @@
-//! Approval before risky calls: which calls need it ([`Approval`]) and who
-//! decides ([`ApprovalHandler`]).
+//! Approval before risky calls: which calls need it ([`Approval`]), who
+//! decides ([`ApprovalHandler`]), and the one step every entry point (the
+//! agent loop, the MCP server) takes before running a call ([`decide`]).
 
 use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 /// Whether a tool's calls need approval.
 #[derive(Clone, Default)]
@@ -150,6 +152,48 @@ where
     }
 }
 
+/// What became of a call that may need approval.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The call needs no approval.
+    NotNeeded,
+    /// The handler approved it.
+    Approved,
+    /// The handler refused it.
+    Denied,
+    /// The call was cancelled while waiting for an answer.
+    Cancelled,
+}
+
+impl Verdict {
+    /// Whether the call may run.
+    pub fn may_run(self) -> bool {
+        matches!(self, Verdict::NotNeeded | Verdict::Approved)
+    }
+}
+
+/// Asks `handler` about a call when `approval` requires it for `arguments`
+/// (`request` builds the question only then); stops waiting when the call is
+/// cancelled.
+pub async fn decide(
+    approval: &Approval,
+    arguments: &Value,
+    request: impl FnOnce() -> ApprovalRequest,
+    handler: &dyn ApprovalHandler,
+    cancellation: &CancellationToken,
+) -> Verdict {
+    if !approval.required_for(arguments) {
+        return Verdict::NotNeeded;
+    }
+    let request = request();
+    tokio::select! {
+        approved = handler.approve(&request) => {
+            if approved { Verdict::Approved } else { Verdict::Denied }
+        }
+        () = cancellation.cancelled() => Verdict::Cancelled,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,5 +231,46 @@ mod tests {
         assert!(!handler.approve(&request("delete")).await);
         assert!(ApproveTools::named(["all"]).approve(&request("x")).await);
         assert!(!DenyAll.approve(&request("x")).await);
+    }
+
+    #[tokio::test]
+    async fn decide_asks_only_when_needed_and_gives_up_on_cancel() {
+        let request = || ApprovalRequest {
+            run_id: "r".into(),
+            call_id: "c".into(),
+            tool: "drop".into(),
+            arguments: json!({}),
+        };
+        let live = CancellationToken::new();
+        let never = Approval::Never;
+        let always = Approval::Always;
+        let args = json!({});
+        let asked = || -> ApprovalRequest { panic!("asked although no approval is needed") };
+        assert_eq!(
+            decide(&never, &args, asked, &DenyAll, &live).await,
+            Verdict::NotNeeded
+        );
+        assert_eq!(
+            decide(&always, &args, request, &DenyAll, &live).await,
+            Verdict::Denied
+        );
+        let all = ApproveTools::all();
+        assert_eq!(
+            decide(&always, &args, request, &all, &live).await,
+            Verdict::Approved
+        );
+        struct Silent;
+        #[async_trait::async_trait]
+        impl ApprovalHandler for Silent {
+            async fn approve(&self, _: &ApprovalRequest) -> bool {
+                std::future::pending().await
+            }
+        }
+        let cancelled = CancellationToken::new();
+        cancelled.cancel();
+        assert_eq!(
+            decide(&always, &args, request, &Silent, &cancelled).await,
+            Verdict::Cancelled
+        );
     }
 }

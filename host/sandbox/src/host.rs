@@ -7,6 +7,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use serde_json::Value;
 use tokio::sync::broadcast;
 
 use crate::context::CallContext;
@@ -18,6 +19,15 @@ use crate::runtime::{
 };
 use wasm_agent_policy::{Policy, PolicyError};
 use wasm_agent_session::{InMemorySessionStore, SessionStore};
+
+/// A call's arguments as the caller has them.
+#[derive(Clone, Copy)]
+enum Arguments<'a> {
+    /// JSON text, parsed once to be validated.
+    Text(&'a str),
+    /// Parsed already; serialised once for the tool.
+    Parsed(&'a Value),
+}
 
 /// Default number of calls that may run at once (and instance-pool slots).
 pub const DEFAULT_CONCURRENCY: u32 = 128;
@@ -335,7 +345,7 @@ impl ToolHost {
         }
         let policy = options
             .policy
-            .validate()
+            .validate_and_resolve()
             .map_err(|reason| HostError::Policy {
                 component: id.clone(),
                 reason,
@@ -458,6 +468,28 @@ impl ToolHost {
     /// Calls a tool with JSON-text arguments. Every failure, whether invalid
     /// arguments, a limit, a trap or the tool's own error, is in the result.
     pub async fn call(&self, name: &str, arguments: &str, context: &CallContext) -> ToolCallResult {
+        self.call_with(name, Arguments::Text(arguments), context)
+            .await
+    }
+
+    /// Calls a tool with arguments already parsed (as an agent loop or an MCP
+    /// server has them): validated as they are, serialised once for the tool.
+    pub async fn call_json(
+        &self,
+        name: &str,
+        arguments: &Value,
+        context: &CallContext,
+    ) -> ToolCallResult {
+        self.call_with(name, Arguments::Parsed(arguments), context)
+            .await
+    }
+
+    async fn call_with(
+        &self,
+        name: &str,
+        arguments: Arguments<'_>,
+        context: &CallContext,
+    ) -> ToolCallResult {
         let started = Instant::now();
         let call_id = format!(
             "call-{}",
@@ -503,12 +535,29 @@ impl ToolHost {
         &self,
         entry: &ToolEntry,
         call_id: &str,
-        arguments: &str,
+        arguments: Arguments<'_>,
         context: &CallContext,
     ) -> Result<crate::runtime::GuestOutput, CallError> {
-        registry::check_arguments_size(arguments, &entry.component.policy)?;
-        registry::validate_arguments(entry, arguments)
-            .map_err(|message| CallError::new(ErrorKind::InvalidArguments, message))?;
+        let policy = &entry.component.policy;
+        let invalid = |message| CallError::new(ErrorKind::InvalidArguments, message);
+        let text = match arguments {
+            Arguments::Text(text) => {
+                registry::check_arguments_size(text, policy)?;
+                let value: Value = serde_json::from_str(text)
+                    .map_err(|e| invalid(format!("the arguments are not valid JSON: {e}")))?;
+                registry::check_value(&entry.validator, &entry.info.name, &value)
+                    .map_err(invalid)?;
+                std::borrow::Cow::Borrowed(text)
+            }
+            Arguments::Parsed(value) => {
+                let text = value.to_string();
+                registry::check_arguments_size(&text, policy)?;
+                registry::check_value(&entry.validator, &entry.info.name, value)
+                    .map_err(invalid)?;
+                std::borrow::Cow::Owned(text)
+            }
+        };
+        let arguments = text.as_ref();
         let imports = self.host_imports(
             &entry.component,
             &entry.info.name,

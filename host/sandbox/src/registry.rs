@@ -120,22 +120,48 @@ pub enum SpecError {
     },
 }
 
-/// The error for a call to a tool that does not exist, listing (up to 30 of)
-/// the names that do.
+/// The error for a call to a tool that does not exist: the closest name
+/// ("did you mean"), then (up to 30 of) the names that do exist.
 pub fn unknown_tool<'a>(name: &str, known: impl ExactSizeIterator<Item = &'a str>) -> CallError {
     let total = known.len();
-    let mut names: Vec<&str> = known.take(30).collect();
+    let mut closest: Option<(f64, &str)> = None;
+    let mut names: Vec<&str> = Vec::with_capacity(total.min(31));
+    for candidate in known {
+        // Names are at most 64 bytes, so a longer one has no near match and
+        // is never compared (the work stays linear in the list).
+        if name.len() <= 64 {
+            let score = strsim::jaro_winkler(&name.to_lowercase(), &candidate.to_lowercase());
+            if score >= SIMILAR && closest.is_none_or(|(best, _)| score > best) {
+                closest = Some((score, candidate));
+            }
+        }
+        if names.len() < 30 {
+            names.push(candidate);
+        }
+    }
     if total > names.len() {
         names.push("...");
     }
+    let shown: String = name.chars().take(64).collect();
+    let shown = if shown.len() < name.len() {
+        format!("{shown:?} (cut)")
+    } else {
+        format!("{shown:?}")
+    };
+    let hint = closest
+        .map(|(_, candidate)| format!("did you mean {candidate:?}? "))
+        .unwrap_or_default();
     CallError::new(
         ErrorKind::UnknownTool,
         format!(
-            "there is no tool named {name:?}; available tools: {}",
+            "there is no tool named {shown}; {hint}available tools: {}",
             names.join(", ")
         ),
     )
 }
+
+/// How alike (Jaro-Winkler, case folded) a name must be to be suggested.
+const SIMILAR: f64 = 0.85;
 
 /// Checks a tool name: 1-64 characters of `[a-zA-Z0-9_-]`.
 pub fn valid_name(name: &str) -> bool {
@@ -268,13 +294,6 @@ pub(crate) fn check_arguments_size(arguments: &str, policy: &Policy) -> Result<(
     Ok(())
 }
 
-/// Checks arguments against a tool's schema: every violation, by JSON pointer.
-pub(crate) fn validate_arguments(entry: &ToolEntry, arguments: &str) -> Result<(), String> {
-    let value: Value = serde_json::from_str(arguments)
-        .map_err(|e| format!("the arguments are not valid JSON: {e}"))?;
-    check_value(&entry.validator, &entry.info.name, &value)
-}
-
 /// Checks parsed arguments against a compiled schema; the message lists up to
 /// 20 violations as `pointer: reason`, for the model to fix.
 pub fn check_value(
@@ -305,5 +324,25 @@ pub fn check_value(
             "the arguments do not match the schema of {tool}: {}",
             problems.join("; ")
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_tools_get_the_closest_name() {
+        let known = ["calculate", "read_file", "fetch"];
+        let message = unknown_tool("calcualte", known.into_iter()).message;
+        assert!(message.contains("did you mean \"calculate\"?"), "{message}");
+        let message = unknown_tool("Read_File", known.into_iter()).message;
+        assert!(message.contains("did you mean \"read_file\"?"), "{message}");
+        let message = unknown_tool("weather", known.into_iter()).message;
+        assert!(!message.contains("did you mean"), "{message}");
+        assert!(message.contains("calculate, read_file, fetch"), "{message}");
+        let long = "x".repeat(100_000);
+        let message = unknown_tool(&long, known.into_iter()).message;
+        assert!(message.len() < 300, "{}", message.len());
     }
 }

@@ -19,7 +19,7 @@ use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::net::{Denials, NetworkPolicy};
-use wasm_agent_policy::{HeaderTarget, Policy, default_port};
+use wasm_agent_policy::{ValidPolicy, default_port};
 
 type IoFuture = Box<dyn Future<Output = Result<(), HttpError>> + Send>;
 type SendFuture =
@@ -38,34 +38,8 @@ pub struct PolicyHooks {
     pub(super) max_response: u64,
     pub(super) max_requests: u32,
     pub(super) sent: u32,
-    pub(super) headers: Arc<Vec<HostHeaders>>,
-}
-
-/// Headers the host adds to requests for matching hosts (credentials).
-pub struct HostHeaders {
-    target: HeaderTarget,
-    headers: Vec<(http::HeaderName, http::HeaderValue)>,
-}
-
-/// The credential headers of a (validated) policy.
-pub fn host_headers(policy: &Policy) -> Vec<HostHeaders> {
-    policy
-        .http_headers
-        .iter()
-        .filter_map(|(pattern, headers)| {
-            Some(HostHeaders {
-                target: HeaderTarget::parse(pattern).ok()?,
-                headers: headers
-                    .iter()
-                    .filter_map(|(name, value)| {
-                        let mut value = http::HeaderValue::from_str(value).ok()?;
-                        value.set_sensitive(true);
-                        Some((http::HeaderName::from_bytes(name.as_bytes()).ok()?, value))
-                    })
-                    .collect(),
-            })
-        })
-        .collect()
+    /// The policy whose credential headers go out with matching requests.
+    pub(super) credentials: Arc<ValidPolicy>,
 }
 
 fn refuse(error: HttpError) -> SendFuture {
@@ -105,7 +79,7 @@ impl WasiHttpHooks for PolicyHooks {
             return refuse(HttpError::HttpRequestDenied);
         }
         let mut request = request;
-        for entry in self.headers.iter() {
+        for entry in self.credentials.credential_headers() {
             if !entry.target.applies(&scheme, &host) {
                 if entry.target.hosts.matches(&host) {
                     tracing::debug!(target: "wasm_agent::network", request = %attempt, "credential headers are not sent over {scheme}");

@@ -35,7 +35,7 @@ use classify::{Interrupted, cancelled, classify, denied_error, timed_out, tool_e
 use limits::CallLimiter;
 use output::CappedOutput;
 use state::CallState;
-use wasm_agent_policy::Policy;
+use wasm_agent_policy::{Policy, ValidPolicy};
 
 /// Bytes of guest stdout and stderr kept per call (the rest is counted).
 const CAPTURE_CAP: usize = 64 * 1024;
@@ -94,21 +94,19 @@ pub struct GuestOutput {
     pub artifacts: Vec<Artifact>,
 }
 
-/// A validated policy with what every call derives from it, prepared once
-/// per component rather than on each call.
+/// A validated, resolved policy with what every call derives from it,
+/// prepared once per component rather than on each call.
 pub struct CallPolicy {
-    policy: Policy,
+    policy: Arc<ValidPolicy>,
     network: net::NetworkPolicy,
-    headers: Arc<Vec<http::HostHeaders>>,
 }
 
 impl CallPolicy {
-    /// Prepares `policy` (already validated) for calls.
-    pub fn new(policy: Policy) -> Self {
+    /// Prepares `policy` for calls.
+    pub fn new(policy: ValidPolicy) -> Self {
         Self {
             network: net::NetworkPolicy::new(policy.network.clone()),
-            headers: Arc::new(http::host_headers(&policy)),
-            policy,
+            policy: Arc::new(policy),
         }
     }
 }
@@ -341,7 +339,7 @@ impl Sandbox {
                 max_response: policy.max_response.bytes(),
                 max_requests: policy.max_requests,
                 sent: 0,
-                headers: policy.headers.clone(),
+                credentials: policy.policy.clone(),
             },
         };
         let mut store = Store::new(&self.engine, state);
