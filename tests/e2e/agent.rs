@@ -564,14 +564,16 @@ async fn run_context_reaches_sandboxed_and_host_tools() {
         |_, context: wasm_agent::agent::ToolContext| async move {
             context
                 .set_state("seen", &json!(true))
+                .await
                 .map_err(|e| e.to_string())?;
+            let seen = context.get_state("seen").await.unwrap();
             context.emit("asked", json!({"by": context.call.user_id}));
             Ok::<_, String>(format!(
                 "{} {} {:?} {} {}",
                 context.call.run_id,
                 context.call.session_id,
                 context.call.tenant_id,
-                context.get_state("seen").unwrap(),
+                seen,
                 context.dependency("region").unwrap_or("none")
             ))
         },

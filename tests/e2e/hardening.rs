@@ -388,10 +388,13 @@ async fn state_is_scoped_by_digest_or_alias_never_by_file_name() {
     let digest = sha256_of(&component("fixture_tool"));
     let scope = format!("sha256:{digest}");
     assert_eq!(
-        sessions.get("default", &scope, "secret").as_deref(),
+        sessions.get("default", &scope, "secret").await.as_deref(),
         Some("\"s3\"")
     );
-    assert_eq!(sessions.get("default", "fixture_tool", "secret"), None);
+    assert_eq!(
+        sessions.get("default", "fixture_tool", "secret").await,
+        None
+    );
 
     let stranger = host_with(sessions.clone());
     stranger
@@ -429,7 +432,7 @@ async fn state_is_scoped_by_digest_or_alias_never_by_file_name() {
     );
     call(&aliased, "state_set", json!({"key": "k", "value": 1})).await;
     assert_eq!(
-        sessions.get("default", "alias:calc", "k").as_deref(),
+        sessions.get("default", "alias:calc", "k").await.as_deref(),
         Some("1")
     );
 }

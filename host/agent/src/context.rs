@@ -21,21 +21,23 @@ pub struct ToolContext {
 
 impl ToolContext {
     /// The tool's session state for `key` (scoped to this tool and session).
-    pub fn get_state(&self, key: &str) -> Option<Value> {
+    pub async fn get_state(&self, key: &str) -> Option<Value> {
         let text = self
             .agent
             .inner
             .sessions
-            .get(&self.call.session_id, &self.scope(), key)?;
+            .get(&self.call.session_id, &self.scope(), key)
+            .await?;
         serde_json::from_str(&text).ok()
     }
 
     /// Sets the tool's session state for `key`.
-    pub fn set_state(&self, key: &str, value: &Value) -> Result<(), SessionError> {
+    pub async fn set_state(&self, key: &str, value: &Value) -> Result<(), SessionError> {
         self.agent
             .inner
             .sessions
             .set(&self.call.session_id, &self.scope(), key, value.to_string())
+            .await
     }
 
     /// A dependency value configured on the agent

@@ -17,8 +17,8 @@ use super::tool::{AgentTool, Runner, ToolOutput};
 use crate::provider::{ChatRequest, Message, ToolCallRequest, Usage};
 use wasm_agent_sandbox::approval::{self, ApprovalRequest, Verdict};
 use wasm_agent_sandbox::context::CallContext;
-use wasm_agent_sandbox::registry;
 use wasm_agent_sandbox::result::{CallError, ErrorKind};
+use wasm_agent_sandbox::specs;
 
 /// The most a summarizer is given to read (about 25k tokens).
 const SUMMARIZER_INPUT_CHARS: usize = 100_000;
@@ -44,7 +44,7 @@ impl Agent {
         let tool = tools.iter().find(|t| t.name == call.name);
         let mut cached = false;
         let outcome = match tool {
-            None => Err(registry::unknown_tool(
+            None => Err(specs::unknown_tool(
                 &call.name,
                 tools.iter().map(|t| t.name.as_str()),
             )),
@@ -115,7 +115,7 @@ impl Agent {
             drop_optional_nulls(&mut arguments, &tool.parameters);
         }
         if let Runner::Host(_, validator) = &tool.runner {
-            registry::check_value(validator, &tool.name, &arguments)
+            specs::check_value(validator, &tool.name, &arguments)
                 .map_err(|message| CallError::new(ErrorKind::InvalidArguments, message))?;
         }
         let request = || {

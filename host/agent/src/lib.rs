@@ -425,9 +425,7 @@ impl wasm_agent_sandbox::context::Delegator for Agent {
         agent: &str,
         input: &str,
         context: &CallContext,
-    ) -> Result<String, String> {
-        Agent::delegate(self, agent, input, context)
-            .await
-            .map_err(|e| e.to_string())
+    ) -> Result<String, wasm_agent_sandbox::context::DelegateError> {
+        Ok(Agent::delegate(self, agent, input, context).await?)
     }
 }

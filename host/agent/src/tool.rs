@@ -115,12 +115,12 @@ impl AgentTool {
         O: Into<ToolOutput>,
     {
         let name = name.into();
-        if !wasm_agent_sandbox::registry::valid_name(&name) {
+        if !wasm_agent_sandbox::specs::valid_name(&name) {
             return Err(AgentError::BadTool(format!(
                 "tool name {name:?} is invalid: use 1-64 characters of [a-zA-Z0-9_-]"
             )));
         }
-        let validator = wasm_agent_sandbox::registry::compile_schema(&parameters).map_err(|e| {
+        let validator = wasm_agent_sandbox::specs::compile_schema(&parameters).map_err(|e| {
             AgentError::BadTool(format!("tool {name:?} has an unusable schema: {e}"))
         })?;
         let run = Arc::new(run);

@@ -115,7 +115,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     serde_json::from_str(&metadata).context("--metadata must be a JSON object")?;
             }
             let config = host.load_config()?;
-            let store = Arc::new(run::open_store(host.data_dir.clone())?);
+            let store = Arc::new(run::open_store(host.data_dir.clone()).await?);
             let tool_host = load_targets_with(
                 std::slice::from_ref(&component),
                 &host,

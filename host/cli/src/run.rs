@@ -38,7 +38,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let spec: ModelSpec = model.parse()?;
     let provider = provider_for(&spec, base_url.as_deref())?;
 
-    let store = Arc::new(open_store(args.host.data_dir.clone())?);
+    let store = Arc::new(open_store(args.host.data_dir.clone()).await?);
     let host = if args.tools.is_empty() && config.is_none() {
         None
     } else {
@@ -56,7 +56,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let session = args.session.clone().unwrap_or_else(|| "default".into());
     // The conversation continues only in a session the operator named.
     let mut history = match &args.session {
-        Some(id) => load_history(&store, id),
+        Some(id) => load_history(&store, id).await,
         None => Vec::new(),
     };
     let context = || {
@@ -86,7 +86,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     if let (Some(messages), Some(id)) = (conversation(&outcome), &args.session) {
         history = messages;
-        save_history(&store, id, &history);
+        save_history(&store, id, &history).await;
     }
     Ok(code)
 }
@@ -171,7 +171,7 @@ async fn chat(
         if let Some(messages) = conversation(&outcome) {
             history = messages;
             if let Some(id) = &args.session {
-                save_history(store, id, &history);
+                save_history(store, id, &history).await;
             }
         }
     }
@@ -463,7 +463,12 @@ async fn read_line() -> anyhow::Result<Option<String>> {
 }
 
 /// The SQLite session store under the data dir.
-pub fn open_store(data_dir: Option<PathBuf>) -> anyhow::Result<SqliteSessionStore> {
+/// Opens the session store (on the blocking pool: it creates and reads files).
+pub async fn open_store(data_dir: Option<PathBuf>) -> anyhow::Result<SqliteSessionStore> {
+    tokio::task::spawn_blocking(move || open_store_blocking(data_dir)).await?
+}
+
+fn open_store_blocking(data_dir: Option<PathBuf>) -> anyhow::Result<SqliteSessionStore> {
     let path = match data_dir {
         Some(dir) => dir.join("sessions.db"),
         None => SqliteSessionStore::default_path()
@@ -472,8 +477,8 @@ pub fn open_store(data_dir: Option<PathBuf>) -> anyhow::Result<SqliteSessionStor
     Ok(SqliteSessionStore::open(&path)?)
 }
 
-fn load_history(store: &SqliteSessionStore, session: &str) -> Vec<Message> {
-    match store.load_history(session) {
+async fn load_history(store: &SqliteSessionStore, session: &str) -> Vec<Message> {
+    match store.load_history(session).await {
         Ok(Some(text)) => serde_json::from_str(&text).unwrap_or_else(|e| {
             tracing::warn!(
                 "session {session}: stored conversation unreadable ({e}); starting afresh"
@@ -488,14 +493,14 @@ fn load_history(store: &SqliteSessionStore, session: &str) -> Vec<Message> {
     }
 }
 
-fn save_history(store: &SqliteSessionStore, session: &str, history: &[Message]) {
-    let saved = serde_json::to_string(history)
-        .map_err(|e| e.to_string())
-        .and_then(|text| {
-            store
-                .save_history(session, &text)
-                .map_err(|e| e.to_string())
-        });
+async fn save_history(store: &SqliteSessionStore, session: &str, history: &[Message]) {
+    let saved = match serde_json::to_string(history) {
+        Ok(text) => store
+            .save_history(session, &text)
+            .await
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
     if let Err(e) = saved {
         eprintln!("warning: session {session}: cannot save the conversation: {e}");
     }

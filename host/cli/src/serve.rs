@@ -30,7 +30,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let config = args.host.load_config()?;
-    let store = Arc::new(open_store(args.host.data_dir.clone())?);
+    let store = Arc::new(open_store(args.host.data_dir.clone()).await?);
     // The first look at the folders comes before loading, so a file that
     // changes meanwhile is loaded again.
     let watched = args.watch.then(|| {

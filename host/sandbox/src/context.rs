@@ -40,8 +40,11 @@ pub trait Delegator: Send + Sync + 'static {
         agent: &str,
         input: &str,
         context: &CallContext,
-    ) -> Result<String, String>;
+    ) -> Result<String, DelegateError>;
 }
+
+/// Why a delegated task has no answer; its text goes back to the tool.
+pub type DelegateError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A shared [`Delegator`] (opaque in debug output).
 #[derive(Clone)]

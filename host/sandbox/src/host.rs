@@ -1,9 +1,8 @@
 //! [`ToolHost`]: load components, list their tools, call them.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -12,11 +11,13 @@ use tokio::sync::broadcast;
 
 use crate::context::CallContext;
 use crate::events::{EventBus, ToolEvent};
-use crate::registry::{self, ComponentEntry, SpecError, ToolEntry, ToolInfo};
+use crate::registry::{ComponentEntry, Registry, RegistryError, ToolEntry, ToolInfo};
 use crate::result::{CallError, ErrorKind, ToolCallResult};
 use crate::runtime::{
-    Allocator, CacheOutcome, CallPolicy, CompileCache, HostImports, LoadError, Sandbox,
+    Allocator, CacheOutcome, CallId, CallPolicy, CallScope, CompileCache, HostImports, LoadError,
+    Sandbox,
 };
+use crate::specs::{self, SpecError};
 use wasm_agent_policy::{Policy, PolicyError};
 use wasm_agent_session::{InMemorySessionStore, SessionStore};
 
@@ -86,6 +87,23 @@ pub enum HostError {
     /// An invalid component name or prefix.
     #[error("{0}")]
     BadName(String),
+}
+
+impl From<RegistryError> for HostError {
+    fn from(error: RegistryError) -> Self {
+        match error {
+            RegistryError::DuplicateTool {
+                tool,
+                component,
+                existing,
+            } => HostError::DuplicateTool {
+                tool,
+                component,
+                existing,
+            },
+            RegistryError::DuplicateComponent(id) => HostError::DuplicateComponent(id),
+        }
+    }
 }
 
 /// Where a component comes from.
@@ -241,7 +259,7 @@ impl ToolHostBuilder {
         Ok(ToolHost {
             inner: Arc::new(Inner {
                 sandbox,
-                tools: RwLock::default(),
+                tools: Registry::default(),
                 sessions: self
                     .sessions
                     .unwrap_or_else(|| Arc::new(InMemorySessionStore::default())),
@@ -260,7 +278,7 @@ pub struct ToolHost {
 
 struct Inner {
     sandbox: Sandbox,
-    tools: RwLock<BTreeMap<String, Arc<ToolEntry>>>,
+    tools: Registry,
     sessions: Arc<dyn SessionStore>,
     events: EventBus,
     next_call: AtomicU64,
@@ -324,10 +342,12 @@ impl ToolHost {
     ) -> Result<Prepared, HostError> {
         let (default_name, bytes) = match source {
             ComponentSource::File(path) => {
-                let bytes = std::fs::read(&path).map_err(|reason| HostError::Read {
-                    path: path.clone(),
-                    reason,
-                })?;
+                let bytes = tokio::fs::read(&path)
+                    .await
+                    .map_err(|reason| HostError::Read {
+                        path: path.clone(),
+                        reason,
+                    })?;
                 let stem = path
                     .file_stem()
                     .map(|s| s.to_string_lossy().into_owned())
@@ -338,23 +358,28 @@ impl ToolHost {
         };
         let id = options.name.unwrap_or(default_name);
         let prefix = options.prefix.unwrap_or_default();
-        if !prefix.is_empty() && !registry::valid_name(&prefix) {
+        if !prefix.is_empty() && !specs::valid_name(&prefix) {
             return Err(HostError::BadName(format!(
                 "prefix {prefix:?} may only contain [a-zA-Z0-9_-]"
             )));
         }
-        let policy = options
-            .policy
-            .validate_and_resolve()
+        // Resolving reads folders and the environment, and compiling takes
+        // long: both run on the blocking pool, never on an async worker.
+        let policy = options.policy;
+        let policy = blocking(move || policy.validate_and_resolve())
+            .await
             .map_err(|reason| HostError::Policy {
                 component: id.clone(),
                 reason,
             })?;
+        let host = self.clone();
+        let loaded = blocking(move || host.inner.sandbox.load(&bytes))
+            .await
+            .map_err(|reason| HostError::Load {
+                component: id.clone(),
+                reason,
+            })?;
         let sandbox = &self.inner.sandbox;
-        let loaded = sandbox.load(&bytes).map_err(|reason| HostError::Load {
-            component: id.clone(),
-            reason,
-        })?;
         let (cache, load_time) = (loaded.cache, loaded.load_time);
         let state_scope: Arc<str> = match &options.state_scope {
             Some(name) => format!("alias:{name}").into(),
@@ -381,12 +406,11 @@ impl ToolHost {
                 component: id.clone(),
                 reason: LoadError::ListTools(e),
             })?;
-        let entries = registry::check_specs(specs, &prefix, &component).map_err(|reason| {
-            HostError::Spec {
+        let entries =
+            specs::check_specs(specs, &prefix, &component).map_err(|reason| HostError::Spec {
                 component: id.clone(),
                 reason,
-            }
-        })?;
+            })?;
         Ok(Prepared {
             report: LoadReport {
                 component: id,
@@ -402,57 +426,35 @@ impl ToolHost {
     /// component with the same name when `replace` is set.
     fn install(&self, prepared: Prepared, replace: bool) -> Result<LoadReport, HostError> {
         let Prepared { report, entries } = prepared;
-        let id = report.component.as_str();
-        let mut tools = self.write_tools();
-        let is_same = |t: &ToolEntry| *t.component.id == *id;
-        if !replace && tools.values().any(|t| is_same(t)) {
-            return Err(HostError::DuplicateComponent(id.to_string()));
-        }
-        if let Some((entry, existing)) = entries.iter().find_map(|e| {
-            tools
-                .get(&e.info.name)
-                .filter(|existing| !(replace && is_same(existing)))
-                .map(|existing| (e, existing))
-        }) {
-            return Err(HostError::DuplicateTool {
-                tool: entry.info.name.clone(),
-                component: id.to_string(),
-                existing: existing.component.id.to_string(),
-            });
-        }
-        tools.retain(|_, t| !is_same(t));
-        for entry in entries {
-            tools.insert(entry.info.name.clone(), Arc::new(entry));
-        }
+        self.inner
+            .tools
+            .install(&report.component, entries, replace)?;
         Ok(report)
     }
 
     /// Whether the host offers a tool with this public name.
     pub fn has_tool(&self, name: &str) -> bool {
-        self.read_tools().contains_key(name)
+        self.inner.tools.contains(name)
     }
 
     /// The tool with this public name, if the host offers it.
     pub fn tool(&self, name: &str) -> Option<ToolInfo> {
-        self.read_tools().get(name).map(|t| t.info.clone())
+        self.inner.tools.get(name).map(|t| t.info.clone())
     }
 
     /// Every tool the host offers, by name.
     pub fn tools(&self) -> Vec<ToolInfo> {
-        self.read_tools().values().map(|t| t.info.clone()).collect()
+        self.inner.tools.infos()
     }
 
     /// Removes one tool; returns whether it existed. Calls in flight finish.
     pub fn remove(&self, name: &str) -> bool {
-        self.write_tools().remove(name).is_some()
+        self.inner.tools.remove(name)
     }
 
     /// Removes every tool of a component; returns how many there were.
     pub fn remove_component(&self, component: &str) -> usize {
-        let mut tools = self.write_tools();
-        let before = tools.len();
-        tools.retain(|_, t| &*t.component.id != component);
-        before - tools.len()
+        self.inner.tools.remove_component(component)
     }
 
     /// Receives tool started/finished/emitted events from now on.
@@ -495,7 +497,7 @@ impl ToolHost {
             "call-{}",
             self.inner.next_call.fetch_add(1, Ordering::Relaxed)
         );
-        let entry = self.read_tools().get(name).cloned();
+        let entry = self.inner.tools.get(name);
         let mut result = ToolCallResult {
             tool: name.to_string(),
             call_id: call_id.clone(),
@@ -542,18 +544,16 @@ impl ToolHost {
         let invalid = |message| CallError::new(ErrorKind::InvalidArguments, message);
         let text = match arguments {
             Arguments::Text(text) => {
-                registry::check_arguments_size(text, policy)?;
+                specs::check_arguments_size(text, policy)?;
                 let value: Value = serde_json::from_str(text)
                     .map_err(|e| invalid(format!("the arguments are not valid JSON: {e}")))?;
-                registry::check_value(&entry.validator, &entry.info.name, &value)
-                    .map_err(invalid)?;
+                specs::check_value(&entry.validator, &entry.info.name, &value).map_err(invalid)?;
                 std::borrow::Cow::Borrowed(text)
             }
             Arguments::Parsed(value) => {
                 let text = value.to_string();
-                registry::check_arguments_size(&text, policy)?;
-                registry::check_value(&entry.validator, &entry.info.name, value)
-                    .map_err(invalid)?;
+                specs::check_arguments_size(&text, policy)?;
+                specs::check_value(&entry.validator, &entry.info.name, value).map_err(invalid)?;
                 std::borrow::Cow::Owned(text)
             }
         };
@@ -581,7 +581,7 @@ impl ToolHost {
     /// The error for a call of a tool the host does not offer, with a
     /// "did you mean" hint.
     pub fn unknown_tool(&self, name: &str) -> CallError {
-        registry::unknown_tool(name, self.read_tools().keys().map(String::as_str))
+        self.inner.tools.unknown_tool(name)
     }
 
     fn host_imports(
@@ -592,51 +592,29 @@ impl ToolHost {
         call_id: &str,
         context: &CallContext,
     ) -> HostImports {
-        HostImports {
-            tool: tool.into(),
-            state_scope: component.state_scope.clone(),
-            call_id: call_id.into(),
+        let scope = CallScope {
+            call: CallId {
+                tool: tool.into(),
+                call_id: call_id.into(),
+            },
             session_id,
-            sessions: self.inner.sessions.clone(),
-            dependencies: component.dependencies.clone(),
-            events: self.inner.events.clone(),
-            cancellation: context.cancellation.child_token(),
-            // The policy bounds the timeout (a day), so this cannot overflow;
-            // saturate anyway rather than trust that from here.
-            deadline: Instant::now()
-                .checked_add(component.policy.timeout)
-                .unwrap_or_else(far_future),
-            log_lines: 0,
-            events_sent: 0,
-            event_bytes: 0,
-            delegate_to: component.policy.delegate.clone(),
-            delegator: context
-                .delegator
-                .as_ref()
-                .filter(|_| !component.policy.delegate.is_empty())
-                .map(|handle| (handle.0.clone(), context.clone())),
-            delegations: 0,
-        }
-    }
-
-    fn read_tools(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<ToolEntry>>> {
-        self.inner
-            .tools
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn write_tools(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Arc<ToolEntry>>> {
-        self.inner
-            .tools
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
+            state_scope: component.state_scope.clone(),
+            context,
+        };
+        HostImports::new(
+            scope,
+            &component.policy,
+            component.dependencies.clone(),
+            self.inner.sessions.clone(),
+            self.inner.events.clone(),
+        )
     }
 }
 
-/// A deadline that never comes in practice (a year from now).
-fn far_future() -> Instant {
-    let now = Instant::now();
-    now.checked_add(Duration::from_secs(365 * 24 * 3600))
-        .unwrap_or(now)
+/// Runs blocking `work` on tokio's blocking pool; a panic in it resumes here.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(value) => value,
+        Err(error) => std::panic::resume_unwind(error.into_panic()),
+    }
 }

@@ -29,6 +29,7 @@ pub mod host;
 pub mod registry;
 pub mod result;
 pub mod runtime;
+pub mod specs;
 pub mod text;
 
 pub use context::{CallContext, Delegator};

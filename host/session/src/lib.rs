@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
 /// Why a state write was refused.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
 pub enum SessionError {
     /// The scope holds too many keys.
     #[error("session state is full ({max} keys per tool and session)")]
@@ -19,8 +19,31 @@ pub enum SessionError {
         max: usize,
     },
     /// The backing store failed.
-    #[error("session store failed: {0}")]
-    Backend(String),
+    #[error("session store failed: {location}: {what}: {source}")]
+    Backend {
+        /// The store (a file path, a URL without credentials).
+        location: String,
+        /// What the store was doing.
+        what: String,
+        /// Why it failed.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl SessionError {
+    /// A failure of the backing store at `location` while doing `what`.
+    pub fn backend(
+        location: impl Into<String>,
+        what: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        SessionError::Backend {
+            location: location.into(),
+            what: what.into(),
+            source: source.into(),
+        }
+    }
 }
 
 /// Keys one tool may keep in one session, by default.
@@ -31,12 +54,16 @@ pub const DEFAULT_MAX_BYTES: usize = 16 * 1024 * 1024;
 /// Where session state lives. Values are JSON text.
 ///
 /// `scope` is the component the state belongs to: tools never see the state of
-/// another component, even in the same session.
+/// another component, even in the same session. The quotas (keys per scope,
+/// bytes per scope, see [`within_bytes`]) are part of the contract: every
+/// backend refuses past them with the same errors. Backends that block (a
+/// file, a network) do so on the blocking pool, never on an async worker.
+#[async_trait::async_trait]
 pub trait SessionStore: Send + Sync + 'static {
     /// Reads one value.
-    fn get(&self, session_id: &str, scope: &str, key: &str) -> Option<String>;
-    /// Writes one value.
-    fn set(
+    async fn get(&self, session_id: &str, scope: &str, key: &str) -> Option<String>;
+    /// Writes one value; it is stored when this returns `Ok`.
+    async fn set(
         &self,
         session_id: &str,
         scope: &str,
@@ -72,8 +99,9 @@ impl Default for InMemorySessionStore {
     }
 }
 
+#[async_trait::async_trait]
 impl SessionStore for InMemorySessionStore {
-    fn get(&self, session_id: &str, scope: &str, key: &str) -> Option<String> {
+    async fn get(&self, session_id: &str, scope: &str, key: &str) -> Option<String> {
         let scopes = self.scopes.lock().unwrap_or_else(PoisonError::into_inner);
         scopes
             .get(&(session_id.to_string(), scope.to_string()))?
@@ -81,7 +109,7 @@ impl SessionStore for InMemorySessionStore {
             .cloned()
     }
 
-    fn set(
+    async fn set(
         &self,
         session_id: &str,
         scope: &str,
@@ -110,42 +138,42 @@ impl SessionStore for InMemorySessionStore {
 mod tests {
     use super::*;
 
-    #[test]
-    fn scopes_do_not_leak() {
+    #[tokio::test]
+    async fn scopes_do_not_leak() {
         let store = InMemorySessionStore::default();
-        store.set("s1", "calc", "ans", "1".into()).unwrap();
-        assert_eq!(store.get("s1", "calc", "ans").as_deref(), Some("1"));
-        assert_eq!(store.get("s2", "calc", "ans"), None);
-        assert_eq!(store.get("s1", "files", "ans"), None);
+        store.set("s1", "calc", "ans", "1".into()).await.unwrap();
+        assert_eq!(store.get("s1", "calc", "ans").await.as_deref(), Some("1"));
+        assert_eq!(store.get("s2", "calc", "ans").await, None);
+        assert_eq!(store.get("s1", "files", "ans").await, None);
     }
 
-    #[test]
-    fn refuses_new_keys_past_the_limit() {
+    #[tokio::test]
+    async fn refuses_new_keys_past_the_limit() {
         let store = InMemorySessionStore {
             max_keys: 1,
             ..Default::default()
         };
-        store.set("s", "c", "a", "1".into()).unwrap();
-        store.set("s", "c", "a", "2".into()).unwrap();
-        assert_eq!(
-            store.set("s", "c", "b", "1".into()),
+        store.set("s", "c", "a", "1".into()).await.unwrap();
+        store.set("s", "c", "a", "2".into()).await.unwrap();
+        assert!(matches!(
+            store.set("s", "c", "b", "1".into()).await,
             Err(SessionError::TooManyKeys { max: 1 })
-        );
+        ));
     }
 
-    #[test]
-    fn refuses_values_past_the_byte_quota() {
+    #[tokio::test]
+    async fn refuses_values_past_the_byte_quota() {
         let store = InMemorySessionStore {
             max_bytes: 10,
             ..Default::default()
         };
-        store.set("s", "c", "a", "123456".into()).unwrap();
-        assert_eq!(
-            store.set("s", "c", "b", "12345".into()),
+        store.set("s", "c", "a", "123456".into()).await.unwrap();
+        assert!(matches!(
+            store.set("s", "c", "b", "12345".into()).await,
             Err(SessionError::TooManyBytes { max: 10 })
-        );
+        ));
         // Replacing a value counts only the new one.
-        store.set("s", "c", "a", "1234567890".into()).unwrap();
-        store.set("s", "d", "b", "12345".into()).unwrap();
+        store.set("s", "c", "a", "1234567890".into()).await.unwrap();
+        store.set("s", "d", "b", "12345".into()).await.unwrap();
     }
 }

@@ -37,11 +37,11 @@ pub fn arguments(schema: &str, arguments: &str) {
     let Ok(schema) = serde_json::from_str::<Value>(schema) else {
         return;
     };
-    let Ok(validator) = crate::registry::compile_schema(&schema) else {
+    let Ok(validator) = crate::specs::compile_schema(&schema) else {
         return;
     };
     if let Ok(value) = serde_json::from_str::<Value>(arguments) {
-        let _ = crate::registry::check_value(&validator, "fuzz", &value);
+        let _ = crate::specs::check_value(&validator, "fuzz", &value);
     }
 }
 

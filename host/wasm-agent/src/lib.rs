@@ -33,7 +33,7 @@
 
 pub use wasm_agent_policy as policy;
 pub use wasm_agent_sandbox::runtime as sandbox;
-pub use wasm_agent_sandbox::{approval, context, events, host, registry, result, text};
+pub use wasm_agent_sandbox::{approval, context, events, host, registry, result, specs, text};
 
 /// Session-state stores: the trait, the in-memory store and (feature
 /// `sqlite`) the SQLite one.

@@ -7,9 +7,9 @@ use std::time::Duration;
 use wasmtime::component::ResourceTableError;
 use wasmtime::{Store, Trap};
 
-use super::net;
+use super::denials;
 use super::output::Captured;
-use super::state::CallState;
+use super::store::CallState;
 use super::{FIELD_SIZE_LIMIT, first_line};
 use crate::bindings::types;
 use crate::result::{CallError, ErrorKind};
@@ -134,7 +134,7 @@ fn header_limit(error: &wasmtime::Error) -> bool {
 }
 
 /// The error for a call that failed after the sandbox refused something.
-pub(super) fn denied_error(denied: &net::Denial) -> CallError {
+pub(super) fn denied_error(denied: &denials::Denial) -> CallError {
     CallError::new(
         ErrorKind::CapabilityDenied,
         format!("the tool tried {}: {}", denied.attempt, denied.reason),

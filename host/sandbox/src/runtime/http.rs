@@ -18,7 +18,8 @@ use tokio::time::timeout;
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
-use super::net::{Denials, NetworkPolicy};
+use super::denials::Denials;
+use super::net::NetworkPolicy;
 use wasm_agent_policy::{ValidPolicy, default_port};
 
 type IoFuture = Box<dyn Future<Output = Result<(), HttpError>> + Send>;

@@ -4,14 +4,20 @@
 mod admission;
 mod cache;
 mod classify;
+mod delegate;
+mod denials;
+mod emit;
 mod engine;
 mod epoch;
 mod http;
+mod imports;
 mod limits;
+mod log;
 mod net;
 mod output;
 mod returned;
-mod state;
+mod session_state;
+mod store;
 mod wasi;
 mod writes;
 
@@ -26,15 +32,15 @@ use wasmtime::{Engine, Store, UpdateDeadline};
 pub use admission::raise_open_file_limit;
 pub use cache::{CacheOutcome, CompileCache};
 pub use engine::Allocator;
+pub use imports::{CallId, CallScope, HostImports};
 pub use output::Captured;
-pub(crate) use state::HostImports;
 
 use crate::bindings::{ToolkitPre, types};
 use crate::result::{Artifact, CallError, ErrorKind};
 use classify::{Interrupted, cancelled, classify, denied_error, timed_out, tool_error};
 use limits::CallLimiter;
 use output::CappedOutput;
-use state::CallState;
+use store::CallState;
 use wasm_agent_policy::{Policy, ValidPolicy};
 
 /// Bytes of guest stdout and stderr kept per call (the rest is counted).
@@ -259,7 +265,7 @@ impl Sandbox {
         policy: &CallPolicy,
         host: HostImports,
         body: impl AsyncFnOnce(&crate::bindings::Toolkit, &mut Store<CallState>) -> wasmtime::Result<R>,
-    ) -> Result<(R, Option<net::Denial>), CallError> {
+    ) -> Result<(R, Option<denials::Denial>), CallError> {
         let cancellation = host.cancellation.clone();
         let deadline = host.deadline;
         let timeout = policy.timeout;
@@ -272,8 +278,8 @@ impl Sandbox {
             CappedOutput::new(CAPTURE_CAP),
             CappedOutput::new(CAPTURE_CAP),
         );
-        let log_target = (host.tool.clone(), host.call_id.clone());
-        let denials = net::Denials::default();
+        let log_target = (host.call.tool.clone(), host.call.call_id.clone());
+        let denials = denials::Denials::default();
         let mut store = self.new_store(policy, host, &stdout, &stderr, denials.clone())?;
         let _active = self.ticker.activate();
 
@@ -310,7 +316,7 @@ impl Sandbox {
         host: HostImports,
         stdout: &CappedOutput,
         stderr: &CappedOutput,
-        denials: net::Denials,
+        denials: denials::Denials,
     ) -> Result<Store<CallState>, CallError> {
         let wasi = wasi::build(
             policy,
@@ -334,13 +340,14 @@ impl Sandbox {
             writes: writes::WriteBudget::new(policy.max_write, denials.clone()),
             http_hooks: http::PolicyHooks {
                 policy: policy.network.clone(),
-                denials,
+                denials: denials.clone(),
                 deadline,
                 max_response: policy.max_response.bytes(),
                 max_requests: policy.max_requests,
                 sent: 0,
                 credentials: policy.policy.clone(),
             },
+            denials,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);

@@ -8,7 +8,8 @@
 use wasmtime_wasi::sockets::SocketAddrUse;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
-use super::net::{Denials, NetworkPolicy};
+use super::denials::Denials;
+use super::net::NetworkPolicy;
 use super::output::CappedOutput;
 use wasm_agent_policy::{DirMode, Policy};
 

@@ -22,8 +22,8 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 };
 use wasmtime_wasi::p2::{DynOutputStream, OutputStream, Pollable, StreamError, StreamResult};
 
-use super::net::Denials;
-use super::state::CallState;
+use super::denials::Denials;
+use super::store::CallState;
 use wasm_agent_policy::ByteSize;
 
 /// The filesystem interface as this wasmtime-wasi registers it.

@@ -1,0 +1,136 @@
+//! The `wasm-agent:tool/host` interface of one call: each import handed to
+//! the capability that owns it (log, session state, events, dependencies,
+//! delegation, cancellation).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+use wasm_agent_session::SessionStore;
+
+use super::CallPolicy;
+use super::delegate::Delegation;
+use super::emit::Emitter;
+use super::log::ToolLog;
+use super::session_state::SessionState;
+use super::store::CallState;
+use crate::bindings::imported::{self, Level};
+use crate::context::CallContext;
+use crate::events::EventBus;
+
+/// Which call this is, as every capability logs it.
+#[derive(Clone, Debug)]
+pub struct CallId {
+    /// The tool's public name.
+    pub tool: Arc<str>,
+    /// The call's id.
+    pub call_id: Arc<str>,
+}
+
+/// What a call is for: the tool, the call, the session and the component's
+/// state scope.
+pub struct CallScope<'a> {
+    /// Which call.
+    pub call: CallId,
+    /// The session its state belongs to.
+    pub session_id: String,
+    /// The component's identity for session state.
+    pub state_scope: Arc<str>,
+    /// Who asked, with the cancellation and delegator of the run.
+    pub context: &'a CallContext,
+}
+
+/// The host side of the `host` imports for one call.
+pub struct HostImports {
+    pub(super) call: CallId,
+    log: ToolLog,
+    state: SessionState,
+    emitter: Emitter,
+    delegation: Delegation,
+    dependencies: Arc<BTreeMap<String, String>>,
+    pub(super) cancellation: CancellationToken,
+    pub(super) deadline: Instant,
+}
+
+impl HostImports {
+    /// The imports of the call `scope` under `policy`.
+    pub fn new(
+        scope: CallScope<'_>,
+        policy: &CallPolicy,
+        dependencies: Arc<BTreeMap<String, String>>,
+        sessions: Arc<dyn SessionStore>,
+        events: EventBus,
+    ) -> Self {
+        let CallScope {
+            call,
+            session_id,
+            state_scope,
+            context,
+        } = scope;
+        Self {
+            log: ToolLog::new(call.clone()),
+            state: SessionState::new(sessions, session_id, state_scope),
+            emitter: Emitter::new(events, call.clone()),
+            delegation: Delegation::new(call.clone(), policy.delegate.clone(), context),
+            dependencies,
+            cancellation: context.cancellation.child_token(),
+            // The policy bounds the timeout (a day), so this cannot overflow;
+            // saturate anyway rather than trust that from here.
+            deadline: Instant::now()
+                .checked_add(policy.timeout)
+                .unwrap_or_else(far_future),
+            call,
+        }
+    }
+
+    /// True once the call was cancelled or ran past its deadline.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancellation.is_cancelled() || Instant::now() >= self.deadline
+    }
+}
+
+/// A deadline that never comes in practice (a year from now).
+fn far_future() -> Instant {
+    let now = Instant::now();
+    now.checked_add(Duration::from_secs(365 * 24 * 3600))
+        .unwrap_or(now)
+}
+
+impl imported::Host for CallState {
+    fn log(&mut self, level: Level, message: String) -> wasmtime::Result<()> {
+        self.host.log.write(level, message);
+        Ok(())
+    }
+
+    async fn get_state(&mut self, key: String) -> wasmtime::Result<Option<String>> {
+        Ok(self.host.state.get(&key).await)
+    }
+
+    async fn set_state(&mut self, key: String, value: String) -> wasmtime::Result<()> {
+        self.host.state.set(key, value).await
+    }
+
+    fn dependency(&mut self, name: String) -> wasmtime::Result<Option<String>> {
+        Ok(self.host.dependencies.get(&name).cloned())
+    }
+
+    fn emit(&mut self, name: String, payload: String) -> wasmtime::Result<()> {
+        self.host.emitter.emit(name, payload)
+    }
+
+    fn cancelled(&mut self) -> wasmtime::Result<bool> {
+        Ok(self.host.is_cancelled())
+    }
+
+    async fn delegate(
+        &mut self,
+        agent: String,
+        input: String,
+    ) -> wasmtime::Result<Result<String, String>> {
+        let denials = self.denials.clone();
+        Ok(self.host.delegation.delegate(agent, input, &denials).await)
+    }
+}
+
+impl crate::bindings::types::Host for CallState {}

@@ -1,0 +1,45 @@
+//! The data of one call's store: the WASI and wasi:http contexts, the
+//! resource table, limits, and the `host` imports.
+
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+use super::denials::Denials;
+use super::http::PolicyHooks;
+use super::imports::HostImports;
+use super::limits::CallLimiter;
+use super::writes::WriteBudget;
+
+/// Everything a call's store holds.
+pub struct CallState {
+    pub(super) wasi: WasiCtx,
+    pub(super) table: ResourceTable,
+    pub(super) limiter: CallLimiter,
+    pub(super) host: HostImports,
+    pub(super) http: WasiHttpCtx,
+    pub(super) http_hooks: PolicyHooks,
+    /// What the call may still write into its read-write folders.
+    pub(super) writes: WriteBudget,
+    /// What the sandbox refused during the call.
+    pub(super) denials: Denials,
+}
+
+impl WasiHttpView for CallState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.http_hooks,
+        }
+    }
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
