@@ -41,7 +41,7 @@ mod tool;
 
 pub use context::ToolContext;
 pub use limit::OverflowStrategy;
-pub use router::{LexicalRouter, ModelRouter, RouterSettings, ToolRouter};
+pub use router::{LexicalRouter, ModelRouter, RouterError, RouterSettings, ToolRouter};
 pub use run::{
     AgentEvent, RunOptions, RunOutput, RunStream, Shortened, StopReason, ToolCallRecord,
 };

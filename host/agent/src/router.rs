@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::bm25::Bm25Index;
-use crate::provider::{ChatRequest, Message, Provider, ToolDefinition, Usage};
+use crate::provider::{ChatRequest, Message, Provider, ProviderError, ToolDefinition, Usage};
 
 /// What a router chose, and what it cost.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -15,6 +15,17 @@ pub struct Selection {
     pub tools: Vec<String>,
     /// Tokens spent choosing.
     pub usage: Usage,
+}
+
+/// Why a router could not choose (the agent then offers every tool).
+#[derive(Debug, thiserror::Error)]
+pub enum RouterError {
+    /// The router's model failed.
+    #[error("router model failed: {0}")]
+    Model(#[source] ProviderError),
+    /// A custom router failed.
+    #[error(transparent)]
+    Other(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// Picks the tools relevant to a request.
@@ -26,7 +37,7 @@ pub trait ToolRouter: Send + Sync + 'static {
         input: &str,
         tools: &[ToolDefinition],
         max_tools: usize,
-    ) -> Result<Selection, String>;
+    ) -> Result<Selection, RouterError>;
 }
 
 /// How an agent routes: the router and its bounds.
@@ -51,7 +62,7 @@ impl ToolRouter for LexicalRouter {
         input: &str,
         tools: &[ToolDefinition],
         max_tools: usize,
-    ) -> Result<Selection, String> {
+    ) -> Result<Selection, RouterError> {
         let index = Bm25Index::new(
             tools
                 .iter()
@@ -84,7 +95,7 @@ impl ToolRouter for ModelRouter {
         input: &str,
         tools: &[ToolDefinition],
         max_tools: usize,
-    ) -> Result<Selection, String> {
+    ) -> Result<Selection, RouterError> {
         let index: String = tools
             .iter()
             .map(|t| format!("- {}: {}\n", t.name, first_line(&t.description, 160)))
@@ -103,7 +114,7 @@ impl ToolRouter for ModelRouter {
             .model
             .chat(&request, None)
             .await
-            .map_err(|e| format!("router model failed: {e}"))?;
+            .map_err(RouterError::Model)?;
         // An unreadable answer is an empty pick (the agent then offers every
         // tool), so the tokens it cost are still counted.
         let tools = parse_names(&answer.text).unwrap_or_else(|| {

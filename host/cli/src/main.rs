@@ -29,6 +29,23 @@ const EXIT_USAGE: u8 = 2;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// An error and its causes on one line, each cause only when the text so far
+/// does not say it already (library errors print their reason themselves and
+/// also keep it as their source).
+fn error_chain(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&cause);
+        }
+    }
+    text
+}
+
 /// Parses arguments, runs the command and maps every outcome to an exit code.
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -51,7 +68,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             // Errors may quote a component's own text: escape it.
-            eprintln!("error: {}", wasm_agent::text::one_line(&format!("{e:#}")));
+            eprintln!("error: {}", wasm_agent::text::one_line(&error_chain(&e)));
             ExitCode::from(EXIT_USAGE)
         }
     };
@@ -314,4 +331,19 @@ fn wasm_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     }
     files.sort();
     Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_chain;
+
+    #[test]
+    fn error_chains_say_each_cause_once() {
+        let error = anyhow::anyhow!("disk full")
+            .context("write failed: disk full")
+            .context("cannot save");
+        assert_eq!(error_chain(&error), "cannot save: write failed: disk full");
+        let error = anyhow::anyhow!("no such file").context("cannot read a.wasm");
+        assert_eq!(error_chain(&error), "cannot read a.wasm: no such file");
+    }
 }

@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
 
-use super::PolicyError;
+use super::{ParseError, PolicyError};
 
 /// Whether a granted directory may be written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -51,7 +51,7 @@ impl DirGrant {
 }
 
 impl FromStr for DirGrant {
-    type Err = String;
+    type Err = ParseError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let (rest, mode) = match text.rsplit_once(':') {
@@ -64,13 +64,17 @@ impl FromStr for DirGrant {
             None => (rest, None),
         };
         if host.is_empty() {
-            return Err(format!(
-                "invalid directory grant {text:?}: expected HOST[:GUEST][:ro|:rw]"
+            return Err(ParseError::new(
+                "directory grant",
+                text,
+                "expected HOST[:GUEST][:ro|:rw]",
             ));
         }
         if guest.as_deref() == Some("") {
-            return Err(format!(
-                "invalid directory grant {text:?}: the guest path after ':' is empty"
+            return Err(ParseError::new(
+                "directory grant",
+                text,
+                "the guest path after ':' is empty",
             ));
         }
         Ok(DirGrant {

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{HostPattern, PolicyError};
+use super::{HostPattern, ParseError, PolicyError};
 
 /// Where a policy's headers go.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,14 +20,16 @@ pub struct HeaderTarget {
 
 impl HeaderTarget {
     /// Parses `HOST`, `https://HOST` or `http://HOST`.
-    pub fn parse(pattern: &str) -> Result<Self, String> {
+    pub fn parse(pattern: &str) -> Result<Self, ParseError> {
         let (plaintext, host) = match pattern.split_once("://") {
             None => (false, pattern),
             Some((scheme, host)) if scheme.eq_ignore_ascii_case("https") => (false, host),
             Some((scheme, host)) if scheme.eq_ignore_ascii_case("http") => (true, host),
             Some((scheme, _)) => {
-                return Err(format!(
-                    "{pattern}: headers go to https (or, stated, http) requests only, not {scheme}"
+                return Err(ParseError::new(
+                    "header pattern",
+                    pattern,
+                    format!("headers go to https (or, stated, http) requests only, not {scheme}"),
                 ));
             }
         };
@@ -59,7 +61,7 @@ pub(super) fn check(
     headers: &BTreeMap<String, BTreeMap<String, String>>,
 ) -> Result<(), PolicyError> {
     for (pattern, headers) in headers {
-        HeaderTarget::parse(pattern).map_err(PolicyError::Header)?;
+        HeaderTarget::parse(pattern).map_err(|e| PolicyError::Header(e.to_string()))?;
         for (name, value) in headers {
             let literal = expand(value, |_| Some(String::new()))
                 .map_err(|reason| PolicyError::Header(format!("{pattern} {name}: {reason}")))?;
@@ -81,7 +83,8 @@ pub(super) fn resolve(
 ) -> Result<Vec<CredentialHeaders>, PolicyError> {
     let mut resolved = Vec::with_capacity(headers.len());
     for (pattern, headers) in headers {
-        let target = HeaderTarget::parse(pattern).map_err(PolicyError::Header)?;
+        let target =
+            HeaderTarget::parse(pattern).map_err(|e| PolicyError::Header(e.to_string()))?;
         let mut pairs = Vec::with_capacity(headers.len());
         for (name, value) in headers {
             let bad = |reason: String| PolicyError::Header(format!("{pattern} {name}: {reason}"));
@@ -138,6 +141,6 @@ mod tests {
             HeaderTarget::parse("*.example.com").unwrap()
         );
         let err = HeaderTarget::parse("tcp://db").unwrap_err();
-        assert!(err.contains("tcp"), "{err}");
+        assert!(err.to_string().contains("tcp"), "{err}");
     }
 }

@@ -145,6 +145,30 @@ pub mod bounds {
     pub const MAX_WRITE: ByteSize = ByteSize::gib(1024);
 }
 
+/// Text that does not parse as the policy value it should be (a grant, a
+/// size, a duration, a pattern): what, the text, and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {what} {text:?}: {reason}")]
+pub struct ParseError {
+    /// What the text should have been (`network grant`, `size`, ...).
+    pub what: &'static str,
+    /// The text as given.
+    pub text: String,
+    /// What is wrong with it, and what would be right.
+    pub reason: String,
+}
+
+impl ParseError {
+    /// `text` is not a valid `what`, because of `reason`.
+    pub fn new(what: &'static str, text: &str, reason: impl Into<String>) -> Self {
+        Self {
+            what,
+            text: text.to_string(),
+            reason: reason.into(),
+        }
+    }
+}
+
 /// A policy that cannot be enforced as written.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PolicyError {
@@ -315,9 +339,14 @@ pub mod duration_text {
     }
 
     /// Parses `500ms`, `5s`, `2m`.
-    pub fn parse(text: &str) -> Result<Duration, String> {
-        humantime::parse_duration(text.trim())
-            .map_err(|e| format!("invalid duration {text:?} ({e}): expected e.g. 500ms, 5s or 2m"))
+    pub fn parse(text: &str) -> Result<Duration, crate::ParseError> {
+        humantime::parse_duration(text.trim()).map_err(|e| {
+            crate::ParseError::new(
+                "duration",
+                text,
+                format!("{e}; expected e.g. 500ms, 5s or 2m"),
+            )
+        })
     }
 
     /// For optional fields.

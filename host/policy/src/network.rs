@@ -14,6 +14,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
 
+use crate::ParseError;
+
 /// Which hosts a grant covers.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum HostPattern {
@@ -153,10 +155,10 @@ fn cidr_contains(network: IpAddr, prefix: u8, ip: IpAddr) -> bool {
 }
 
 impl FromStr for NetworkGrant {
-    type Err = String;
+    type Err = ParseError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let bad = |why: &str| format!("invalid network grant {text:?}: {why}");
+        let bad = |why: &str| ParseError::new("network grant", text, why);
         let text = text.trim();
         if text == "*" {
             return Err(bad(
@@ -313,10 +315,10 @@ fn parse_port(text: &str) -> Result<PortPattern, String> {
 }
 
 impl FromStr for HostPattern {
-    type Err = String;
+    type Err = ParseError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        parse_host(text.trim()).map_err(|why| format!("invalid host pattern {text:?}: {why}"))
+        parse_host(text.trim()).map_err(|why| ParseError::new("host pattern", text, why))
     }
 }
 
@@ -421,7 +423,7 @@ mod tests {
             ("*://example.com", "give a port"),
         ] {
             let err = text.parse::<NetworkGrant>().unwrap_err();
-            assert!(err.contains(needle), "{text}: {err}");
+            assert!(err.to_string().contains(needle), "{text}: {err}");
         }
     }
 }

@@ -5,6 +5,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
 
+use crate::ParseError;
+
 /// A number of bytes, parsed from text such as `32MiB` or a bare integer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ByteSize(pub u64);
@@ -42,7 +44,7 @@ const UNITS: &[(&str, u64)] = &[
 ];
 
 impl FromStr for ByteSize {
-    type Err = String;
+    type Err = ParseError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let text = text.trim();
@@ -52,8 +54,10 @@ impl FromStr for ByteSize {
         let (number, unit) = text.split_at(split);
         let unit = unit.trim().to_ascii_lowercase();
         let invalid = || {
-            format!(
-                "invalid size {text:?}: expected a number with an optional unit such as 512KiB, 64MiB or 1GiB"
+            ParseError::new(
+                "size",
+                text,
+                "expected a number with an optional unit such as 512KiB, 64MiB or 1GiB",
             )
         };
         if number.is_empty() {
@@ -73,12 +77,12 @@ impl FromStr for ByteSize {
             return whole
                 .checked_mul(factor)
                 .map(ByteSize)
-                .ok_or_else(|| format!("size {text:?} is too large"));
+                .ok_or_else(|| ParseError::new("size", text, "too large"));
         }
         let value: f64 = number.parse().map_err(|_| invalid())?;
         let bytes = value * factor as f64;
         if !bytes.is_finite() || bytes > u64::MAX as f64 {
-            return Err(format!("size {text:?} is too large"));
+            return Err(ParseError::new("size", text, "too large"));
         }
         Ok(ByteSize(bytes.round() as u64))
     }
@@ -144,7 +148,7 @@ mod tests {
     fn rejects_garbage_with_a_hint() {
         for bad in ["", "MiB", "12 parsecs", "-1", "1..2MiB"] {
             let err = bad.parse::<ByteSize>().unwrap_err();
-            assert!(err.contains("64MiB"), "{bad}: {err}");
+            assert!(err.to_string().contains("64MiB"), "{bad}: {err}");
         }
     }
 

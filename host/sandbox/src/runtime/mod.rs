@@ -62,11 +62,25 @@ pub enum LoadError {
     )]
     CoreModule,
     /// The component does not compile.
-    #[error("invalid WebAssembly component: {0}")]
-    Invalid(String),
+    #[error("invalid WebAssembly component: {summary}")]
+    Invalid {
+        /// The first line of the reason.
+        summary: String,
+        /// wasmtime's whole error chain, when there is one.
+        #[source]
+        cause: Option<Cause>,
+    },
     /// The component imports something this host does not provide.
-    #[error("{0}; this host provides WASI 0.2 (with wasi:http) and wasm-agent:tool/host@0.1 only")]
-    MissingImport(String),
+    #[error(
+        "{summary}; this host provides WASI 0.2 (with wasi:http) and wasm-agent:tool/host@0.1 only"
+    )]
+    MissingImport {
+        /// The first line of the reason (names the import).
+        summary: String,
+        /// wasmtime's whole error chain.
+        #[source]
+        cause: Cause,
+    },
     /// The component does not export the tool interface.
     #[error(
         "the component does not export wasm-agent:tool/tool@0.1 (it was built for another \
@@ -78,7 +92,26 @@ pub enum LoadError {
     ListTools(CallError),
     /// The engine could not be set up.
     #[error("cannot set up the WebAssembly engine: {0}")]
-    Engine(String),
+    Engine(#[source] Cause),
+}
+
+/// The underlying error of a [`LoadError`].
+pub type Cause = Box<dyn std::error::Error + Send + Sync>;
+
+impl LoadError {
+    fn invalid(error: wasmtime::Error) -> Self {
+        LoadError::Invalid {
+            summary: first_line(&error),
+            cause: Some(error.into()),
+        }
+    }
+
+    fn missing_import(error: wasmtime::Error) -> Self {
+        LoadError::MissingImport {
+            summary: first_line(&error),
+            cause: error.into(),
+        }
+    }
 }
 
 /// A compiled component, ready to be instantiated for each call.
@@ -138,20 +171,18 @@ pub struct Sandbox {
 impl Sandbox {
     /// Builds the engine (pooling when possible) with `concurrency` slots.
     pub fn new(concurrency: u32, pooling: bool, cache: CompileCache) -> Result<Self, LoadError> {
-        let engine_err = |e: &dyn std::fmt::Display| LoadError::Engine(e.to_string());
-        let (engine, allocator) =
-            engine::build(concurrency, pooling).map_err(|e| engine_err(&e))?;
+        let engine_err = |e: wasmtime::Error| LoadError::Engine(e.into());
+        let (engine, allocator) = engine::build(concurrency, pooling).map_err(engine_err)?;
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| engine_err(&e))?;
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
-            .map_err(|e| engine_err(&e))?;
-        writes::add_to_linker(&mut linker).map_err(|e| engine_err(&e))?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_err)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(engine_err)?;
+        writes::add_to_linker(&mut linker).map_err(engine_err)?;
         crate::bindings::Toolkit::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
             &mut linker,
             |state| state,
         )
-        .map_err(|e| engine_err(&e))?;
-        let ticker = epoch::EpochTicker::start(&engine).map_err(|e| engine_err(&e))?;
+        .map_err(engine_err)?;
+        let ticker = epoch::EpochTicker::start(&engine).map_err(|e| LoadError::Engine(e.into()))?;
         Ok(Self {
             engine,
             linker,
@@ -180,7 +211,7 @@ impl Sandbox {
         let (component, cache) = self
             .cache
             .load_or_compile(&self.engine, bytes, &digest)
-            .map_err(|e| LoadError::Invalid(first_line(&e)))?;
+            .map_err(LoadError::invalid)?;
         let load_time = started.elapsed();
         self.link(&component).map(|pre| LoadedComponent {
             pre,
@@ -194,7 +225,7 @@ impl Sandbox {
         let pre = self
             .linker
             .instantiate_pre(component)
-            .map_err(|e| LoadError::MissingImport(first_line(&e)))?;
+            .map_err(LoadError::missing_import)?;
         let exports_tool = component
             .component_type()
             .exports(&self.engine)
@@ -373,9 +404,10 @@ fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
     match bytes.get(..8) {
         Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => Err(LoadError::CoreModule),
         Some([0, b'a', b's', b'm', _, _, 1, 0]) => Ok(()),
-        Some([0, b'a', b's', b'm', ..]) => Err(LoadError::Invalid(
-            "unsupported WebAssembly version or layer".into(),
-        )),
+        Some([0, b'a', b's', b'm', ..]) => Err(LoadError::Invalid {
+            summary: "unsupported WebAssembly version or layer".into(),
+            cause: None,
+        }),
         _ => Err(LoadError::NotWasm),
     }
 }

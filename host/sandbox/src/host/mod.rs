@@ -1,25 +1,26 @@
 //! [`ToolHost`]: load components, list their tools, call them.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
 use crate::context::CallContext;
 use crate::events::{EventBus, ToolEvent};
-use crate::registry::{ComponentEntry, Registry, RegistryError, ToolEntry, ToolInfo};
+use crate::registry::{ComponentEntry, Registry, ToolEntry, ToolInfo};
 use crate::result::{CallError, ErrorKind, ToolCallResult};
-use crate::runtime::{
-    Allocator, CacheOutcome, CallId, CallPolicy, CallScope, CompileCache, HostImports, LoadError,
-    Sandbox,
-};
-use crate::specs::{self, SpecError};
-use wasm_agent_policy::{Policy, PolicyError};
-use wasm_agent_session::{InMemorySessionStore, SessionStore};
+use crate::runtime::{Allocator, CallId, CallPolicy, CallScope, HostImports, LoadError, Sandbox};
+use crate::specs;
+use wasm_agent_policy::Policy;
+use wasm_agent_session::SessionStore;
+
+mod builder;
+mod options;
+
+pub use builder::ToolHostBuilder;
+pub use options::{ComponentSource, DEFAULT_CONCURRENCY, HostError, LoadOptions, LoadReport};
 
 /// A call's arguments as the caller has them.
 #[derive(Clone, Copy)]
@@ -28,246 +29,6 @@ enum Arguments<'a> {
     Text(&'a str),
     /// Parsed already; serialised once for the tool.
     Parsed(&'a Value),
-}
-
-/// Default number of calls that may run at once (and instance-pool slots).
-pub const DEFAULT_CONCURRENCY: u32 = 128;
-
-/// Why a component could not be added to the host.
-#[derive(Debug, thiserror::Error)]
-pub enum HostError {
-    /// The component file cannot be read.
-    #[error("cannot read component {path}: {reason}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why it cannot be read.
-        reason: std::io::Error,
-    },
-    /// The component is not a usable tool component.
-    #[error("component {component}: {reason}")]
-    Load {
-        /// The component's name.
-        component: String,
-        /// What is wrong with it.
-        reason: LoadError,
-    },
-    /// The policy cannot be enforced.
-    #[error("component {component}: policy {reason}")]
-    Policy {
-        /// The component's name.
-        component: String,
-        /// What is wrong with the policy.
-        reason: PolicyError,
-    },
-    /// The component's tool list is unusable.
-    #[error("component {component}: {reason}")]
-    Spec {
-        /// The component's name.
-        component: String,
-        /// What is wrong with its tool list.
-        reason: SpecError,
-    },
-    /// Two components offer the same tool name.
-    #[error(
-        "tool {tool:?} of component {component} is already offered by component {existing}; \
-         give one of them a prefix (config key `prefix`)"
-    )]
-    DuplicateTool {
-        /// The clashing tool name.
-        tool: String,
-        /// The component being loaded.
-        component: String,
-        /// The component that already offers the name.
-        existing: String,
-    },
-    /// A component with that name is loaded already.
-    #[error("a component named {0:?} is already loaded")]
-    DuplicateComponent(String),
-    /// An invalid component name or prefix.
-    #[error("{0}")]
-    BadName(String),
-}
-
-impl From<RegistryError> for HostError {
-    fn from(error: RegistryError) -> Self {
-        match error {
-            RegistryError::DuplicateTool {
-                tool,
-                component,
-                existing,
-            } => HostError::DuplicateTool {
-                tool,
-                component,
-                existing,
-            },
-            RegistryError::DuplicateComponent(id) => HostError::DuplicateComponent(id),
-        }
-    }
-}
-
-/// Where a component comes from.
-pub enum ComponentSource {
-    /// A `.wasm` file.
-    File(PathBuf),
-    /// Bytes in memory, with a name for messages.
-    Bytes {
-        /// The component's name.
-        name: String,
-        /// The component's bytes.
-        bytes: Vec<u8>,
-    },
-}
-
-impl From<&Path> for ComponentSource {
-    fn from(path: &Path) -> Self {
-        ComponentSource::File(path.to_path_buf())
-    }
-}
-
-impl From<PathBuf> for ComponentSource {
-    fn from(path: PathBuf) -> Self {
-        ComponentSource::File(path)
-    }
-}
-
-impl From<&str> for ComponentSource {
-    fn from(path: &str) -> Self {
-        ComponentSource::File(path.into())
-    }
-}
-
-/// How to add a component.
-#[derive(Clone, Debug, Default)]
-pub struct LoadOptions {
-    /// The component's name (default: the file stem).
-    pub name: Option<String>,
-    /// Prepended to each of its tool names.
-    pub prefix: Option<String>,
-    /// The policy its calls run under.
-    pub policy: Policy,
-    /// The name its session state is kept under. Without one, state is kept
-    /// under the component's content digest, so only the very same bytes
-    /// see it; a name (a config alias) keeps it across versions. Either way
-    /// a component with another identity never sees it.
-    pub state_scope: Option<String>,
-}
-
-impl LoadOptions {
-    /// Options with this policy.
-    pub fn new(policy: Policy) -> Self {
-        Self {
-            policy,
-            ..Self::default()
-        }
-    }
-    /// Sets the component name.
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
-        self
-    }
-    /// Sets the tool-name prefix.
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = Some(prefix.into());
-        self
-    }
-    /// Keeps session state under this name (an operator's alias) instead of
-    /// the content digest.
-    pub fn state_scope(mut self, name: impl Into<String>) -> Self {
-        self.state_scope = Some(name.into());
-        self
-    }
-}
-
-/// What loading a component did.
-#[derive(Clone, Debug, Serialize)]
-pub struct LoadReport {
-    /// The component's name.
-    pub component: String,
-    /// Public names of its tools.
-    pub tools: Vec<String>,
-    /// Whether the compiled code came from the cache.
-    pub cache: CacheOutcome,
-    /// Time to compile or load the code.
-    #[serde(serialize_with = "millis")]
-    pub load_time: Duration,
-}
-
-fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(d.as_secs_f64() * 1000.0)
-}
-
-/// Builds a [`ToolHost`].
-pub struct ToolHostBuilder {
-    concurrency: u32,
-    pooling: bool,
-    cache_dir: Option<PathBuf>,
-    sessions: Option<Arc<dyn SessionStore>>,
-    events: EventBus,
-}
-
-impl Default for ToolHostBuilder {
-    fn default() -> Self {
-        Self {
-            concurrency: DEFAULT_CONCURRENCY,
-            pooling: true,
-            cache_dir: CompileCache::default_dir(),
-            sessions: None,
-            events: EventBus::default(),
-        }
-    }
-}
-
-impl ToolHostBuilder {
-    /// How many calls may run at once (default 128); also the pool size.
-    pub fn max_concurrency(mut self, calls: u32) -> Self {
-        self.concurrency = calls.max(1);
-        self
-    }
-    /// Whether to try the pooling allocator (default yes, with fallback).
-    pub fn pooling(mut self, enable: bool) -> Self {
-        self.pooling = enable;
-        self
-    }
-    /// Where compiled components are cached (default `~/.cache/wasm-agent`).
-    pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.cache_dir = Some(dir.into());
-        self
-    }
-    /// Compiles every component afresh.
-    pub fn no_cache(mut self) -> Self {
-        self.cache_dir = None;
-        self
-    }
-    /// Where tools' session state lives (default: in memory).
-    pub fn session_store(mut self, store: Arc<dyn SessionStore>) -> Self {
-        self.sessions = Some(store);
-        self
-    }
-    /// Publishes events on this bus (default: a new one).
-    pub fn event_bus(mut self, events: EventBus) -> Self {
-        self.events = events;
-        self
-    }
-    /// Builds the host.
-    pub fn build(self) -> Result<ToolHost, LoadError> {
-        let sandbox = Sandbox::new(
-            self.concurrency,
-            self.pooling,
-            CompileCache::new(self.cache_dir),
-        )?;
-        Ok(ToolHost {
-            inner: Arc::new(Inner {
-                sandbox,
-                tools: Registry::default(),
-                sessions: self
-                    .sessions
-                    .unwrap_or_else(|| Arc::new(InMemorySessionStore::default())),
-                events: self.events,
-                next_call: AtomicU64::new(1),
-            }),
-        })
-    }
 }
 
 /// Runs sandboxed tools. Cheap to clone; clones share everything.

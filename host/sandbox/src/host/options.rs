@@ -1,0 +1,183 @@
+//! What `ToolHost::load` takes and gives: where a component comes from, how
+//! to add it, what loading did, and why it failed.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::registry::RegistryError;
+use crate::runtime::{CacheOutcome, LoadError};
+use crate::specs::SpecError;
+use wasm_agent_policy::{Policy, PolicyError};
+
+/// Default number of calls that may run at once (and instance-pool slots).
+pub const DEFAULT_CONCURRENCY: u32 = 128;
+
+/// Why a component could not be added to the host.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The component file cannot be read.
+    #[error("cannot read component {path}: {reason}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why it cannot be read.
+        #[source]
+        reason: std::io::Error,
+    },
+    /// The component is not a usable tool component.
+    #[error("component {component}: {reason}")]
+    Load {
+        /// The component's name.
+        component: String,
+        /// What is wrong with it.
+        #[source]
+        reason: LoadError,
+    },
+    /// The policy cannot be enforced.
+    #[error("component {component}: policy {reason}")]
+    Policy {
+        /// The component's name.
+        component: String,
+        /// What is wrong with the policy.
+        #[source]
+        reason: PolicyError,
+    },
+    /// The component's tool list is unusable.
+    #[error("component {component}: {reason}")]
+    Spec {
+        /// The component's name.
+        component: String,
+        /// What is wrong with its tool list.
+        #[source]
+        reason: SpecError,
+    },
+    /// Two components offer the same tool name.
+    #[error(
+        "tool {tool:?} of component {component} is already offered by component {existing}; \
+         give one of them a prefix (config key `prefix`)"
+    )]
+    DuplicateTool {
+        /// The clashing tool name.
+        tool: String,
+        /// The component being loaded.
+        component: String,
+        /// The component that already offers the name.
+        existing: String,
+    },
+    /// A component with that name is loaded already.
+    #[error("a component named {0:?} is already loaded")]
+    DuplicateComponent(String),
+    /// An invalid component name or prefix.
+    #[error("{0}")]
+    BadName(String),
+}
+
+impl From<RegistryError> for HostError {
+    fn from(error: RegistryError) -> Self {
+        match error {
+            RegistryError::DuplicateTool {
+                tool,
+                component,
+                existing,
+            } => HostError::DuplicateTool {
+                tool,
+                component,
+                existing,
+            },
+            RegistryError::DuplicateComponent(id) => HostError::DuplicateComponent(id),
+        }
+    }
+}
+
+/// Where a component comes from.
+pub enum ComponentSource {
+    /// A `.wasm` file.
+    File(PathBuf),
+    /// Bytes in memory, with a name for messages.
+    Bytes {
+        /// The component's name.
+        name: String,
+        /// The component's bytes.
+        bytes: Vec<u8>,
+    },
+}
+
+impl From<&Path> for ComponentSource {
+    fn from(path: &Path) -> Self {
+        ComponentSource::File(path.to_path_buf())
+    }
+}
+
+impl From<PathBuf> for ComponentSource {
+    fn from(path: PathBuf) -> Self {
+        ComponentSource::File(path)
+    }
+}
+
+impl From<&str> for ComponentSource {
+    fn from(path: &str) -> Self {
+        ComponentSource::File(path.into())
+    }
+}
+
+/// How to add a component.
+#[derive(Clone, Debug, Default)]
+pub struct LoadOptions {
+    /// The component's name (default: the file stem).
+    pub name: Option<String>,
+    /// Prepended to each of its tool names.
+    pub prefix: Option<String>,
+    /// The policy its calls run under.
+    pub policy: Policy,
+    /// The name its session state is kept under. Without one, state is kept
+    /// under the component's content digest, so only the very same bytes
+    /// see it; a name (a config alias) keeps it across versions. Either way
+    /// a component with another identity never sees it.
+    pub state_scope: Option<String>,
+}
+
+impl LoadOptions {
+    /// Options with this policy.
+    pub fn new(policy: Policy) -> Self {
+        Self {
+            policy,
+            ..Self::default()
+        }
+    }
+    /// Sets the component name.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+    /// Sets the tool-name prefix.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = Some(prefix.into());
+        self
+    }
+    /// Keeps session state under this name (an operator's alias) instead of
+    /// the content digest.
+    pub fn state_scope(mut self, name: impl Into<String>) -> Self {
+        self.state_scope = Some(name.into());
+        self
+    }
+}
+
+/// What loading a component did.
+#[derive(Clone, Debug, Serialize)]
+pub struct LoadReport {
+    /// The component's name.
+    pub component: String,
+    /// Public names of its tools.
+    pub tools: Vec<String>,
+    /// Whether the compiled code came from the cache.
+    pub cache: CacheOutcome,
+    /// Time to compile or load the code.
+    #[serde(serialize_with = "millis")]
+    pub load_time: Duration,
+}
+
+fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1000.0)
+}
