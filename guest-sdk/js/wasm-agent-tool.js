@@ -80,7 +80,10 @@ export class Output {
   }
 }
 
-// ---------------------------------------------------------------- validation
+// ------------------------------------------------------------------ decoding
+//
+// The host checks every call's arguments against the tool's schema before the
+// component runs (one validator, the host's), so the helper only decodes them.
 
 const ARTICLE = {
   string: 'a string', integer: 'an integer', number: 'a number', boolean: 'a boolean',
@@ -92,149 +95,6 @@ function jsonType(value) {
   if (Array.isArray(value)) return 'array';
   if (typeof value === 'number') return Number.isInteger(value) ? 'integer' : 'number';
   return typeof value; // string, boolean, object
-}
-
-function isType(value, kind) {
-  const actual = jsonType(value);
-  return actual === kind || (kind === 'number' && actual === 'integer');
-}
-
-function describe(value) {
-  switch (jsonType(value)) {
-    case 'null': return 'null';
-    case 'boolean': return `boolean \`${value}\``;
-    case 'integer': return `integer \`${value}\``;
-    case 'number': return `floating point \`${value}\``;
-    case 'string': return `string ${JSON.stringify(value)}`;
-    case 'array': return 'sequence';
-    default: return 'map';
-  }
-}
-
-function escape(key) {
-  return key.replaceAll('~', '~0').replaceAll('/', '~1');
-}
-
-function fail(pointer, message) {
-  throw new InvalidArguments(pointer ? `${pointer}: ${message}` : message);
-}
-
-function same(a, b) {
-  if (a === b) return true;
-  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
-  if (Array.isArray(a) !== Array.isArray(b)) return false;
-  const keys = Object.keys(a);
-  return keys.length === Object.keys(b).length && keys.every((key) => same(a[key], b[key]));
-}
-
-function plural(count, noun) {
-  return `${count} ${noun}${count === 1 ? '' : 's'}`;
-}
-
-function checkLength(length, schema, pointer, low, high, noun) {
-  if (low in schema && length < schema[low]) {
-    fail(pointer, `invalid length ${length}, expected at least ${plural(schema[low], noun)}`);
-  }
-  if (high in schema && length > schema[high]) {
-    fail(pointer, `invalid length ${length}, expected at most ${plural(schema[high], noun)}`);
-  }
-}
-
-const BOUNDS = [
-  ['minimum', (v, b) => v >= b, 'at least'],
-  ['maximum', (v, b) => v <= b, 'at most'],
-  ['exclusiveMinimum', (v, b) => v > b, 'more than'],
-  ['exclusiveMaximum', (v, b) => v < b, 'less than'],
-];
-
-/**
- * Checks `value` against a JSON Schema subset; throws InvalidArguments naming
- * the JSON pointer of the first offending value.
- *
- * Understood: type, enum, const, anyOf, properties, required,
- * additionalProperties, items, prefixItems, minItems, maxItems, uniqueItems,
- * minimum, maximum, exclusiveMinimum, exclusiveMaximum, minLength, maxLength,
- * pattern. Other keywords are ignored.
- */
-export function validate(value, schema, pointer = '') {
-  if (schema === true || schema === undefined) return;
-  if (schema === false) fail(pointer, 'no value is allowed here');
-  if (Array.isArray(schema.anyOf)) {
-    const fits = schema.anyOf.some((option) => {
-      try {
-        validate(value, option, pointer);
-        return true;
-      } catch (error) {
-        if (error instanceof InvalidArguments) return false;
-        throw error;
-      }
-    });
-    if (!fits) {
-      const kinds = schema.anyOf.map((option) => ARTICLE[option.type] ?? 'another value');
-      fail(pointer, `invalid type: ${describe(value)}, expected ${kinds.join(' or ')}`);
-    }
-  }
-  if (schema.type !== undefined) {
-    const kinds = Array.isArray(schema.type) ? schema.type : [schema.type];
-    if (!kinds.some((kind) => isType(value, kind))) {
-      const expected = kinds.map((kind) => ARTICLE[kind] ?? kind).join(' or ');
-      fail(pointer, `invalid type: ${describe(value)}, expected ${expected}`);
-    }
-  }
-  if (Array.isArray(schema.enum) && !schema.enum.some((option) => same(value, option))) {
-    const options = schema.enum.map((option) => JSON.stringify(option)).join(', ');
-    fail(pointer, `invalid value: ${describe(value)}, expected one of ${options}`);
-  }
-  if ('const' in schema && !same(value, schema.const)) {
-    fail(pointer, `invalid value: ${describe(value)}, expected ${JSON.stringify(schema.const)}`);
-  }
-  switch (jsonType(value)) {
-    case 'integer':
-    case 'number':
-      for (const [key, holds, words] of BOUNDS) {
-        if (key in schema && !holds(value, schema[key])) {
-          fail(pointer, `invalid value: ${describe(value)}, expected ${words} ${schema[key]}`);
-        }
-      }
-      break;
-    case 'string':
-      checkLength([...value].length, schema, pointer, 'minLength', 'maxLength', 'character');
-      if (schema.pattern !== undefined && !new RegExp(schema.pattern, 'u').test(value)) {
-        fail(pointer, `invalid value: ${describe(value)}, expected a match of /${schema.pattern}/`);
-      }
-      break;
-    case 'array': {
-      checkLength(value.length, schema, pointer, 'minItems', 'maxItems', 'item');
-      const prefix = schema.prefixItems ?? [];
-      value.forEach((item, index) => {
-        validate(item, index < prefix.length ? prefix[index] : schema.items, `${pointer}/${index}`);
-        if (schema.uniqueItems && value.slice(0, index).some((other) => same(item, other))) {
-          fail(`${pointer}/${index}`, `duplicate item ${describe(item)}`);
-        }
-      });
-      break;
-    }
-    case 'object': {
-      const properties = schema.properties ?? {};
-      for (const name of schema.required ?? []) {
-        if (!Object.hasOwn(value, name)) fail(pointer, `missing field \`${name}\``);
-      }
-      const extra = schema.additionalProperties ?? true;
-      for (const [key, item] of Object.entries(value)) {
-        const where = `${pointer}/${escape(key)}`;
-        if (Object.hasOwn(properties, key)) {
-          validate(item, properties[key], where);
-        } else if (extra === false) {
-          const names = Object.keys(properties).map((name) => `\`${name}\``).join(', ');
-          fail(where, `unknown field \`${key}\`, ${names ? `expected one of ${names}` : 'there are no fields'}`);
-        } else {
-          validate(item, extra, where);
-        }
-      }
-      break;
-    }
-    default:
-  }
 }
 
 /** The arguments JSON text as an object; blank text and `null` mean `{}`. */
@@ -357,7 +217,6 @@ export function exportTools(tools) {
             + `it offers: ${[...byName.keys()].join(', ')}`);
         }
         const args = decode(argumentsJson);
-        validate(args, found.parameters);
         const output = toOutput(await found.run(args, toContext(context)));
         return { tag: 'ok', val: { content: output.content, artifacts: output.artifacts } };
       } catch (error) {

@@ -47,7 +47,7 @@ except ImportError:  # Plain CPython, e.g. unit tests.
 
 __all__ = [
     "tool", "FunctionTool", "Toolkit", "Output", "Artifact", "ToolError",
-    "InvalidArguments", "Context", "host", "validate",
+    "InvalidArguments", "Context", "host", "coerce",
 ]
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
@@ -283,31 +283,11 @@ def _signature_schema(function, param_docs):
     return schema, context_param
 
 
-# ------------------------------------------------------------ validation
-
-
-def _escape(key):
-    return str(key).replace("~", "~0").replace("/", "~1")
-
-
-def _describe(value):
-    """How serde would name a value in an error, e.g. ``string "x"``."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"boolean `{json.dumps(value)}`"
-    if isinstance(value, int):
-        return f"integer `{value}`"
-    if isinstance(value, float):
-        return f"floating point `{value!r}`"
-    if isinstance(value, str):
-        return f"string {json.dumps(value, ensure_ascii=False)}"
-    return "sequence" if isinstance(value, list) else "map"
-
-
-_ARTICLE = {"string": "a string", "integer": "an integer", "number": "a number",
-            "boolean": "a boolean", "array": "an array", "object": "an object",
-            "null": "null"}
+# ------------------------------------------------------------- decoding
+#
+# The host checks every call's arguments against the tool's schema before the
+# component runs (one validator, the host's), so the helper only decodes them
+# and turns integral floats into ``int`` where the schema expects an integer.
 
 
 def _is_type(value, kind):
@@ -321,130 +301,38 @@ def _is_type(value, kind):
     return _json_type(value) == kind
 
 
-def _fail(pointer, message):
-    raise InvalidArguments(f"{pointer}: {message}" if pointer else message)
-
-
-def validate(value, schema, pointer=""):
-    """Checks ``value`` against a JSON Schema subset and returns it, with
-    integral floats turned into ``int`` where an integer is expected.
-
-    Understood: type, enum, const, anyOf, properties, required,
-    additionalProperties, items, prefixItems, minItems, maxItems, uniqueItems,
-    minimum, maximum, exclusiveMinimum, exclusiveMaximum, minLength,
-    maxLength, pattern. Raises :class:`InvalidArguments` naming the JSON
-    pointer of the first offending value.
-    """
-    if schema is False:
-        _fail(pointer, "no value is allowed here")
-    if schema is True or not schema:
-        return value
-    if "anyOf" in schema:
-        for option in schema["anyOf"]:
-            try:
-                value = validate(value, option, pointer)
-                break
-            except InvalidArguments:
-                pass
-        else:
-            kinds = [_ARTICLE.get(option.get("type"), "another value")
-                     for option in schema["anyOf"]]
-            _fail(pointer, f"invalid type: {_describe(value)}, expected {' or '.join(kinds)}")
-        # The keywords beside anyOf apply as well.
+def _kinds(schema):
     kinds = schema.get("type")
-    if kinds is not None:
-        kinds = [kinds] if isinstance(kinds, str) else kinds
-        if not any(_is_type(value, kind) for kind in kinds):
-            expected = " or ".join(_ARTICLE.get(kind, kind) for kind in kinds)
-            _fail(pointer, f"invalid type: {_describe(value)}, expected {expected}")
-        if isinstance(value, float) and "integer" in kinds and "number" not in kinds:
-            value = int(value)
-    if "enum" in schema and not any(_same(value, option) for option in schema["enum"]):
-        options = ", ".join(json.dumps(option, ensure_ascii=False) for option in schema["enum"])
-        _fail(pointer, f"invalid value: {_describe(value)}, expected one of {options}")
-    if "const" in schema and not _same(value, schema["const"]):
-        _fail(pointer, f"invalid value: {_describe(value)}, expected "
-                       f"{json.dumps(schema['const'], ensure_ascii=False)}")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        _check_bound(value, schema, pointer)
-    elif isinstance(value, str):
-        _check_string(value, schema, pointer)
-    elif isinstance(value, list):
-        value = _check_array(value, schema, pointer)
-    elif isinstance(value, dict):
-        value = _check_object(value, schema, pointer)
+    if kinds is None:
+        return []
+    return [kinds] if isinstance(kinds, str) else list(kinds)
+
+
+def coerce(value, schema):
+    """``value`` with integral floats turned into ``int`` wherever ``schema``
+    expects an integer (through properties, items, prefixItems,
+    additionalProperties and the anyOf option the value fits). Nothing is
+    checked: the host has validated the arguments already."""
+    if not isinstance(schema, dict):
+        return value
+    for option in schema.get("anyOf", ()):
+        if isinstance(option, dict) and any(_is_type(value, k) for k in _kinds(option)):
+            value = coerce(value, option)
+            break
+    kinds = _kinds(schema)
+    if (isinstance(value, float) and value.is_integer()
+            and "integer" in kinds and "number" not in kinds):
+        return int(value)
+    if isinstance(value, list):
+        prefix = schema.get("prefixItems", [])
+        items = schema.get("items", True)
+        return [coerce(item, prefix[index] if index < len(prefix) else items)
+                for index, item in enumerate(value)]
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        extra = schema.get("additionalProperties", True)
+        return {key: coerce(item, properties.get(key, extra)) for key, item in value.items()}
     return value
-
-
-def _same(a, b):
-    """JSON equality: unlike Python's, true is not 1, at any depth."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    return a == b
-
-
-def _check_bound(value, schema, pointer):
-    for key, holds, words in (("minimum", lambda v, b: v >= b, "at least"),
-                              ("maximum", lambda v, b: v <= b, "at most"),
-                              ("exclusiveMinimum", lambda v, b: v > b, "more than"),
-                              ("exclusiveMaximum", lambda v, b: v < b, "less than")):
-        if key in schema and not holds(value, schema[key]):
-            _fail(pointer, f"invalid value: {_describe(value)}, expected {words} {schema[key]}")
-
-
-def _count(number, noun):
-    return f"{number} {noun}{'' if number == 1 else 's'}"
-
-
-def _check_length(value, schema, pointer, low, high, noun):
-    if low in schema and len(value) < schema[low]:
-        _fail(pointer, f"invalid length {len(value)}, expected at least {_count(schema[low], noun)}")
-    if high in schema and len(value) > schema[high]:
-        _fail(pointer, f"invalid length {len(value)}, expected at most {_count(schema[high], noun)}")
-
-
-def _check_string(value, schema, pointer):
-    _check_length(value, schema, pointer, "minLength", "maxLength", "character")
-    if "pattern" in schema and not re.search(schema["pattern"], value):
-        _fail(pointer, f"invalid value: {_describe(value)}, expected a match of "
-                       f"/{schema['pattern']}/")
-
-
-def _check_array(value, schema, pointer):
-    _check_length(value, schema, pointer, "minItems", "maxItems", "item")
-    prefix = schema.get("prefixItems", [])
-    items = schema.get("items", True)
-    checked = [validate(item, prefix[index] if index < len(prefix) else items,
-                        f"{pointer}/{index}") for index, item in enumerate(value)]
-    if schema.get("uniqueItems"):
-        for index, item in enumerate(checked):
-            if any(_same(item, other) for other in checked[:index]):
-                _fail(f"{pointer}/{index}", f"duplicate item {_describe(item)}")
-    return checked
-
-
-def _check_object(value, schema, pointer):
-    properties = schema.get("properties", {})
-    for name in schema.get("required", []):
-        if name not in value:
-            _fail(pointer, f"missing field `{name}`")
-    extra = schema.get("additionalProperties", True)
-    checked = {}
-    for key, item in value.items():
-        where = f"{pointer}/{_escape(key)}"
-        if key in properties:
-            checked[key] = validate(item, properties[key], where)
-        elif extra is False:
-            names = ", ".join(f"`{name}`" for name in properties)
-            expected = f"expected one of {names}" if names else "there are no fields"
-            _fail(where, f"unknown field `{key}`, {expected}")
-        else:
-            checked[key] = validate(item, extra, where)
-    return checked
 
 
 def _decode(arguments):
@@ -507,9 +395,9 @@ class FunctionTool:
         return f"<tool {self.name}>"
 
     def run(self, arguments, context=None):
-        """Decodes and checks ``arguments`` (JSON text), runs the function and
+        """Decodes ``arguments`` (JSON text), runs the function and
         returns its :class:`Output`; errors are raised as :class:`ToolError`."""
-        kwargs = validate(_decode(arguments), self.schema)
+        kwargs = coerce(_decode(arguments), self.schema)
         if self._context_param:
             kwargs[self._context_param] = context or Context()
         result = self.function(**kwargs)

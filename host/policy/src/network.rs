@@ -12,6 +12,7 @@ use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
 
+use ipnet::IpNet;
 use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
 
 use crate::ParseError;
@@ -25,13 +26,8 @@ pub enum HostPattern {
     Name(String),
     /// Any subdomain of this domain (not the domain itself).
     Subdomains(String),
-    /// Addresses in `network/prefix` (a single IP has the full prefix).
-    Cidr {
-        /// The network address.
-        network: IpAddr,
-        /// Prefix length in bits.
-        prefix: u8,
-    },
+    /// Addresses in a network (a single IP has the full prefix).
+    Cidr(IpNet),
 }
 
 /// Which ports a grant covers.
@@ -72,7 +68,7 @@ impl NetworkGrant {
     pub fn names_ip(&self, scheme: &str, ip: IpAddr, port: u16) -> bool {
         self.scheme_matches(scheme)
             && self.port_matches(port)
-            && matches!(self.host, HostPattern::Cidr { network, prefix } if cidr_contains(network, prefix, ip))
+            && matches!(&self.host, HostPattern::Cidr(net) if net.contains(&ip))
     }
 
     /// True when the grant is `*://*:*` or equivalent.
@@ -108,9 +104,7 @@ impl HostPattern {
             HostPattern::Subdomains(domain) => host
                 .strip_suffix(domain.as_str())
                 .is_some_and(|rest| rest.len() > 1 && rest.ends_with('.')),
-            HostPattern::Cidr { network, prefix } => {
-                parse_ip(&host).is_some_and(|ip| cidr_contains(*network, *prefix, ip))
-            }
+            HostPattern::Cidr(net) => parse_ip(&host).is_some_and(|ip| net.contains(&ip)),
         }
     }
 }
@@ -138,20 +132,6 @@ fn parse_ip(text: &str) -> Option<IpAddr> {
         .and_then(|t| t.strip_suffix(']'))
         .unwrap_or(text);
     text.parse().ok()
-}
-
-fn cidr_contains(network: IpAddr, prefix: u8, ip: IpAddr) -> bool {
-    match (network, ip) {
-        (IpAddr::V4(net), IpAddr::V4(ip)) => {
-            let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
-            u32::from(net) & mask == u32::from(ip) & mask
-        }
-        (IpAddr::V6(net), IpAddr::V6(ip)) => {
-            let mask = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
-            u128::from(net) & mask == u128::from(ip) & mask
-        }
-        _ => false,
-    }
 }
 
 impl FromStr for NetworkGrant {
@@ -257,14 +237,12 @@ fn parse_host(text: &str) -> Result<HostPattern, String> {
             .ok()
             .filter(|p| *p <= max)
             .ok_or_else(|| format!("the CIDR prefix must be 0..={max}"))?;
-        return Ok(HostPattern::Cidr { network, prefix });
+        let net = IpNet::new(network, prefix)
+            .map_err(|_| format!("the CIDR prefix must be 0..={max}"))?;
+        return Ok(HostPattern::Cidr(net));
     }
     if let Some(ip) = parse_ip(text) {
-        let prefix = if ip.is_ipv4() { 32 } else { 128 };
-        return Ok(HostPattern::Cidr {
-            network: ip,
-            prefix,
-        });
+        return Ok(HostPattern::Cidr(IpNet::from(ip)));
     }
     if text.starts_with('[') {
         return Err("not a valid IPv6 address".into());
