@@ -162,6 +162,7 @@ fuzz:
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps $(addprefix -p ,$(HOST_CRATES))
 	$(CARGO) clippy --target wasm32-wasip2 $(addprefix -p ,$(GUESTS)) -p wasm-agent-guest --features wasm-agent-guest/http -- -D warnings
 
 clean:

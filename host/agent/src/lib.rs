@@ -238,7 +238,7 @@ impl AgentBuilder {
         self
     }
     /// Where host tools keep session state (default: in memory). Give it the
-    /// same store as the [`crate::ToolHost`] to share one place.
+    /// same store as the [`wasm_agent_sandbox::ToolHost`] to share one place.
     pub fn session_store(mut self, store: Arc<dyn SessionStore>) -> Self {
         self.sessions = Some(store);
         self

@@ -8,7 +8,14 @@ const MAX_DENIALS: usize = 16;
 
 /// What the sandbox refused during one call, for the error message.
 #[derive(Clone, Debug, Default)]
-pub struct Denials(Arc<Mutex<Vec<Denial>>>);
+pub struct Denials(Arc<Mutex<Kept>>);
+
+/// The refusals kept, and whether more came than were kept.
+#[derive(Debug, Default)]
+struct Kept {
+    first: Vec<Denial>,
+    more: bool,
+}
 
 /// One refusal.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,19 +29,15 @@ pub struct Denial {
 impl Denials {
     /// Records a refusal (the first few are kept).
     pub fn record(&self, attempt: String, reason: String) {
-        let mut list = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         // Logged and kept up to a cap, so a tool retrying in a loop cannot
         // flood the host's log.
-        match list.len() {
-            n if n < MAX_DENIALS => {
-                tracing::info!(target: "wasm_agent::sandbox", "denied: {attempt}: {reason}");
-                list.push(Denial { attempt, reason });
-            }
-            n if n == MAX_DENIALS => {
-                tracing::info!(target: "wasm_agent::sandbox", "further denials of this call are not logged");
-                list.push(Denial { attempt, reason });
-            }
-            _ => {}
+        if kept.first.len() < MAX_DENIALS {
+            tracing::info!(target: "wasm_agent::sandbox", "denied: {attempt}: {reason}");
+            kept.first.push(Denial { attempt, reason });
+        } else if !kept.more {
+            kept.more = true;
+            tracing::info!(target: "wasm_agent::sandbox", "further denials of this call are not logged");
         }
     }
 
@@ -43,7 +46,26 @@ impl Denials {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .first
             .first()
             .cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_the_first_refusals_only() {
+        let denials = Denials::default();
+        for i in 0..100 {
+            denials.record(format!("attempt {i}"), "no grant".into());
+        }
+        let kept = denials.0.lock().unwrap();
+        assert_eq!(kept.first.len(), MAX_DENIALS);
+        assert!(kept.more);
+        drop(kept);
+        assert_eq!(denials.first().unwrap().attempt, "attempt 0");
     }
 }

@@ -240,7 +240,7 @@ fn accepts_null(schema: &Map<String, Value>, null_type: &Value) -> bool {
 
 /// Rewrites `schema` into the OpenAPI 3.0 subset Gemini accepts for function
 /// parameters: `$ref`s inlined (recursive types cut off after
-/// [`MAX_REF_REPEATS`] levels), `type: [T, "null"]` and `anyOf` with a null
+/// `MAX_REF_REPEATS` levels), `type: [T, "null"]` and `anyOf` with a null
 /// branch turned into `nullable: true`, `oneOf` into `anyOf`, `const` into a
 /// one-value `enum`, only the formats Gemini documents (`enum`/`date-time`
 /// for strings, `int32`/`int64`, `float`/`double`) and only the keywords in
