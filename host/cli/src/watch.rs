@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use wasm_agent::mcp::ToolsChanged;
@@ -40,7 +41,7 @@ struct Seen {
 
 /// Reloads the components under a set of files and folders as they change.
 pub struct Watcher {
-    paths: Vec<PathBuf>,
+    paths: Arc<[PathBuf]>,
     layer: PolicyLayer,
     config: Option<ConfigFile>,
     /// The first look, taken before the host loaded the components.
@@ -51,14 +52,13 @@ impl Watcher {
     /// Watches `paths` (component files, and folders of them); call it before
     /// loading them, so that nothing changed in between goes unseen.
     pub fn new(paths: Vec<PathBuf>, layer: PolicyLayer, config: Option<ConfigFile>) -> Self {
-        let mut watcher = Self {
+        let paths: Arc<[PathBuf]> = paths.into();
+        Self {
+            initial: scan(&paths),
             paths,
             layer,
             config,
-            initial: Snapshot::new(),
-        };
-        watcher.initial = watcher.scan();
-        watcher
+        }
     }
 
     /// Polls until `stop`, loading, reloading and unloading components of
@@ -89,7 +89,12 @@ impl Watcher {
 
     /// One look at the files; true if the tool list changed.
     async fn poll(&self, host: &ToolHost, seen: &mut Seen) -> bool {
-        let current = self.scan();
+        // Many stat calls: on the blocking pool, not an async worker.
+        let paths = self.paths.clone();
+        let Ok(current) = tokio::task::spawn_blocking(move || scan(&paths)).await else {
+            // No look this round (the runtime is shutting down).
+            return false;
+        };
         let mut changed = false;
         // Act only on files that held still since the previous poll.
         for (path, stamp) in &current {
@@ -123,27 +128,6 @@ impl Watcher {
         }
         seen.previous = current;
         changed
-    }
-
-    /// Every `.wasm` file under the watched paths, with its stamp.
-    fn scan(&self) -> Snapshot {
-        let mut snapshot = Snapshot::new();
-        for path in &self.paths {
-            if path.is_dir() {
-                let Ok(entries) = std::fs::read_dir(path) else {
-                    continue;
-                };
-                for entry in entries.flatten() {
-                    let file = entry.path();
-                    if file.extension().is_some_and(|e| e == "wasm") {
-                        stamp(&file, &mut snapshot);
-                    }
-                }
-            } else {
-                stamp(path, &mut snapshot);
-            }
-        }
-        snapshot
     }
 
     fn component_name(&self, path: &Path) -> String {
@@ -196,6 +180,27 @@ fn unload(host: &ToolHost, path: &Path, name: &str) -> bool {
         eprintln!("wasm-agent: unloaded {name} ({} is gone)", path.display());
     }
     removed > 0
+}
+
+/// Every `.wasm` file under the watched paths, with its stamp.
+fn scan(paths: &[PathBuf]) -> Snapshot {
+    let mut snapshot = Snapshot::new();
+    for path in paths {
+        if path.is_dir() {
+            let Ok(entries) = std::fs::read_dir(path) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let file = entry.path();
+                if file.extension().is_some_and(|e| e == "wasm") {
+                    stamp(&file, &mut snapshot);
+                }
+            }
+        } else {
+            stamp(path, &mut snapshot);
+        }
+    }
+    snapshot
 }
 
 fn stamp(path: &Path, snapshot: &mut Snapshot) {
