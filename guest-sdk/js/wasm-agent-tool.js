@@ -17,9 +17,9 @@
 //
 //   export const tool = exportTools([shout]);
 //
-// Arguments are checked against `parameters` before `run` is called; a
-// mismatch fails with `invalid-arguments` naming the JSON pointer, e.g.
-// `/rows/2/price: invalid type: string "x", expected a number`. `run` returns
+// The wasm-agent host checks the arguments against `parameters` before the
+// component runs (a mismatch fails with `invalid-arguments` naming the JSON
+// pointer), so `run` gets them decoded and never checked twice. `run` returns
 // a string or an Output (or a promise of one); throwing a ToolError fails the
 // call with its message, any other exception fails it with "Name: message".
 
@@ -85,10 +85,7 @@ export class Output {
 // The host checks every call's arguments against the tool's schema before the
 // component runs (one validator, the host's), so the helper only decodes them.
 
-const ARTICLE = {
-  string: 'a string', integer: 'an integer', number: 'a number', boolean: 'a boolean',
-  array: 'an array', object: 'an object', null: 'null',
-};
+const ARTICLE = { string: 'a string', number: 'a number', boolean: 'a boolean', array: 'an array' };
 
 function jsonType(value) {
   if (value === null) return 'null';

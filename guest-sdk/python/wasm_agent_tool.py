@@ -1,8 +1,9 @@
 """Write wasm-agent tools in Python.
 
 Decorate plain functions with :func:`tool`; their type hints and defaults
-become the JSON Schema the model sees, and the arguments the model sends are
-checked against it before the function runs. Export them from the module that
+become the JSON Schema the model sees; the wasm-agent host checks the
+arguments the model sends against it before the component runs, and the
+helper decodes them for the function. Export them from the module that
 componentize-py builds with ``Tool = Toolkit.export()``::
 
     from wasm_agent_tool import tool, Toolkit, Output, ToolError, host
@@ -25,7 +26,8 @@ fails the call with that message, any other exception fails it with
 so the host reports it as its memory limit.
 
 Everything but :data:`host` also works in plain CPython, so handlers can be
-unit-tested with ``Toolkit(my_tool).call("my_tool", '{"x": 1}')``.
+unit-tested with ``Toolkit(my_tool).call("my_tool", '{"x": 1}')`` (which,
+unlike the host, does not check the arguments).
 """
 
 import heapq  # noqa: F401  collections.Counter.most_common imports it lazily

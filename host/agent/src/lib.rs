@@ -23,12 +23,15 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(missing_docs)]
+
 pub use wasm_agent_sandbox::approval;
 mod bm25;
 pub mod cache;
 pub mod config;
 mod context;
 mod execute;
+#[cfg(feature = "fuzz")]
 #[doc(hidden)]
 pub mod fuzz;
 pub mod limit;

@@ -91,9 +91,15 @@ impl Watcher {
     async fn poll(&self, host: &ToolHost, seen: &mut Seen) -> bool {
         // Many stat calls: on the blocking pool, not an async worker.
         let paths = self.paths.clone();
-        let Ok(current) = tokio::task::spawn_blocking(move || scan(&paths)).await else {
-            // No look this round (the runtime is shutting down).
-            return false;
+        let current = match tokio::task::spawn_blocking(move || scan(&paths)).await {
+            Ok(current) => current,
+            Err(error) => {
+                // No look this round; the next one tries again.
+                if error.is_panic() {
+                    tracing::warn!("cannot scan the watched paths: {error}");
+                }
+                return false;
+            }
         };
         let mut changed = false;
         // Act only on files that held still since the previous poll.

@@ -6,6 +6,8 @@
 //! Clients can cancel calls and ask for progress, and hear about tools added,
 //! reloaded or removed (`notifications/tools/list_changed`).
 
+#![warn(missing_docs)]
+
 mod content;
 mod drain;
 mod http;

@@ -19,7 +19,9 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::content;
 use super::drain::{Drain, SHUTDOWN_GRACE};
-use wasm_agent_sandbox::approval::{self, Approval, ApprovalHandler, ApprovalRequest, DenyAll};
+use wasm_agent_sandbox::approval::{
+    self, Approval, ApprovalHandler, ApprovalRequest, DenyAll, Verdict,
+};
 use wasm_agent_sandbox::context::CallContext;
 use wasm_agent_sandbox::host::ToolHost;
 use wasm_agent_sandbox::result::{CallError, ErrorKind, ToolCallResult};
@@ -238,9 +240,9 @@ impl McpServer {
         arguments: &Value,
         request_id: &str,
         cancellation: &CancellationToken,
-    ) -> bool {
+    ) -> Verdict {
         let Some(approval) = self.shared.approvals.get(tool) else {
-            return true;
+            return Verdict::NotNeeded;
         };
         let request = || ApprovalRequest {
             run_id: self.session_id.clone(),
@@ -256,7 +258,6 @@ impl McpServer {
             cancellation,
         )
         .await
-        .may_run()
     }
 
     async fn run_call(
@@ -302,19 +303,30 @@ async fn report_progress(
     }
 }
 
-/// The result of a call refused for want of approval.
-fn refusal(tool: &str, call_id: String) -> ToolCallResult {
-    let message = format!(
-        "tool {tool:?} requires approval, which an MCP client cannot give; \
-         the server's operator can allow it with `wasm-agent serve --approve {tool}` \
-         (or `--approve all`)"
-    );
+/// The result of a call refused for want of approval (or cancelled while
+/// waiting for it).
+fn refusal(tool: &str, call_id: String, cancelled: bool) -> ToolCallResult {
+    let error = if cancelled {
+        CallError::new(
+            ErrorKind::Cancelled,
+            format!("the call to {tool:?} was cancelled while waiting for approval"),
+        )
+    } else {
+        CallError::new(
+            ErrorKind::Denied,
+            format!(
+                "tool {tool:?} requires approval, which an MCP client cannot give; \
+                 the server's operator can allow it with `wasm-agent serve --approve {tool}` \
+                 (or `--approve all`)"
+            ),
+        )
+    };
     ToolCallResult {
         tool: tool.to_string(),
         call_id,
         content: String::new(),
         artifacts: Vec::new(),
-        error: Some(CallError::new(ErrorKind::Denied, message)),
+        error: Some(error),
         duration: Duration::ZERO,
     }
 }
@@ -370,11 +382,15 @@ impl ServerHandler for McpServer {
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let request_id = context.id.to_string();
-        if !self
+        match self
             .approved(name, &arguments, &request_id, &context.ct)
             .await
         {
-            return Ok(content::call_result(&refusal(name, request_id)).into());
+            Verdict::NotNeeded | Verdict::Approved => {}
+            verdict => {
+                let refused = refusal(name, request_id, verdict == Verdict::Cancelled);
+                return Ok(content::call_result(&refused).into());
+            }
         }
         let result = self.run_call(name, &arguments, &context).await;
         if result

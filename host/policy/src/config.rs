@@ -28,7 +28,7 @@ use super::{LAYER_KEYS, Policy, PolicyLayer};
 pub const OTHER_SECTIONS: &[&str] = &["agent"];
 
 /// A parsed and checked config file.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct ConfigFile {
     /// Where it was read from.
     pub path: PathBuf,
@@ -38,6 +38,17 @@ pub struct ConfigFile {
     pub tools: BTreeMap<String, ToolConfig>,
     /// The file's text, for [`ConfigFile::section`].
     text: String,
+}
+
+impl fmt::Debug for ConfigFile {
+    /// Leaves out the file's text (it may hold literal credentials).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConfigFile")
+            .field("path", &self.path)
+            .field("defaults", &self.defaults)
+            .field("tools", &self.tools)
+            .finish_non_exhaustive()
+    }
 }
 
 /// One `[tools.<alias>]` section.
@@ -232,8 +243,9 @@ impl ConfigFile {
         })
     }
 
-    /// Reads a section that belongs to another layer (one of
-    /// [`OTHER_SECTIONS`]), or `T::default()` when the file has none. Errors
+    /// Reads a section that belongs to another layer (a name in
+    /// [`OTHER_SECTIONS`]; the file refuses any other unknown section), or
+    /// `T::default()` when the file has none. Errors
     /// name the file, line and dotted key as those of the policy sections do.
     pub fn section<T: DeserializeOwned + Default>(&self, name: &str) -> Result<T, ConfigError> {
         let error = |span: Option<std::ops::Range<usize>>, key: Option<String>, message: String| {

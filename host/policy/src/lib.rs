@@ -4,6 +4,8 @@
 //! Everything is denied unless granted: no directories, no environment, no
 //! network, and bounded time, memory and output.
 
+#![warn(missing_docs)]
+
 mod config;
 mod dirs;
 mod headers;
@@ -329,10 +331,12 @@ pub mod duration_text {
 
     use serde::{Deserialize, Deserializer, Serializer, de};
 
+    /// Writes a duration as text (`1m 30s`).
     pub fn serialize<S: Serializer>(value: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(&humantime::format_duration(*value))
     }
 
+    /// Reads a duration from text.
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
         let text = String::deserialize(deserializer)?;
         parse(&text).map_err(de::Error::custom)
@@ -353,6 +357,7 @@ pub mod duration_text {
     pub mod option {
         use super::*;
 
+        /// Writes an optional duration as text.
         pub fn serialize<S: Serializer>(
             value: &Option<Duration>,
             serializer: S,
@@ -363,6 +368,7 @@ pub mod duration_text {
             }
         }
 
+        /// Reads an optional duration from text.
         pub fn deserialize<'de, D: Deserializer<'de>>(
             deserializer: D,
         ) -> Result<Option<Duration>, D::Error> {

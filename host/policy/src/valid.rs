@@ -44,7 +44,8 @@ impl<S> Deref for ValidPolicy<S> {
 }
 
 impl<S> ValidPolicy<S> {
-    /// The policy as written (credential header values still `${VAR}`).
+    /// The policy: as written, except that a resolved one has canonical
+    /// folders (credential header values stay `${VAR}` here).
     pub fn policy(&self) -> &Policy {
         &self.policy
     }

@@ -187,10 +187,12 @@ pub async fn decide(
     }
     let request = request();
     tokio::select! {
+        // A call cancelled already is never approved, however fast the answer.
+        biased;
+        () = cancellation.cancelled() => Verdict::Cancelled,
         approved = handler.approve(&request) => {
             if approved { Verdict::Approved } else { Verdict::Denied }
         }
-        () = cancellation.cancelled() => Verdict::Cancelled,
     }
 }
 

@@ -34,7 +34,8 @@ pub struct CallContext {
 #[async_trait::async_trait]
 pub trait Delegator: Send + Sync + 'static {
     /// The answer of the agent named `agent` to `input`, run within `context`
-    /// (same session, user, tenant; cancelled with it).
+    /// (same session, user, tenant; cancelled with it). Run the sub-task in
+    /// [`CallContext::delegated`] so that the delegation depth is counted.
     async fn delegate(
         &self,
         agent: &str,

@@ -157,7 +157,9 @@ impl Registry {
 
     /// The error for a call of a tool not on offer, with a "did you mean".
     pub fn unknown_tool(&self, name: &str) -> crate::result::CallError {
-        crate::specs::unknown_tool(name, self.read().keys().map(String::as_str))
+        // Compared outside the lock, so a reload never waits for it.
+        let names: Vec<String> = self.read().keys().cloned().collect();
+        crate::specs::unknown_tool(name, names.iter().map(String::as_str))
     }
 
     fn read(&self) -> RwLockReadGuard<'_, BTreeMap<String, Arc<ToolEntry>>> {

@@ -64,13 +64,17 @@ pub enum SpecError {
 /// ("did you mean"), then (up to 30 of) the names that do exist.
 pub fn unknown_tool<'a>(name: &str, known: impl ExactSizeIterator<Item = &'a str>) -> CallError {
     let total = known.len();
+    // Only a valid name (at most 64 ASCII bytes) can be close to one: the
+    // work stays linear in the list, with one small comparison per name.
+    let wanted = valid_name(name).then(|| name.to_ascii_lowercase());
     let mut closest: Option<(f64, &str)> = None;
     let mut names: Vec<&str> = Vec::with_capacity(total.min(31));
+    let mut candidate_lower = String::with_capacity(64);
     for candidate in known {
-        // Names are at most 64 bytes, so a longer one has no near match and
-        // is never compared (the work stays linear in the list).
-        if name.len() <= 64 {
-            let score = strsim::jaro_winkler(&name.to_lowercase(), &candidate.to_lowercase());
+        if let Some(wanted) = &wanted {
+            candidate_lower.clear();
+            candidate_lower.extend(candidate.chars().map(|c| c.to_ascii_lowercase()));
+            let score = strsim::jaro_winkler(wanted, &candidate_lower);
             if score >= SIMILAR && closest.is_none_or(|(best, _)| score > best) {
                 closest = Some((score, candidate));
             }

@@ -1,6 +1,8 @@
 //! Session state and conversation history in a SQLite file, so that a session
 //! outlives the process: two `wasm-agent run --session s1` invocations share it.
 
+#![warn(missing_docs)]
+
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

@@ -1,5 +1,7 @@
 //! Session state that tools keep between calls, scoped to (session, component).
 
+#![warn(missing_docs)]
+
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
@@ -62,7 +64,8 @@ pub const DEFAULT_MAX_BYTES: usize = 16 * 1024 * 1024;
 pub trait SessionStore: Send + Sync + 'static {
     /// Reads one value.
     async fn get(&self, session_id: &str, scope: &str, key: &str) -> Option<String>;
-    /// Writes one value; it is stored when this returns `Ok`.
+    /// Writes one value; it is stored when this returns `Ok`. A write handed
+    /// to a backend completes even if the caller stops waiting for it.
     async fn set(
         &self,
         session_id: &str,

@@ -2,8 +2,8 @@
 //!
 //! Runs LLM-agent tools as WebAssembly components, each call in a fresh
 //! sandbox under an enforced [`Policy`]: wall-clock and fuel limits, a memory
-//! cap, only the directories and environment it is granted, a bounded result,
-//! and no network.
+//! cap, only the directories, environment and network hosts it is granted,
+//! and a bounded result.
 //!
 //! This crate gathers the parts; each lives in a crate of its own, and the
 //! features pull in only what they name:

@@ -127,8 +127,10 @@ impl ToolHost {
         // Resolving reads folders and the environment, and compiling takes
         // long: both run on the blocking pool, never on an async worker.
         let policy = options.policy;
+        let shutting_down = || HostError::ShuttingDown(id.clone());
         let policy = blocking(move || policy.validate_and_resolve())
             .await
+            .ok_or_else(shutting_down)?
             .map_err(|reason| HostError::Policy {
                 component: id.clone(),
                 reason,
@@ -136,6 +138,7 @@ impl ToolHost {
         let host = self.clone();
         let loaded = blocking(move || host.inner.sandbox.load(&bytes))
             .await
+            .ok_or_else(shutting_down)?
             .map_err(|reason| HostError::Load {
                 component: id.clone(),
                 reason,
@@ -372,10 +375,14 @@ impl ToolHost {
     }
 }
 
-/// Runs blocking `work` on tokio's blocking pool; a panic in it resumes here.
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+/// Runs blocking `work` on tokio's blocking pool; a panic in it resumes
+/// here, and `None` means the runtime is shutting down.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
     match tokio::task::spawn_blocking(work).await {
-        Ok(value) => value,
-        Err(error) => std::panic::resume_unwind(error.into_panic()),
+        Ok(value) => Some(value),
+        Err(error) => match error.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(_) => None,
+        },
     }
 }

@@ -72,6 +72,9 @@ pub enum HostError {
     /// An invalid component name or prefix.
     #[error("{0}")]
     BadName(String),
+    /// The async runtime is shutting down, so the component was not loaded.
+    #[error("component {0}: not loaded, the runtime is shutting down")]
+    ShuttingDown(String),
 }
 
 impl From<RegistryError> for HostError {

@@ -57,7 +57,7 @@ impl Delegation {
         let Some((delegator, context)) = &self.delegator else {
             return Err("no agent is running this call, so there is nobody to delegate to".into());
         };
-        self.made += 1;
+        self.made = self.made.saturating_add(1);
         if self.made > MAX_DELEGATIONS {
             return Err(format!(
                 "a call may delegate at most {MAX_DELEGATIONS} times"

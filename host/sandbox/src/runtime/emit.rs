@@ -34,7 +34,7 @@ impl Emitter {
 
     /// Publishes one event (JSON payload); past the caps, drops it.
     pub fn emit(&mut self, name: String, payload: String) -> wasmtime::Result<()> {
-        self.sent += 1;
+        self.sent = self.sent.saturating_add(1);
         if self.sent > MAX_EVENTS {
             return Ok(());
         }

@@ -23,7 +23,7 @@ impl ToolLog {
 
     /// Writes one line (the first [`MAX_LOG_LINES`] of the call).
     pub fn write(&mut self, level: Level, message: String) {
-        self.lines += 1;
+        self.lines = self.lines.saturating_add(1);
         let (tool, call_id) = (&*self.call.tool, &*self.call.call_id);
         if self.lines > MAX_LOG_LINES {
             if self.lines == MAX_LOG_LINES + 1 {

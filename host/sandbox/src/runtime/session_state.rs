@@ -27,8 +27,11 @@ impl SessionState {
         }
     }
 
-    /// Reads one value.
+    /// Reads one value (none for a key no write could have made).
     pub async fn get(&self, key: &str) -> Option<String> {
+        if key.is_empty() || key.len() > MAX_STATE_KEY {
+            return None;
+        }
         self.store.get(&self.session_id, &self.scope, key).await
     }
 
