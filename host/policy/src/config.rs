@@ -41,12 +41,12 @@ pub struct ConfigFile {
 }
 
 impl fmt::Debug for ConfigFile {
-    /// Leaves out the file's text (it may hold literal credentials).
+    /// The path and the tool aliases only: the text and the policy layers
+    /// may hold literal credentials (`env`, `http_headers`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ConfigFile")
             .field("path", &self.path)
-            .field("defaults", &self.defaults)
-            .field("tools", &self.tools)
+            .field("tools", &self.tools.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
 }

@@ -39,7 +39,9 @@ pub fn delegation_allowed(allowed: &[String], agent: &str) -> bool {
 pub const MAX_MEMORY: ByteSize = ByteSize::gib(4);
 
 /// What a tool may use and how much, enforced by the sandbox on every call.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// Its `Debug` output leaves out the values of `env` and `http_headers`
+/// (they may be credentials).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Policy {
     /// Wall-clock limit of one call (default 10 s).
@@ -88,6 +90,38 @@ pub struct Policy {
     /// Bytes one call may write into its read-write folders in all (default
     /// 64 MiB).
     pub max_write: ByteSize,
+}
+
+impl std::fmt::Debug for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names = |map: &BTreeMap<String, String>| map.keys().cloned().collect::<Vec<_>>();
+        let headers: BTreeMap<&String, Vec<String>> = self
+            .http_headers
+            .iter()
+            .map(|(pattern, headers)| (pattern, names(headers)))
+            .collect();
+        f.debug_struct("Policy")
+            .field("timeout", &self.timeout)
+            .field("fuel", &self.fuel)
+            .field("memory", &self.memory)
+            .field("dirs", &self.dirs)
+            .field("env (names)", &names(&self.env))
+            .field("dependencies", &self.dependencies)
+            .field("max_output", &self.max_output)
+            .field("network", &self.network)
+            .field("max_response", &self.max_response)
+            .field("max_requests", &self.max_requests)
+            .field("http_headers (names)", &headers)
+            .field("delegate", &self.delegate)
+            .field("max_arguments", &self.max_arguments)
+            .field("max_artifacts", &self.max_artifacts)
+            .field("max_resources", &self.max_resources)
+            .field("max_tools", &self.max_tools)
+            .field("max_description", &self.max_description)
+            .field("max_schema", &self.max_schema)
+            .field("max_write", &self.max_write)
+            .finish()
+    }
 }
 
 impl Default for Policy {
@@ -421,6 +455,21 @@ mod tests {
             .validate()
             .unwrap_err();
         assert!(err.to_string().contains("bad host!"), "{err}");
+    }
+
+    #[test]
+    fn debug_output_leaves_out_secret_values() {
+        let policy = Policy::default().env("TOKEN", "env-s3cret").http_header(
+            "api.example.com",
+            "Authorization",
+            "Bearer literal-s3cret",
+        );
+        let shown = format!("{policy:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(
+            shown.contains("TOKEN") && shown.contains("Authorization"),
+            "{shown}"
+        );
     }
 
     #[test]

@@ -155,11 +155,9 @@ impl Registry {
         before - tools.len()
     }
 
-    /// The error for a call of a tool not on offer, with a "did you mean".
-    pub fn unknown_tool(&self, name: &str) -> crate::result::CallError {
-        // Compared outside the lock, so a reload never waits for it.
-        let names: Vec<String> = self.read().keys().cloned().collect();
-        crate::specs::unknown_tool(name, names.iter().map(String::as_str))
+    /// The public names on offer, in order.
+    pub fn names(&self) -> Vec<String> {
+        self.read().keys().cloned().collect()
     }
 
     fn read(&self) -> RwLockReadGuard<'_, BTreeMap<String, Arc<ToolEntry>>> {

@@ -345,7 +345,9 @@ impl ToolHost {
     /// The error for a call of a tool the host does not offer, with a
     /// "did you mean" hint.
     pub fn unknown_tool(&self, name: &str) -> CallError {
-        self.inner.tools.unknown_tool(name)
+        // Compared outside the registry's lock, so a reload never waits.
+        let names = self.inner.tools.names();
+        specs::unknown_tool(name, names.iter().map(String::as_str))
     }
 
     fn host_imports(
