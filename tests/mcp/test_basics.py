@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import mcp_types as types
 import pytest
+from mcp import MCPError
+from mcp_types import INVALID_PARAMS
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from conftest import dump, text_of, wasm
+from conftest import REPO_ROOT, dump, text_of, wasm
 
 pytestmark = pytest.mark.anyio
 
@@ -88,3 +91,44 @@ async def test_several_components(open_session):
         result = await session.call_tool("echo", {"text": "héllo ✓"})
         assert result.is_error is False, dump(result)
         assert text_of(result) == "héllo ✓", dump(result)
+
+
+async def test_arguments_reach_the_tool_in_the_order_sent(open_session):
+    """Object keys are not re-ordered on the way: a table of rows {tool, ms}
+    keeps its columns tool | ms (the JavaScript mdtable tool prints keys in
+    the order it receives them)."""
+    mdtable = REPO_ROOT / "target/polyglot/mdtable.wasm"
+    async with open_session("--tools", mdtable) as session:
+        rows = [{"tool": "calculate", "ms": 0.03}, {"tool": "text_stats", "ms": 1.2}]
+        result = await session.call_tool("markdown_table", {"rows": rows})
+        assert result.is_error is False, dump(result)
+        header = text_of(result).splitlines()[0]
+        assert header.replace(" ", "") == "|tool|ms|", dump(result)
+
+
+async def test_an_unknown_cursor_is_invalid_params(open_session):
+    """The server never hands out a cursor, so any cursor is an error, not the list."""
+    async with open_session("--tools", wasm("calculator")) as session:
+        with pytest.raises(MCPError) as raised:
+            await session.list_tools(params=types.PaginatedRequestParams(cursor="bogus"))
+        assert raised.value.code == INVALID_PARAMS, raised.value.message
+        assert "cursor" in raised.value.message
+
+
+async def test_an_unknown_tool_gets_a_did_you_mean(open_session):
+    async with open_session("--tools", wasm("calculator")) as session:
+        with pytest.raises(MCPError) as raised:
+            await session.call_tool("calcualte", {"expression": "1"})
+        assert raised.value.code == INVALID_PARAMS, raised.value.message
+        assert 'did you mean "calculate"?' in raised.value.message
+
+
+async def test_the_readme_inspector_tool_set_loads_without_clashes(open_session):
+    """The files the README tells users to serve to the MCP Inspector."""
+    release = REPO_ROOT / "target/wasm32-wasip2/release"
+    polyglot = REPO_ROOT / "target/polyglot"
+    files = [release / f"{n}.wasm" for n in ("calculator", "files", "json", "fetch", "weather")]
+    files += [polyglot / "textstats.wasm", polyglot / "mdtable.wasm"]
+    async with open_session("--tools", *files) as session:
+        names = {t.name for t in (await session.list_tools()).tools}
+        assert {"calculate", "json_query", "text_stats", "markdown_table"} <= names, names

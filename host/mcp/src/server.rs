@@ -355,9 +355,17 @@ impl ServerHandler for McpServer {
 
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        // Every tool comes in one page, so no cursor was ever handed out.
+        if let Some(cursor) = request.and_then(|r| r.cursor) {
+            let shown: String = cursor.chars().take(64).collect();
+            return Err(ErrorData::invalid_params(
+                format!("unknown cursor {shown:?}: this server lists every tool in one page"),
+                None,
+            ));
+        }
         let tools = self.shared.host.tools();
         Ok(ListToolsResult::with_all_items(
             tools.iter().map(content::tool).collect(),
