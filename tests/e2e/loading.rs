@@ -1,6 +1,7 @@
 //! Loading: what is refused and why, the compile cache, and name clashes.
 
 use crate::common::{component, host, temp_dir};
+use wasm_agent::registry::RegistryError;
 use wasm_agent::sandbox::CacheOutcome;
 use wasm_agent::{ComponentSource, HostError, LoadOptions, Policy, ToolHost};
 
@@ -122,7 +123,13 @@ async fn two_components_may_not_offer_the_same_name_without_a_prefix() {
         )
         .await
         .unwrap_err();
-    assert!(matches!(err, HostError::DuplicateTool { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            HostError::Registry(RegistryError::DuplicateTool { .. })
+        ),
+        "{err}"
+    );
     assert!(err.to_string().contains("prefix"), "{err}");
     let report = host
         .load_with(
@@ -177,7 +184,13 @@ async fn reloading_swaps_a_component_and_a_failed_reload_keeps_the_old_one() {
         .reload_with(component("calculator"), named(Policy::default()))
         .await
         .unwrap_err();
-    assert!(matches!(err, HostError::DuplicateTool { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            HostError::Registry(RegistryError::DuplicateTool { .. })
+        ),
+        "{err}"
+    );
     assert!(host.tool("json_query").is_some());
 }
 

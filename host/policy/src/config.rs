@@ -23,10 +23,6 @@ use toml::Spanned;
 
 use super::{LAYER_KEYS, Policy, PolicyLayer};
 
-/// Top-level sections that belong to other layers, read with
-/// [`ConfigFile::section`].
-pub const OTHER_SECTIONS: &[&str] = &["agent"];
-
 /// A parsed and checked config file.
 #[derive(Clone, Default)]
 pub struct ConfigFile {
@@ -243,9 +239,9 @@ impl ConfigFile {
         })
     }
 
-    /// Reads a section that belongs to another layer (a name in
-    /// [`OTHER_SECTIONS`]; the file refuses any other unknown section), or
-    /// `T::default()` when the file has none. Errors
+    /// Reads a section that belongs to another layer (`agent`, the one
+    /// `RawConfig` admits besides the policy's; the file refuses any other
+    /// unknown section), or `T::default()` when the file has none. Errors
     /// name the file, line and dotted key as those of the policy sections do.
     pub fn section<T: DeserializeOwned + Default>(&self, name: &str) -> Result<T, ConfigError> {
         let error = |span: Option<std::ops::Range<usize>>, key: Option<String>, message: String| {

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use config::{ConfigError, ConfigFile, OTHER_SECTIONS, ToolConfig};
+pub use config::{ConfigError, ConfigFile, ToolConfig};
 pub use dirs::{DirGrant, DirMode};
 pub use headers::{CredentialHeaders, HeaderTarget};
 pub use layer::{LAYER_KEYS, PolicyLayer};

@@ -43,14 +43,6 @@ impl<S> Deref for ValidPolicy<S> {
     }
 }
 
-impl<S> ValidPolicy<S> {
-    /// The policy: as written, except that a resolved one has canonical
-    /// folders (credential header values stay `${VAR}` here).
-    pub fn policy(&self) -> &Policy {
-        &self.policy
-    }
-}
-
 impl ValidPolicy<Unresolved> {
     /// Reads `${VAR}`s of credential headers from the host environment and
     /// resolves directory grants to canonical host paths; refuses a folder

@@ -165,13 +165,6 @@ pub enum Verdict {
     Cancelled,
 }
 
-impl Verdict {
-    /// Whether the call may run.
-    pub fn may_run(self) -> bool {
-        matches!(self, Verdict::NotNeeded | Verdict::Approved)
-    }
-}
-
 /// Asks `handler` about a call when `approval` requires it for `arguments`
 /// (`request` builds the question only then); stops waiting when the call is
 /// cancelled.

@@ -74,7 +74,10 @@ pub(crate) struct ToolEntry {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum RegistryError {
     /// Two components offer the same tool name.
-    #[error("tool {tool:?} of component {component} is already offered by component {existing}")]
+    #[error(
+        "tool {tool:?} of component {component} is already offered by component {existing}; \
+         give one of them a prefix (config key `prefix`)"
+    )]
     DuplicateTool {
         /// The clashing tool name.
         tool: String,

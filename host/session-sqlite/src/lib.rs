@@ -124,8 +124,8 @@ impl SqliteSessionStore {
     /// [`save_history`](Self::save_history), or `None` for a new session.
     pub async fn load_history(&self, session_id: &str) -> Result<Option<String>, SessionError> {
         let session_id = session_id.to_string();
-        let db = self.db.clone();
-        blocking(&self.db, move || db.load_history(&session_id)).await
+        self.on_blocking_pool(move |db| db.load_history(&session_id))
+            .await
     }
 
     /// Replaces the conversation saved for `session_id`.
@@ -135,11 +135,8 @@ impl SqliteSessionStore {
         history_json: &str,
     ) -> Result<(), SessionError> {
         let (session_id, history_json) = (session_id.to_string(), history_json.to_string());
-        let db = self.db.clone();
-        blocking(&self.db, move || {
-            db.save_history(&session_id, &history_json)
-        })
-        .await
+        self.on_blocking_pool(move |db| db.save_history(&session_id, &history_json))
+            .await
     }
 
     /// [`load_history`](Self::load_history), on the calling thread.
@@ -171,6 +168,23 @@ impl SqliteSessionStore {
     ) -> Result<(), SessionError> {
         self.db
             .set(session_id, scope, key, value, self.max_keys, self.max_bytes)
+    }
+
+    /// Runs `work` with the connection on tokio's blocking pool.
+    async fn on_blocking_pool<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Db) -> Result<T, SessionError> + Send + 'static,
+    ) -> Result<T, SessionError> {
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || work(&db))
+            .await
+            .unwrap_or_else(|err| {
+                Err(SessionError::backend(
+                    &self.db.location,
+                    "the store's task failed",
+                    err,
+                ))
+            })
     }
 
     #[cfg(test)]
@@ -283,8 +297,7 @@ impl Db {
 impl SessionStore for SqliteSessionStore {
     async fn get(&self, session_id: &str, scope: &str, key: &str) -> Option<String> {
         let (session_id, scope, key) = (session_id.to_string(), scope.to_string(), key.to_string());
-        let db = self.db.clone();
-        blocking(&self.db, move || Ok(db.get(&session_id, &scope, &key)))
+        self.on_blocking_pool(move |db| Ok(db.get(&session_id, &scope, &key)))
             .await
             .unwrap_or_else(|err| {
                 tracing::warn!(error = %err, "cannot read session state; treating it as unset");
@@ -300,28 +313,12 @@ impl SessionStore for SqliteSessionStore {
         value: String,
     ) -> Result<(), SessionError> {
         let (session_id, scope, key) = (session_id.to_string(), scope.to_string(), key.to_string());
-        let (db, max_keys, max_bytes) = (self.db.clone(), self.max_keys, self.max_bytes);
-        blocking(&self.db, move || {
+        let (max_keys, max_bytes) = (self.max_keys, self.max_bytes);
+        self.on_blocking_pool(move |db| {
             db.set(&session_id, &scope, &key, value, max_keys, max_bytes)
         })
         .await
     }
-}
-
-/// Runs `work` on the blocking pool.
-async fn blocking<T: Send + 'static>(
-    db: &Db,
-    work: impl FnOnce() -> Result<T, SessionError> + Send + 'static,
-) -> Result<T, SessionError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .unwrap_or_else(|err| {
-            Err(SessionError::backend(
-                &db.location,
-                "the store's task failed",
-                err,
-            ))
-        })
 }
 
 impl Db {

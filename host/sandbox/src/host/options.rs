@@ -53,45 +53,15 @@ pub enum HostError {
         #[source]
         reason: SpecError,
     },
-    /// Two components offer the same tool name.
-    #[error(
-        "tool {tool:?} of component {component} is already offered by component {existing}; \
-         give one of them a prefix (config key `prefix`)"
-    )]
-    DuplicateTool {
-        /// The clashing tool name.
-        tool: String,
-        /// The component being loaded.
-        component: String,
-        /// The component that already offers the name.
-        existing: String,
-    },
-    /// A component with that name is loaded already.
-    #[error("a component named {0:?} is already loaded")]
-    DuplicateComponent(String),
+    /// The registry refused the component's tools (a name clash).
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
     /// An invalid component name or prefix.
     #[error("{0}")]
     BadName(String),
     /// The async runtime is shutting down, so the component was not loaded.
     #[error("component {0}: not loaded, the runtime is shutting down")]
     ShuttingDown(String),
-}
-
-impl From<RegistryError> for HostError {
-    fn from(error: RegistryError) -> Self {
-        match error {
-            RegistryError::DuplicateTool {
-                tool,
-                component,
-                existing,
-            } => HostError::DuplicateTool {
-                tool,
-                component,
-                existing,
-            },
-            RegistryError::DuplicateComponent(id) => HostError::DuplicateComponent(id),
-        }
-    }
 }
 
 /// Where a component comes from.
