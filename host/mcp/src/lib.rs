@@ -12,8 +12,10 @@ mod content;
 mod drain;
 mod http;
 mod server;
+mod stdio;
 
 pub use content::{call_result, tool};
 pub use drain::{Drain, SHUTDOWN_GRACE};
 pub use http::{HttpOptions, MCP_PATH, serve_http};
 pub use server::{McpServer, McpServerBuilder, ServeError, ToolsChanged};
+pub use stdio::MAX_MESSAGE;

@@ -38,6 +38,9 @@ pub enum ServeError {
     /// The server task ended abnormally.
     #[error("MCP server stopped")]
     Stopped(#[source] tokio::task::JoinError),
+    /// Stdin or stdout failed.
+    #[error("cannot read or write the MCP client's stdio")]
+    Io(#[source] std::io::Error),
 }
 
 /// Serves a [`ToolHost`]'s tools over MCP. Each connection (stdio, or each
@@ -189,9 +192,23 @@ impl McpServer {
     /// is cancelled; then new calls are refused, and calls in flight get
     /// [`SHUTDOWN_GRACE`] to finish and send their results.
     pub async fn serve_stdio_until(self, stop: CancellationToken) -> Result<(), ServeError> {
+        super::stdio::serve(self, stop).await
+    }
+
+    /// Serves one client through rmcp's own service loop on `transport`,
+    /// until it disconnects or `stop` is cancelled (after a graceful drain).
+    pub(crate) async fn serve_rmcp<T, E, A>(
+        self,
+        transport: T,
+        stop: CancellationToken,
+    ) -> Result<(), ServeError>
+    where
+        T: rmcp::transport::IntoTransport<RoleServer, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
         let drain = self.drain();
         let running = self
-            .serve(rmcp::transport::stdio())
+            .serve(transport)
             .await
             .map_err(|e| ServeError::Handshake(Box::new(e)))?;
         let connection = running.cancellation_token();
@@ -260,33 +277,108 @@ impl McpServer {
         .await
     }
 
-    async fn run_call(
+    /// A `tools/call`, whichever transport it came on: the lookup, the
+    /// approval step, the call, and its result as MCP content. Progress goes
+    /// to `progress` when the client asked for it.
+    pub(crate) async fn call_tool_request(
         &self,
-        name: &str,
-        arguments: &Value,
-        context: &RequestContext<RoleServer>,
-    ) -> ToolCallResult {
+        request: CallToolRequestParams,
+        request_id: String,
+        cancellation: CancellationToken,
+        progress: Option<(ProgressToken, SendProgress)>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.as_ref();
+        if !self.shared.host.has_tool(name) {
+            let unknown = self.shared.host.unknown_tool(name);
+            return Err(ErrorData::invalid_params(unknown.message, None));
+        }
+        let Some(_in_flight) = self.shared.drain.begin_call() else {
+            return Err(ErrorData::internal_error(
+                "the server is shutting down; call again once it is back",
+                None,
+            ));
+        };
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        match self
+            .approved(name, &arguments, &request_id, &cancellation)
+            .await
+        {
+            Verdict::NotNeeded | Verdict::Approved => {}
+            verdict => {
+                let refused = refusal(name, request_id, verdict == Verdict::Cancelled);
+                return Ok(content::call_result(&refused).into());
+            }
+        }
         let mut call_context = CallContext::new().session(self.session_id.clone());
-        call_context.cancellation = context.ct.child_token();
-        let call = self.shared.host.call_json(name, arguments, &call_context);
-        match context.meta.get_progress_token() {
+        call_context.cancellation = cancellation;
+        let call = self.shared.host.call_json(name, &arguments, &call_context);
+        let result = match progress {
             None => call.await,
-            Some(token) => {
-                let ticks =
-                    report_progress(context.peer.clone(), token, self.shared.progress_every);
+            Some((token, send)) => {
+                let ticks = report_progress(send, token, self.shared.progress_every);
                 tokio::select! {
                     result = call => result,
                     never = ticks => match never {},
                 }
             }
+        };
+        if result
+            .error
+            .as_ref()
+            .is_some_and(|e| e.kind == ErrorKind::UnknownTool)
+        {
+            // Removed between the lookup and the call.
+            let message = result.error.map(|e| e.message).unwrap_or_default();
+            return Err(ErrorData::invalid_params(message, None));
         }
+        Ok(content::call_result(&result).into())
+    }
+
+    /// A `tools/list`: every tool in one page.
+    pub(crate) fn list_tools_request(
+        &self,
+        cursor: Option<&str>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        // Every tool comes in one page, so no cursor was ever handed out.
+        if let Some(cursor) = cursor {
+            let shown: String = cursor.chars().take(64).collect();
+            return Err(ErrorData::invalid_params(
+                format!("unknown cursor {shown:?}: this server lists every tool in one page"),
+                None,
+            ));
+        }
+        let tools = self.shared.host.tools();
+        Ok(ListToolsResult::with_all_items(
+            tools.iter().map(content::tool).collect(),
+        ))
+    }
+
+    /// Forwards tool-list changes to `send` for as long as this connection
+    /// lives; call once per connection.
+    pub(crate) fn forward_tool_changes_once<F, Fut>(&self, send: F)
+    where
+        F: Fn() -> Fut + Send + 'static,
+        Fut: Future<Output = bool> + Send + 'static,
+    {
+        // A client may repeat the initialized notification; forward changes once.
+        if self.forwarding.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        tokio::spawn(self.forward_tool_changes(send));
     }
 }
+
+/// Sends one progress notification to the client.
+pub(crate) type SendProgress = Arc<
+    dyn Fn(ProgressNotificationParam) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// Sends `notifications/progress` every `interval` (elapsed seconds as the
 /// progress value) until dropped.
 async fn report_progress(
-    peer: rmcp::Peer<RoleServer>,
+    send: SendProgress,
     token: ProgressToken,
     interval: Duration,
 ) -> std::convert::Infallible {
@@ -297,9 +389,7 @@ async fn report_progress(
         let seconds = (now - started).as_secs_f64();
         let update = ProgressNotificationParam::new(token.clone(), seconds)
             .with_message(format!("running for {seconds:.0} s"));
-        if let Err(error) = peer.notify_progress(update).await {
-            tracing::debug!(%error, "cannot send progress");
-        }
+        send(update).await;
     }
 }
 
@@ -358,18 +448,8 @@ impl ServerHandler for McpServer {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        // Every tool comes in one page, so no cursor was ever handed out.
-        if let Some(cursor) = request.and_then(|r| r.cursor) {
-            let shown: String = cursor.chars().take(64).collect();
-            return Err(ErrorData::invalid_params(
-                format!("unknown cursor {shown:?}: this server lists every tool in one page"),
-                None,
-            ));
-        }
-        let tools = self.shared.host.tools();
-        Ok(ListToolsResult::with_all_items(
-            tools.iter().map(content::tool).collect(),
-        ))
+        let cursor = request.and_then(|r| r.cursor);
+        self.list_tools_request(cursor.as_deref())
     }
 
     async fn call_tool(
@@ -377,53 +457,29 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let name = request.name.as_ref();
-        if !self.shared.host.has_tool(name) {
-            let unknown = self.shared.host.unknown_tool(name);
-            return Err(ErrorData::invalid_params(unknown.message, None));
-        }
-        let Some(_in_flight) = self.shared.drain.begin_call() else {
-            return Err(ErrorData::internal_error(
-                "the server is shutting down; call again once it is back",
-                None,
-            ));
-        };
-        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let progress = context.meta.get_progress_token().map(|token| {
+            let peer = context.peer.clone();
+            let send: SendProgress = Arc::new(move |update| {
+                let peer = peer.clone();
+                Box::pin(async move {
+                    if let Err(error) = peer.notify_progress(update).await {
+                        tracing::debug!(%error, "cannot send progress");
+                    }
+                })
+            });
+            (token, send)
+        });
         let request_id = context.id.to_string();
-        match self
-            .approved(name, &arguments, &request_id, &context.ct)
+        self.call_tool_request(request, request_id, context.ct.child_token(), progress)
             .await
-        {
-            Verdict::NotNeeded | Verdict::Approved => {}
-            verdict => {
-                let refused = refusal(name, request_id, verdict == Verdict::Cancelled);
-                return Ok(content::call_result(&refused).into());
-            }
-        }
-        let result = self.run_call(name, &arguments, &context).await;
-        if result
-            .error
-            .as_ref()
-            .is_some_and(|e| e.kind == ErrorKind::UnknownTool)
-        {
-            // Removed between the lookup and the call.
-            let message = result.error.map(|e| e.message).unwrap_or_default();
-            return Err(ErrorData::invalid_params(message, None));
-        }
-        Ok(content::call_result(&result).into())
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        // A client may repeat the notification; forward changes once.
-        if self.forwarding.swap(true, Ordering::Relaxed) {
-            return;
-        }
         let peer = context.peer;
-        let forward = self.forward_tool_changes(move || {
+        self.forward_tool_changes_once(move || {
             let peer = peer.clone();
             async move { peer.notify_tool_list_changed().await.is_ok() }
         });
-        tokio::spawn(forward);
     }
 
     fn accepted_subscription_filter(

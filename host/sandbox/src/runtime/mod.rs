@@ -18,6 +18,7 @@ mod output;
 mod returned;
 mod session_state;
 mod store;
+mod turns;
 mod wasi;
 mod writes;
 
@@ -166,6 +167,7 @@ pub struct Sandbox {
     allocator: Allocator,
     admission: admission::Admission,
     ticker: epoch::EpochTicker,
+    turns: turns::Turns,
 }
 
 impl Sandbox {
@@ -190,6 +192,7 @@ impl Sandbox {
             allocator,
             admission: admission::Admission::new(concurrency),
             ticker,
+            turns: turns::Turns::for_this_machine(),
         })
     }
 
@@ -315,10 +318,11 @@ impl Sandbox {
         let _active = self.ticker.activate();
 
         let outcome = {
-            let run = async {
+            let held_turn = store.data().turn.held();
+            let run = held_turn.releasing(async {
                 let toolkit = component.pre.instantiate_async(&mut store).await?;
                 body(&toolkit, &mut store).await
-            };
+            });
             tokio::select! {
                 result = run => Some(result),
                 _ = cancellation.cancelled() => None,
@@ -369,6 +373,7 @@ impl Sandbox {
             host,
             http,
             writes: writes::WriteBudget::new(policy.max_write, denials.clone()),
+            turn: self.turns.for_call(),
             http_hooks: http::PolicyHooks {
                 policy: policy.network.clone(),
                 denials: denials.clone(),
@@ -387,14 +392,18 @@ impl Sandbox {
             .set_fuel(fuel)
             .map_err(|e| CallError::new(ErrorKind::Trap, e.to_string()))?;
         store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |ctx| {
+        store.epoch_deadline_callback(move |mut ctx| {
             if ctx.data().host.cancellation.is_cancelled() {
                 return Err(wasmtime::Error::new(Interrupted::Cancelled));
             }
             if Instant::now() >= deadline {
                 return Err(wasmtime::Error::new(Interrupted::Deadline));
             }
-            Ok(UpdateDeadline::Yield(1))
+            // A long call takes turns with the others (see `turns`).
+            Ok(match ctx.data_mut().turn.tick() {
+                None => UpdateDeadline::Yield(1),
+                Some(next_turn) => UpdateDeadline::YieldCustom(1, next_turn),
+            })
         });
         Ok(store)
     }

@@ -9,6 +9,7 @@ use super::denials::Denials;
 use super::http::PolicyHooks;
 use super::imports::HostImports;
 use super::limits::CallLimiter;
+use super::turns::CallTurn;
 use super::writes::WriteBudget;
 
 /// Everything a call's store holds.
@@ -23,6 +24,8 @@ pub struct CallState {
     pub(super) writes: WriteBudget,
     /// What the sandbox refused during the call.
     pub(super) denials: Denials,
+    /// Its place among long calls taking turns on the cores.
+    pub(super) turn: CallTurn,
 }
 
 impl WasiHttpView for CallState {
