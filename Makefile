@@ -15,7 +15,7 @@ PY_VENV := target/py-venv
 JS_DEPS := example-tools/mdtable
 POLYGLOT := $(addprefix $(POLY)/,textstats.wasm fixture-py.wasm mdtable.wasm fixture-js.wasm)
 
-.PHONY: setup wasm-target host guests polyglot py-toolchain js-toolchain demo test test-mcp mcp-venv bench soak fuzz lint clean
+.PHONY: setup wasm-target host guests polyglot py-toolchain js-toolchain demo test test-mcp mcp-venv mcp-ts bench soak fuzz lint clean
 
 ## Install the wasm32-wasip2 target, build the host (release) and every guest,
 ## the Python and JavaScript ones included.
@@ -109,17 +109,25 @@ demo: setup
 ## crates are tested on their own: a workspace-wide build unifies dependency
 ## features differently (serde_json's preserve_order, ...) and would compile
 ## wasmtime a second time.
-## Then `wasm-agent serve` is driven by the official Python MCP SDK.
-test: wasm-target guests polyglot mcp-venv
+## Then `wasm-agent serve` is driven by the official Python and TypeScript
+## MCP SDKs.
+test: wasm-target guests polyglot mcp-venv mcp-ts
 	$(CARGO) test --release $(addprefix -p ,$(HOST_CRATES))
 	$(CARGO) test --release $(addprefix -p ,wasm-agent-guest $(GUESTS))
 	$(VENV)/bin/pytest -p no:cacheprovider -q guest-sdk/python
 	node --test guest-sdk/js/test/*.test.js
 	$(VENV)/bin/pytest tests/mcp -q
 
-## The MCP tests alone (official Python SDK against target/release/wasm-agent).
-test-mcp: host guests mcp-venv
+## The MCP tests alone (official SDKs against target/release/wasm-agent).
+test-mcp: host guests polyglot mcp-venv mcp-ts
 	$(VENV)/bin/pytest tests/mcp -q
+
+## The official TypeScript MCP SDK, pinned in tests/mcp/ts/package-lock.json.
+mcp-ts: tests/mcp/ts/node_modules/.installed
+
+tests/mcp/ts/node_modules/.installed: tests/mcp/ts/package-lock.json
+	npm ci --prefix tests/mcp/ts --no-audit --no-fund --loglevel=error
+	touch $@
 
 ## A Python venv with the pinned MCP SDK and pytest (tests/mcp/requirements.txt).
 mcp-venv: $(VENV)/.installed

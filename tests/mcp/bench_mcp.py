@@ -1,90 +1,153 @@
-"""`make bench-mcp`: `wasm-agent serve --stdio` as an MCP client sees it.
+"""`make bench` (MCP part): `wasm-agent serve` as an MCP client sees it, beside
+the client's floor, in one run.
 
-The official Python SDK drives the server over stdio, as a desktop client
-would: time from spawn to an initialized session, sequential call latency,
-throughput with 16 calls in flight, the server's resident memory, and echo
-latency while two endless loops run in other sandboxes.
+The official Python SDK drives each server as a desktop client would, over
+stdio and over streamable HTTP. The floor is a bare responder (Node.js) that
+answers the same messages with no work at all: what this client costs by
+itself. Figures are medians of interleaved rounds; the ratios are what to
+compare across machines.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+import httpx2
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("WASM_AGENT_BIN") or ROOT / "target/release/wasm-agent")
 WASM = Path(os.environ.get("WASM_DIR") or ROOT / "target/wasm32-wasip2/release")
+POLYGLOT = ROOT / "target/polyglot"
+# The README's example tools (as served to the MCP Inspector).
+EXAMPLE_TOOLS = [WASM / f"{n}.wasm" for n in ("calculator", "files", "json", "fetch", "weather")] + [
+    POLYGLOT / "textstats.wasm",
+    POLYGLOT / "mdtable.wasm",
+]
 
-# The client's floor: the same exchange with a bare JSON-RPC responder that
-# does no work (Node.js, one line in, one line out).
-BARE_RESPONDER = r"""
+RESPOND = r"""
+const respond = (m) => {
+  if (m.method === 'initialize') return { protocolVersion: m.params.protocolVersion,
+    capabilities: { tools: {} }, serverInfo: { name: 'bare', version: '0' } };
+  if (m.method === 'tools/list') return { tools: [{ name: 'echo',
+    inputSchema: { type: 'object', properties: { text: { type: 'string' } } } }] };
+  if (m.method === 'tools/call') return { content: [{ type: 'text', text: m.params.arguments.text }], isError: false };
+  return {};
+};
+"""
+# The floor over stdio: one line in, one line out.
+BARE_STDIO = RESPOND + r"""
 const rl = require('readline').createInterface({ input: process.stdin });
-const send = (m) => process.stdout.write(JSON.stringify(m) + '\n');
 rl.on('line', (line) => {
   const m = JSON.parse(line);
-  if (m.id === undefined) return;
-  if (m.method === 'initialize') {
-    send({ jsonrpc: '2.0', id: m.id, result: { protocolVersion: m.params.protocolVersion,
-      capabilities: { tools: {} }, serverInfo: { name: 'bare', version: '0' } } });
-  } else if (m.method === 'tools/list') {
-    send({ jsonrpc: '2.0', id: m.id, result: { tools: [{ name: 'echo',
-      inputSchema: { type: 'object', properties: { text: { type: 'string' } } } }] } });
-  } else {
-    send({ jsonrpc: '2.0', id: m.id, result: { content: [{ type: 'text',
-      text: m.params.arguments.text }], isError: false } });
-  }
+  if (m.id !== undefined) process.stdout.write(JSON.stringify({ jsonrpc: '2.0', id: m.id, result: respond(m) }) + '\n');
 });
+"""
+# The floor over streamable HTTP: each POST answered with one JSON body.
+BARE_HTTP = RESPOND + r"""
+const server = require('http').createServer((req, res) => {
+  if (req.method !== 'POST') { res.writeHead(405); res.end(); return; }
+  let body = '';
+  req.on('data', (chunk) => { body += chunk; });
+  req.on('end', () => {
+    const m = JSON.parse(body);
+    if (m.id === undefined) { res.writeHead(202); res.end(); return; }
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ jsonrpc: '2.0', id: m.id, result: respond(m) }));
+  });
+});
+server.listen(0, '127.0.0.1', () => console.error(`serving MCP on http://127.0.0.1:${server.address().port}/mcp`));
 """
 
 SEQUENTIAL = 2000
 CONCURRENT = 4000
 IN_FLIGHT = 16
+ROUNDS = 3
+SLEEPERS = 1000
 
 
-def server_pid() -> int | None:
-    """The `wasm-agent` child of this process (the SDK does not expose it)."""
+# ---------------------------------------------------------------- processes
+
+
+def children() -> list[int]:
+    """Pids of this process's children."""
+    pids = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
-        if ppid == os.getpid() and name.startswith("wasm-agent"):
-            return int(entry.name)
-    return None
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) == os.getpid():
+                pids.append(int(entry.name))
+    return pids
 
 
-def rss_mib(pid: int | None) -> str:
-    if pid is None:
-        return "n/a"
+def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
-            return f"{int(line.split()[1]) / 1024:.1f} MiB"
-    return "n/a"
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
-def cpu_seconds(pid: int | None) -> float:
-    """User + system CPU time of a process so far."""
-    if pid is None:
-        return float("nan")
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2 :].split()
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def micros(seconds: float) -> str:
-    return f"{seconds * 1e6:.0f} µs"
+class Server:
+    """A server session and its process id."""
+
+    def __init__(self, session: ClientSession, pid: int) -> None:
+        self.session, self.pid = session, pid
+
+
+@asynccontextmanager
+async def over_stdio(command: str, args: list[str], env: dict[str, str]) -> AsyncIterator[Server]:
+    before = set(children())
+    params = StdioServerParameters(command=command, args=args, env=env)
+    with open(os.environ.get("BENCH_SERVER_LOG", os.devnull), "w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                (pid,) = set(children()) - before
+                yield Server(session, pid)
+
+
+@asynccontextmanager
+async def over_http(argv: list[str], env: dict[str, str]) -> AsyncIterator[Server]:
+    process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        url = None
+        for line in process.stderr:
+            if match := re.search(r"serving MCP on (http://\S+/mcp)", line):
+                url = match.group(1)
+                break
+        if url is None:
+            raise SystemExit(f"{argv[0]} did not start serving")
+        async with httpx2.AsyncClient(timeout=httpx2.Timeout(60.0)) as http:
+            async with streamable_http_client(url, http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    yield Server(session, process.pid)
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+# ---------------------------------------------------------------- measurements
 
 
 async def echo(session: ClientSession, text: str = "hi") -> float:
@@ -96,74 +159,144 @@ async def echo(session: ClientSession, text: str = "hi") -> float:
     return elapsed
 
 
+async def sequential(server: Server) -> tuple[float, float]:
+    """p50 latency and server CPU per call, one call at a time."""
+    cpu = cpu_seconds(server.pid)
+    latencies = [await echo(server.session) for _ in range(SEQUENTIAL)]
+    return statistics.median(latencies), (cpu_seconds(server.pid) - cpu) / SEQUENTIAL
+
+
+async def concurrent(server: Server) -> tuple[float, float]:
+    """Calls/s and server CPU per call with IN_FLIGHT calls in flight."""
+    cpu = cpu_seconds(server.pid)
+    started = time.perf_counter()
+    async with anyio.create_task_group() as group:
+        limiter = anyio.Semaphore(IN_FLIGHT)
+
+        async def one(i: int) -> None:
+            async with limiter:
+                await echo(server.session, f"m{i}")
+
+        for i in range(CONCURRENT):
+            group.start_soon(one, i)
+    elapsed = time.perf_counter() - started
+    return CONCURRENT / elapsed, (cpu_seconds(server.pid) - cpu) / CONCURRENT
+
+
+async def while_looping(server: Server, loops: int) -> float:
+    """Echo p50 while `loops` endless calls run in other sandboxes."""
+    async with anyio.create_task_group() as group:
+        for _ in range(loops):
+            group.start_soon(server.session.call_tool, "spin", {})
+        await anyio.sleep(1.0)
+        during = statistics.median([await echo(server.session) for _ in range(200)])
+        group.cancel_scope.cancel()
+    return during
+
+
+async def sleepers(server: Server) -> tuple[float, int]:
+    """Peak RSS with SLEEPERS calls sleeping in a host call at once."""
+    finished = 0
+    async with anyio.create_task_group() as group:
+
+        async def one() -> None:
+            nonlocal finished
+            result = await server.session.call_tool("sleep", {"ms": 4000})
+            finished += not result.is_error
+
+        for _ in range(SLEEPERS):
+            group.start_soon(one)
+        peak = 0.0
+        for _ in range(30):
+            await anyio.sleep(0.1)
+            peak = max(peak, rss_mib(server.pid))
+    return peak, finished
+
+
+Rounds = dict[str, list[float]]
+
+
+async def round_of(name: str, server: Server, figures: Rounds) -> None:
+    for _ in range(200):
+        await echo(server.session)
+    p50, cpu = await sequential(server)
+    rate, cpu_concurrent = await concurrent(server)
+    for key, value in [("p50", p50), ("cpu", cpu), ("rate", rate), ("cpu16", cpu_concurrent)]:
+        figures.setdefault(f"{name} {key}", []).append(value)
+
+
+# ---------------------------------------------------------------- the run
+
+
 async def main() -> None:
-    rows: list[tuple[str, str]] = []
     cache = tempfile.mkdtemp(prefix="wasm-agent-bench-")
-    env = {"WASM_AGENT_CACHE_DIR": cache, "WASM_AGENT_DATA_DIR": cache}
-    # The fixture's `echo` is as trivial as the benchmark's, and it can spin.
-    args = ["serve", "--stdio", "--tools", str(WASM / "fixture_tool.wasm"), "--timeout", "60s"]
-    params = StdioServerParameters(command=str(BIN), args=args, env=env)
-    # The first start compiles the components into the cache; measure the second.
-    for attempt in range(2):
-        started = time.perf_counter()
-        with open(os.environ.get("BENCH_SERVER_LOG", os.devnull), "w") as errlog:
-            async with stdio_client(params, errlog=errlog) as (read, write):
-                async with ClientSession(read, write) as session:
-                    await session.initialize()
-                    ready = time.perf_counter() - started
-                    if attempt == 0:
-                        continue
-                    rows.append(("spawn to initialized (compiled components cached)", f"{ready * 1e3:.1f} ms"))
-                    await session.list_tools()
-                    for _ in range(200):
-                        await echo(session)
+    env = {"WASM_AGENT_CACHE_DIR": cache, "WASM_AGENT_DATA_DIR": cache, "PATH": os.environ["PATH"]}
+    fixture = ["--tools", str(WASM / "fixture_tool.wasm"), "--timeout", "30s", "--max-concurrency", "1000"]
+    stdio_args = ["serve", "--stdio", *fixture]
+    http_argv = [str(BIN), "serve", "--http", "127.0.0.1:0", *fixture]
+    node = shutil.which("node")
+    if node is None:
+        raise SystemExit("node is needed for the bare responders (the floor)")
 
-                    pid = server_pid()
-                    cpu_before = cpu_seconds(pid)
-                    latencies = sorted([await echo(session) for _ in range(SEQUENTIAL)])
-                    cpu = (cpu_seconds(pid) - cpu_before) / SEQUENTIAL
-                    rows.append((f"sequential call p50 ({SEQUENTIAL} calls)", micros(statistics.median(latencies))))
-                    rows.append(("sequential call p99", micros(latencies[int(len(latencies) * 0.99)])))
-                    rows.append(("server CPU per sequential call", micros(cpu)))
+    # Compile into the cache first, then time a start with it.
+    async with over_stdio(str(BIN), stdio_args, env):
+        pass
+    started = time.perf_counter()
+    async with over_stdio(str(BIN), stdio_args, env):
+        start = time.perf_counter() - started
 
-                    started = time.perf_counter()
-                    async with anyio.create_task_group() as group:
-                        limiter = anyio.Semaphore(IN_FLIGHT)
+    figures: Rounds = {}
+    for _ in range(ROUNDS):
+        async with over_stdio(str(BIN), stdio_args, env) as server:
+            await round_of("stdio", server, figures)
+        async with over_stdio(node, ["-e", BARE_STDIO], env) as server:
+            await round_of("stdio floor", server, figures)
+        async with over_http(http_argv, env) as server:
+            await round_of("http", server, figures)
+        async with over_http([node, "-e", BARE_HTTP], env) as server:
+            await round_of("http floor", server, figures)
+    median = {key: statistics.median(values) for key, values in figures.items()}
 
-                        async def one(i: int) -> None:
-                            async with limiter:
-                                await echo(session, f"m{i}")
+    async with over_stdio(str(BIN), stdio_args, env) as server:
+        for _ in range(200):
+            await echo(server.session)
+        idle = statistics.median([await echo(server.session) for _ in range(400)])
+        two = await while_looping(server, 2)
+        many = await while_looping(server, 200)
+    async with over_stdio(str(BIN), stdio_args, env) as server:
+        peak, slept = await sleepers(server)
+    async with over_stdio(str(BIN), ["serve", "--stdio", "--tools", *map(str, EXAMPLE_TOOLS)], env) as server:
+        await server.session.list_tools()
+        await server.session.call_tool("calculate", {"expression": "1+1"})
+        examples_rss = rss_mib(server.pid)
 
-                        for i in range(CONCURRENT):
-                            group.start_soon(one, i)
-                    elapsed = time.perf_counter() - started
-                    rows.append((f"calls/s with {IN_FLIGHT} in flight", f"{CONCURRENT / elapsed:.0f}"))
-                    rows.append(("server RSS after the calls", rss_mib(pid)))
-
-                    # Two endless loops in their own sandboxes; echo goes on.
-                    async with anyio.create_task_group() as group:
-                        for _ in range(2):
-                            group.start_soon(session.call_tool, "spin", {})
-                        await anyio.sleep(0.5)
-                        during = sorted([await echo(session) for _ in range(200)])
-                        group.cancel_scope.cancel()
-                    rows.append(("echo p50 while 2 endless loops run", micros(statistics.median(during))))
-
-    if shutil.which("node"):
-        bare = StdioServerParameters(command="node", args=["-e", BARE_RESPONDER])
-        async with stdio_client(bare) as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                await session.list_tools()
-                for _ in range(200):
-                    await echo(session)
-                latencies = sorted([await echo(session) for _ in range(SEQUENTIAL)])
-        rows.append(("same client, bare JSON-RPC responder (Node.js), p50", micros(statistics.median(latencies))))
-
-    width = max(len(name) for name, _ in rows)
-    print(f"MCP over stdio, official Python SDK {version()} as the client, tool `echo`:")
-    for name, value in rows:
-        print(f"  {name:<{width}}  {value}")
+    us = lambda s: f"{s * 1e6:.0f} µs"  # noqa: E731
+    print(f"MCP, official Python SDK {version()} as the client, tool `echo`, medians of {ROUNDS} rounds")
+    print(f"(floor: a bare Node.js responder doing no work; {os.cpu_count()} cores)")
+    print()
+    print("| measurement | stdio | stdio floor | HTTP | HTTP floor |")
+    print("|---|---|---|---|---|")
+    row = lambda name, f: print(f"| {name} | " + " | ".join(f(k) for k in ("stdio", "stdio floor", "http", "http floor")) + " |")  # noqa: E731
+    row(f"sequential call p50 ({SEQUENTIAL} calls)", lambda k: us(median[f"{k} p50"]))
+    row(f"calls/s, {IN_FLIGHT} in flight", lambda k: f"{median[f'{k} rate']:.0f}")
+    row("server CPU per call, sequential", lambda k: us(median[f"{k} cpu"]))
+    row(f"server CPU per call, {IN_FLIGHT} in flight", lambda k: us(median[f"{k} cpu16"]))
+    print()
+    print("| ratio | stdio | HTTP |")
+    print("|---|---|---|")
+    for name, f in [
+        ("added latency over the floor (p50 minus the floor's p50)", lambda t: f"{(median[f'{t} p50'] - median[f'{t} floor p50']) * 1e6:+.0f} µs"),
+        (f"calls/s with {IN_FLIGHT} in flight, share of the floor's", lambda t: f"{median[f'{t} rate'] / median[f'{t} floor rate']:.0%}"),
+    ]:
+        print(f"| {name} | {f('stdio')} | {f('http')} |")
+    print()
+    print("| measurement | result |")
+    print("|---|---|")
+    print(f"| spawn to initialized (compiled components cached) | {start * 1e3:.1f} ms |")
+    print(f"| RSS with the example tools loaded (7 components, one call made) | {examples_rss:.1f} MiB |")
+    print(f"| echo p50 idle / with 2 endless calls / with 200 | {us(idle)} / {us(two)} / {us(many)} |")
+    print(f"| ratio to idle with 2 / with 200 endless calls | {two / idle:.2f}x / {many / idle:.2f}x |")
+    print(f"| peak RSS with {SLEEPERS} calls sleeping in a host call ({slept} of them succeeded) | {peak:.0f} MiB |")
 
 
 def version() -> str:

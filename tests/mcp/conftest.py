@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import mcp_types as types
 import pytest
@@ -56,6 +57,42 @@ def names_of(listing: types.ListToolsResult) -> set[str]:
 def dump(result: Any) -> str:
     """A result as wire JSON, for assertion messages."""
     return result.model_dump_json(by_alias=True, exclude_none=True)
+
+
+# ---------------------------------------------------------------- notifications
+
+
+class ListChanged:
+    """Counts notifications/tools/list_changed seen by a session's message_handler."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    async def handler(self, message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self.count += 1
+
+    async def wait_for_tools(
+        self,
+        session: ClientSession,
+        since: int,
+        predicate: Callable[[set[str]], bool],
+        what: str,
+        timeout: float = 10.0,
+    ) -> set[str]:
+        """Wait for a list_changed after `since`, then re-list until `predicate` holds."""
+        names: set[str] | None = None
+        with anyio.move_on_after(timeout):
+            while True:
+                while self.count <= since:
+                    await anyio.sleep(0.05)
+                since = self.count
+                names = names_of(await session.list_tools())
+                if predicate(names):
+                    return names
+        if self.count == 0 or names is None:
+            pytest.fail(f"{what}: no notifications/tools/list_changed within {timeout}s")
+        pytest.fail(f"{what}: {self.count} list_changed notification(s), but tools/list still shows {sorted(names)}")
 
 
 # ---------------------------------------------------------------- pytest plumbing

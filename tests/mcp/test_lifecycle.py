@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import anyio
 import mcp_types as types
 import pytest
-from mcp import ClientSession
 
-from conftest import dump, names_of, text_of, wasm
+from conftest import ListChanged, dump, names_of, text_of, wasm
 
 pytestmark = pytest.mark.anyio
 
@@ -91,39 +89,6 @@ async def test_no_progress_for_quick_calls(open_session):
         result = await session.call_tool("echo", {"text": "fast"}, progress_callback=on_progress)
         assert text_of(result) == "fast", dump(result)
     assert updates == [], f"progress sent for a call far shorter than 1 s: {updates}"
-
-
-class ListChanged:
-    """Counts notifications/tools/list_changed seen by a session's message_handler."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    async def handler(self, message: object) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            self.count += 1
-
-    async def wait_for_tools(
-        self,
-        session: ClientSession,
-        since: int,
-        predicate: Callable[[set[str]], bool],
-        what: str,
-        timeout: float = 10.0,
-    ) -> set[str]:
-        """Wait for a list_changed after `since`, then re-list until `predicate` holds."""
-        names: set[str] | None = None
-        with anyio.move_on_after(timeout):
-            while True:
-                while self.count <= since:
-                    await anyio.sleep(0.05)
-                since = self.count
-                names = names_of(await session.list_tools())
-                if predicate(names):
-                    return names
-        if self.count == 0 or names is None:
-            pytest.fail(f"{what}: no notifications/tools/list_changed within {timeout}s")
-        pytest.fail(f"{what}: {self.count} list_changed notification(s), but tools/list still shows {sorted(names)}")
 
 
 async def test_watch_sends_list_changed(open_session, tmp_path: Path, copy_component):

@@ -125,6 +125,11 @@ pub struct ServeArgs {
     /// HTTP: largest request body.
     #[arg(long, value_name = "SIZE", default_value = "4MiB")]
     pub max_body: ByteSize,
+    /// Longest `tools/list` and `tools/call` wait for components still
+    /// compiling at start (at most 1h); then the tools loaded so far are
+    /// listed, and clients hear `list_changed` once the rest are in.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_load_wait)]
+    pub load_wait: Duration,
     #[command(flatten)]
     pub host: HostFlags,
 }
@@ -315,6 +320,16 @@ impl PolicyFlags {
 fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text.trim())
         .map_err(|e| format!("{e}: expected a duration such as 500ms, 5s or 2m"))
+}
+
+fn parse_load_wait(text: &str) -> Result<Duration, String> {
+    let wait = parse_duration(text)?;
+    if wait > Duration::from_secs(3600) {
+        return Err(format!(
+            "{text} is longer than the 1h a client may be kept waiting"
+        ));
+    }
+    Ok(wait)
 }
 
 fn parse_header(text: &str) -> Result<(String, String, String), String> {

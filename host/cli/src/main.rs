@@ -50,6 +50,7 @@ fn error_chain(error: &anyhow::Error) -> String {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
+    compile_in_the_background();
     // Calls reserve descriptors from the soft limit: make it as large as allowed.
     if let Err(e) = wasm_agent::sandbox::raise_open_file_limit() {
         tracing::warn!("cannot raise the open-file limit: {e}");
@@ -76,6 +77,28 @@ fn main() -> ExitCode {
     // keep the process alive once the command is done.
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     code
+}
+
+/// Components compile on rayon's threads (wasmtime's parallel compilation);
+/// they run at a lower priority, so a server compiling in the background
+/// still answers its client at once.
+fn compile_in_the_background() {
+    let lower_priority = |_: usize| {
+        #[cfg(target_os = "linux")]
+        // SAFETY: setpriority on the calling thread (its id from gettid) has
+        // no memory effects; a failure only leaves the priority as it was.
+        unsafe {
+            let thread = libc::gettid() as libc::id_t;
+            libc::setpriority(libc::PRIO_PROCESS, thread, 10);
+        }
+    };
+    if let Err(e) = rayon::ThreadPoolBuilder::new()
+        .thread_name(|i| format!("wasm-agent-compile-{i}"))
+        .start_handler(lower_priority)
+        .build_global()
+    {
+        tracing::debug!("cannot set up the compile threads: {e}");
+    }
 }
 
 fn init_logging(verbose: u8) {
@@ -222,6 +245,13 @@ async fn load_folders(
     may_be_empty: bool,
 ) -> anyhow::Result<ToolHost> {
     let resolved = resolve_targets(targets, config, may_be_empty)?;
+    let host = build_host(flags, sessions)?;
+    host.load_all(load_list(resolved, flags)).await?;
+    Ok(host)
+}
+
+/// A host with the flags' concurrency and cache, and no tools yet.
+fn build_host(flags: &HostFlags, sessions: Arc<dyn SessionStore>) -> anyhow::Result<ToolHost> {
     let mut builder = ToolHost::builder().session_store(sessions);
     if let Some(calls) = flags.max_concurrency {
         builder = builder.max_concurrency(calls);
@@ -231,15 +261,24 @@ async fn load_folders(
     } else if let Some(dir) = &flags.cache_dir {
         builder = builder.cache_dir(dir);
     }
-    let host = builder.build()?;
+    Ok(builder.build()?)
+}
+
+/// What to load for each target, with the command line's policy on top.
+fn load_list(
+    resolved: Vec<Target>,
+    flags: &HostFlags,
+) -> Vec<(wasm_agent::ComponentSource, LoadOptions)> {
     let layer = flags.policy.layer();
-    for target in resolved {
-        let mut options = LoadOptions::new(layer.apply_to(target.policy)).name(target.name);
-        options.prefix = target.prefix;
-        options.state_scope = target.alias;
-        host.load_with(target.path, options).await?;
-    }
-    Ok(host)
+    resolved
+        .into_iter()
+        .map(|target| {
+            let mut options = LoadOptions::new(layer.apply_to(target.policy)).name(target.name);
+            options.prefix = target.prefix;
+            options.state_scope = target.alias;
+            (target.path.into(), options)
+        })
+        .collect()
 }
 
 fn resolve_targets(

@@ -8,13 +8,13 @@ use anyhow::{Context, bail};
 use tokio::net::TcpListener;
 use wasm_agent::agent::config::AgentConfig;
 use wasm_agent::agent::{ApproveTools, ToolSettings};
-use wasm_agent::mcp::{self, HttpOptions, McpServer};
+use wasm_agent::mcp::{self, HttpOptions, McpServer, McpServerBuilder};
 use wasm_agent::policy::{ConfigError, ConfigFile};
-use wasm_agent::{CancellationToken, ToolHost};
+use wasm_agent::{CancellationToken, ComponentSource, HostError, LoadOptions, ToolHost};
 
 use super::args::ServeArgs;
 use super::watch::Watcher;
-use super::{load_folders, run::open_store};
+use super::{build_host, load_list, resolve_targets, run::open_store};
 
 pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if args.token.as_deref().is_some_and(|t| t.trim().is_empty()) {
@@ -37,20 +37,66 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let paths = watched_paths(&args.tools, config.as_ref());
         Watcher::new(paths, args.host.policy.layer(), config.clone())
     });
-    let host = load_folders(&args.tools, &args.host, config.as_ref(), store, args.watch).await?;
-    let server = build_server(&host, &args, config.as_ref())?;
+    let resolved = resolve_targets(&args.tools, config.as_ref(), args.watch)?;
+    let components = load_list(resolved, &args.host);
+    check_loadable(&components)?;
+    let host = build_host(&args.host, store)?;
+    let mut builder = server_builder(&host, &args, config.as_ref())?;
+    // Compiling can take seconds: the server answers `initialize` at once
+    // and `tools/list` waits for the components (see `McpServerBuilder::loading`).
+    let loading = builder.loading();
+    let server = builder.build();
     let shutdown = CancellationToken::new();
-    if let Some(watcher) = watched {
-        let (changed, shutdown) = (server.tools_changed(), shutdown.clone());
-        tokio::spawn(async move { watcher.run(host, shutdown, changed).await });
-    }
+    let changed = server.tools_changed();
+    let mut loader = tokio::spawn({
+        let (host, shutdown) = (host.clone(), shutdown.clone());
+        async move {
+            host.load_all(components).await?;
+            drop(loading);
+            if let Some(watcher) = watched {
+                tokio::spawn(async move { watcher.run(host, shutdown, changed).await });
+            }
+            Ok::<_, wasm_agent::HostError>(())
+        }
+    });
     let stop = shutdown.clone();
     tokio::spawn(async move {
         stop_signal().await;
         stop.cancel();
     });
+    let serving = serve_on(server, &args, shutdown.clone());
+    tokio::pin!(serving);
+    tokio::select! {
+        loaded = &mut loader => {
+            loaded.context("loading the components stopped")??;
+            serving.await?;
+        }
+        served = &mut serving => {
+            served?;
+            // The client left while the components were loading: a load that
+            // fails soon after is still reported; a long compile is dropped.
+            if let Ok(loaded) = tokio::time::timeout(LOAD_REPORT_GRACE, &mut loader).await {
+                loaded.context("loading the components stopped")??;
+            }
+            loader.abort();
+        }
+    }
+    shutdown.cancel();
+    Ok(ExitCode::SUCCESS)
+}
+
+/// How long a server whose client has gone still waits for its components'
+/// load, to report a failure.
+const LOAD_REPORT_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Serves on stdio or HTTP, as the arguments say, until `shutdown`.
+async fn serve_on(
+    server: McpServer,
+    args: &ServeArgs,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     match args.http {
-        None => server.serve_stdio_until(shutdown.clone()).await?,
+        None => server.serve_stdio_until(shutdown).await?,
         Some(addr) => {
             let listener = TcpListener::bind(addr)
                 .await
@@ -65,21 +111,43 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 max_body: usize::try_from(args.max_body.0).unwrap_or(usize::MAX),
                 ..HttpOptions::default()
             };
-            mcp::serve_http(server, listener, options, shutdown.clone()).await;
+            mcp::serve_http(server, listener, options, shutdown).await;
         }
     }
-    shutdown.cancel();
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
-/// The server, with the approval rules of `[agent.tools.<tool>]` and the
-/// operator's `--approve` list.
-fn build_server(
+/// What would make a load fail before any compiling, reported before the
+/// server starts: a file that cannot be read, a policy that cannot be enforced.
+fn check_loadable(components: &[(ComponentSource, LoadOptions)]) -> Result<(), HostError> {
+    for (source, options) in components {
+        if let ComponentSource::File(path) = source {
+            std::fs::File::open(path).map_err(|reason| HostError::Read {
+                path: path.clone(),
+                reason,
+            })?;
+        }
+        options
+            .policy
+            .clone()
+            .validate_and_resolve()
+            .map_err(|reason| HostError::Policy {
+                component: options.name.clone().unwrap_or_default(),
+                reason,
+            })?;
+    }
+    Ok(())
+}
+
+/// The server's settings, with the approval rules of `[agent.tools.<tool>]`
+/// and the operator's `--approve` list.
+fn server_builder(
     host: &ToolHost,
     args: &ServeArgs,
     config: Option<&ConfigFile>,
-) -> Result<McpServer, ConfigError> {
+) -> Result<McpServerBuilder, ConfigError> {
     let mut builder = McpServer::builder(host.clone())
+        .load_wait(args.load_wait)
         .approval_handler(Arc::new(ApproveTools::named(args.approve.iter().cloned())));
     if let Some(config) = config {
         for (tool, settings) in AgentConfig::from_file(config)?.tools {
@@ -87,7 +155,7 @@ fn build_server(
             builder = builder.requires_approval(tool, approval);
         }
     }
-    Ok(builder.build())
+    Ok(builder)
 }
 
 /// The files and folders `--watch` polls: those named (config aliases stand

@@ -17,5 +17,5 @@ mod stdio;
 pub use content::{call_result, tool};
 pub use drain::{Drain, SHUTDOWN_GRACE};
 pub use http::{HttpOptions, MCP_PATH, serve_http};
-pub use server::{McpServer, McpServerBuilder, ServeError, ToolsChanged};
+pub use server::{LOAD_WAIT, McpServer, McpServerBuilder, ServeError, ToolsChanged, ToolsLoading};
 pub use stdio::MAX_MESSAGE;

@@ -14,7 +14,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::content;
@@ -25,6 +25,11 @@ use wasm_agent_sandbox::approval::{
 use wasm_agent_sandbox::context::CallContext;
 use wasm_agent_sandbox::host::ToolHost;
 use wasm_agent_sandbox::result::{CallError, ErrorKind, ToolCallResult};
+
+/// How long a `tools/list` or `tools/call` waits for tools still loading
+/// by default (see [`McpServerBuilder::loading`]); then it is answered with
+/// the tools loaded so far.
+pub const LOAD_WAIT: Duration = Duration::from_secs(30);
 
 /// How often a long call reports progress, when the client asked for it.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
@@ -64,6 +69,12 @@ pub struct McpServer {
 
 struct Shared {
     host: ToolHost,
+    /// False while the host's first components are still loading.
+    loaded: watch::Receiver<bool>,
+    /// Longest a request waits for them.
+    load_wait: Duration,
+    /// Set when a listing was answered before they were all in.
+    listed_early: Arc<AtomicBool>,
     approvals: BTreeMap<String, Approval>,
     approver: Arc<dyn ApprovalHandler>,
     tools_changed: ToolsChanged,
@@ -92,9 +103,36 @@ impl ToolsChanged {
     }
 }
 
+/// Tells an [`McpServer`] that its host's tools are loaded; see
+/// [`McpServerBuilder::loading`].
+pub struct ToolsLoading {
+    done: watch::Sender<bool>,
+    changed: ToolsChanged,
+    listed_early: Arc<AtomicBool>,
+}
+
+impl ToolsLoading {
+    /// The tools are loaded: waiting requests go on, and clients that were
+    /// given a listing before are told the list changed.
+    pub fn done(self) {}
+}
+
+impl Drop for ToolsLoading {
+    fn drop(&mut self) {
+        self.done.send_replace(true);
+        if self.listed_early.load(Ordering::Acquire) {
+            self.changed.notify();
+        }
+    }
+}
+
 /// Settings of an [`McpServer`].
 pub struct McpServerBuilder {
     host: ToolHost,
+    tools_changed: ToolsChanged,
+    loaded: watch::Receiver<bool>,
+    load_wait: Duration,
+    listed_early: Arc<AtomicBool>,
     approvals: BTreeMap<String, Approval>,
     approver: Arc<dyn ApprovalHandler>,
     progress_every: Duration,
@@ -120,14 +158,37 @@ impl McpServerBuilder {
         self
     }
 
+    /// Marks the host's tools as still loading (say, compiling in the
+    /// background): until the returned handle is done or dropped,
+    /// `tools/list` and `tools/call` wait for it, at most the load wait.
+    /// If a listing had to be answered before, clients are then told the
+    /// tool list changed.
+    pub fn loading(&mut self) -> ToolsLoading {
+        let (done, loaded) = watch::channel(false);
+        self.loaded = loaded;
+        ToolsLoading {
+            done,
+            changed: self.tools_changed.clone(),
+            listed_early: self.listed_early.clone(),
+        }
+    }
+
+    /// Longest a request waits for tools still loading ([`LOAD_WAIT`]).
+    pub fn load_wait(mut self, wait: Duration) -> Self {
+        self.load_wait = wait;
+        self
+    }
+
     /// The server.
     pub fn build(self) -> McpServer {
-        let (tools_changed, _) = broadcast::channel(16);
         McpServer::for_session(Arc::new(Shared {
             host: self.host,
+            loaded: self.loaded,
+            load_wait: self.load_wait,
+            listed_early: self.listed_early,
             approvals: self.approvals,
             approver: self.approver,
-            tools_changed: ToolsChanged(tools_changed),
+            tools_changed: self.tools_changed,
             progress_every: self.progress_every,
             live: Arc::new(AtomicUsize::new(0)),
             drain: Drain::default(),
@@ -138,8 +199,13 @@ impl McpServerBuilder {
 impl McpServer {
     /// A builder over `host`.
     pub fn builder(host: ToolHost) -> McpServerBuilder {
+        let (tools_changed, _) = broadcast::channel(16);
         McpServerBuilder {
             host,
+            tools_changed: ToolsChanged(tools_changed),
+            loaded: watch::channel(true).1,
+            load_wait: LOAD_WAIT,
+            listed_early: Arc::default(),
             approvals: BTreeMap::new(),
             approver: Arc::new(DenyAll),
             progress_every: PROGRESS_EVERY,
@@ -287,6 +353,7 @@ impl McpServer {
         cancellation: CancellationToken,
         progress: Option<(ProgressToken, SendProgress)>,
     ) -> Result<CallToolResponse, ErrorData> {
+        self.tools_loaded().await;
         let name = request.name.as_ref();
         if !self.shared.host.has_tool(name) {
             let unknown = self.shared.host.unknown_tool(name);
@@ -334,11 +401,28 @@ impl McpServer {
         Ok(content::call_result(&result).into())
     }
 
+    /// Waits (at most the load wait) for tools still loading; whether they
+    /// are all in.
+    async fn tools_loaded(&self) -> bool {
+        if *self.shared.loaded.borrow() {
+            return true;
+        }
+        let mut loaded = self.shared.loaded.clone();
+        let wait = loaded.wait_for(|done| *done);
+        matches!(
+            tokio::time::timeout(self.shared.load_wait, wait).await,
+            Ok(Ok(_))
+        )
+    }
+
     /// A `tools/list`: every tool in one page.
-    pub(crate) fn list_tools_request(
+    pub(crate) async fn list_tools_request(
         &self,
         cursor: Option<&str>,
     ) -> Result<ListToolsResult, ErrorData> {
+        if !self.tools_loaded().await {
+            self.shared.listed_early.store(true, Ordering::Release);
+        }
         // Every tool comes in one page, so no cursor was ever handed out.
         if let Some(cursor) = cursor {
             let shown: String = cursor.chars().take(64).collect();
@@ -449,7 +533,7 @@ impl ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let cursor = request.and_then(|r| r.cursor);
-        self.list_tools_request(cursor.as_deref())
+        self.list_tools_request(cursor.as_deref()).await
     }
 
     async fn call_tool(

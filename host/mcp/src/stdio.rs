@@ -141,7 +141,7 @@ async fn hand_over(
 enum Answer {
     /// At once.
     Now(Box<Result<ServerResult, ErrorData>>),
-    /// By this future, which runs a call and sends its response.
+    /// By this future, which does the work and sends the response.
     Call(Pin<Box<dyn Future<Output = ()> + Send>>),
 }
 
@@ -195,12 +195,10 @@ impl Connection {
                 ServerResult::InitializeResult(info)
             }),
             "ping" => Ok(ServerResult::EmptyResult(EmptyResult {})),
-            "tools/list" => parse::<Option<PaginatedRequestParams>>(params).and_then(|request| {
-                let cursor = request.and_then(|r| r.cursor);
-                self.server
-                    .list_tools_request(cursor.as_deref())
-                    .map(ServerResult::ListToolsResult)
-            }),
+            "tools/list" => match parse::<Option<PaginatedRequestParams>>(params) {
+                Ok(request) => return self.list_tools(id, request.and_then(|r| r.cursor)),
+                Err(error) => Err(error),
+            },
             "tools/call" => match parse::<CallToolRequestParams>(params) {
                 Ok(request) => return self.start_call(id, request),
                 Err(error) => Err(error),
@@ -210,6 +208,20 @@ impl Connection {
                 format!("this server has no method {:?}", shorten(method)),
                 None,
             )),
+        }))
+    }
+
+    /// A listing, as the future that sends it (it may wait for tools still
+    /// loading).
+    fn list_tools(&self, id: RequestId, cursor: Option<String>) -> Answer {
+        let connection = self.clone();
+        Answer::Call(Box::pin(async move {
+            let listed = connection
+                .server
+                .list_tools_request(cursor.as_deref())
+                .await;
+            let result = listed.map(ServerResult::ListToolsResult);
+            connection.out.respond(id, result).await;
         }))
     }
 

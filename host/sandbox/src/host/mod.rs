@@ -11,7 +11,9 @@ use crate::context::CallContext;
 use crate::events::{EventBus, ToolEvent};
 use crate::registry::{ComponentEntry, Registry, ToolEntry, ToolInfo};
 use crate::result::{CallError, ErrorKind, ToolCallResult};
-use crate::runtime::{Allocator, CallId, CallPolicy, CallScope, HostImports, LoadError, Sandbox};
+use crate::runtime::{
+    Allocator, CallId, CallPolicy, CallScope, HostImports, LoadError, LoadFileError, Sandbox,
+};
 use crate::specs;
 use wasm_agent_policy::Policy;
 use wasm_agent_session::SessionStore;
@@ -82,6 +84,27 @@ impl ToolHost {
         self.install(prepared, false)
     }
 
+    /// Loads several components at once: they compile (or come from the
+    /// cache) in parallel, and their tools are added in the order given, so
+    /// which of two clashing names wins does not depend on timing. Stops at
+    /// the first that fails in that order; those before it stay loaded.
+    pub async fn load_all(
+        &self,
+        components: impl IntoIterator<Item = (ComponentSource, LoadOptions)>,
+    ) -> Result<Vec<LoadReport>, HostError> {
+        let prepared = futures::future::join_all(
+            components
+                .into_iter()
+                .map(|(source, options)| self.prepare(source, options)),
+        )
+        .await;
+        let mut reports = Vec::with_capacity(prepared.len());
+        for component in prepared {
+            reports.push(self.install(component?, false)?);
+        }
+        Ok(reports)
+    }
+
     /// Loads a new version of a component, replacing the tools of the loaded
     /// component with the same name in one step (or adding them if there is
     /// none). If the new version fails to load, the old one stays. Calls in
@@ -101,21 +124,12 @@ impl ToolHost {
         source: ComponentSource,
         options: LoadOptions,
     ) -> Result<Prepared, HostError> {
-        let (default_name, bytes) = match source {
-            ComponentSource::File(path) => {
-                let bytes = tokio::fs::read(&path)
-                    .await
-                    .map_err(|reason| HostError::Read {
-                        path: path.clone(),
-                        reason,
-                    })?;
-                let stem = path
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| "component".into());
-                (stem, bytes)
-            }
-            ComponentSource::Bytes { name, bytes } => (name, bytes),
+        let default_name = match &source {
+            ComponentSource::File(path) => path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "component".into()),
+            ComponentSource::Bytes { name, .. } => name.clone(),
         };
         let id = options.name.unwrap_or(default_name);
         let prefix = options.prefix.unwrap_or_default();
@@ -136,13 +150,23 @@ impl ToolHost {
                 reason,
             })?;
         let host = self.clone();
-        let loaded = blocking(move || host.inner.sandbox.load(&bytes))
-            .await
-            .ok_or_else(shutting_down)?
-            .map_err(|reason| HostError::Load {
-                component: id.clone(),
+        let component_id = id.clone();
+        let loaded = blocking(move || {
+            let sandbox = &host.inner.sandbox;
+            let load_error = |reason| HostError::Load {
+                component: component_id.clone(),
                 reason,
-            })?;
+            };
+            match source {
+                ComponentSource::File(path) => sandbox.load_file(&path).map_err(|e| match e {
+                    LoadFileError::Read(reason) => HostError::Read { path, reason },
+                    LoadFileError::Load(reason) => load_error(reason),
+                }),
+                ComponentSource::Bytes { bytes, .. } => sandbox.load(&bytes).map_err(load_error),
+            }
+        })
+        .await
+        .ok_or_else(shutting_down)??;
         let sandbox = &self.inner.sandbox;
         let (cache, load_time) = (loaded.cache, loaded.load_time);
         let state_scope: Arc<str> = match &options.state_scope {

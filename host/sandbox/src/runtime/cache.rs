@@ -1,11 +1,18 @@
 //! On-disk cache of compiled components, keyed by the SHA-256 of the component
 //! bytes and the engine's compatibility hash.
 //!
-//! Loading native code from disk is only as safe as the file: entries carry a
-//! checksum, are written atomically with owner-only permissions, and anything
-//! corrupt, foreign or too permissive is recompiled instead of trusted. The
+//! Loading native code from disk is only as safe as the file: entries are
+//! written atomically with owner-only permissions and read back and compared
+//! before they are published, so their integrity is checked once, when
+//! written; a load then maps the entry into memory (no copy, no hashing),
+//! unless the entry's identity shows it was changed after it was written.
+//! Anything foreign or too permissive is recompiled instead of trusted. The
 //! folder itself must belong to the current user and be writable by nobody
 //! else; otherwise it is not used at all (components compile in memory).
+//!
+//! So that loading an unchanged component file needs neither reading nor
+//! hashing it, the cache also remembers which digest a file had, keyed by
+//! what changes whenever its contents do (see [`files`]).
 
 use std::fs;
 use std::hash::{Hash, Hasher};
@@ -13,6 +20,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
+
+mod files;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
@@ -32,7 +41,8 @@ pub struct CompileCache {
     dir: Option<PathBuf>,
 }
 
-const CHECKSUM_LEN: usize = 32;
+/// Part of every entry's key: entries of an older layout are never read.
+const ENTRY_FORMAT: &[u8] = b"cwasm-2";
 
 impl CompileCache {
     /// A cache in `dir`, or none.
@@ -70,10 +80,10 @@ impl CompileCache {
             warn_untrusted(dir, &reason);
             return Ok((Component::new(engine, bytes)?, CacheOutcome::Compiled));
         }
-        let entry = dir.join(format!("{}.cwasm", cache_key(engine, digest)));
-        if let Some(component) = read_entry(engine, &entry) {
+        if let Some(component) = self.load_cached(engine, digest) {
             return Ok((component, CacheOutcome::Hit));
         }
+        let entry = dir.join(format!("{}.cwasm", cache_key(engine, digest)));
         let compiled = engine.precompile_component(bytes)?;
         // SAFETY: these bytes were produced just now by this engine.
         let component = unsafe { Component::deserialize(engine, &compiled)? };
@@ -81,6 +91,59 @@ impl CompileCache {
             tracing::warn!(cache = %dir.display(), "cannot write the compile cache: {e}");
         }
         Ok((component, CacheOutcome::Compiled))
+    }
+}
+
+impl CompileCache {
+    /// The compiled component whose source has SHA-256 `digest`, mapped from
+    /// its cache entry, if there is a usable one.
+    pub fn load_cached(&self, engine: &Engine, digest: &[u8; 32]) -> Option<Component> {
+        let dir = self.usable_dir()?;
+        let entry = dir.join(format!("{}.cwasm", cache_key(engine, digest)));
+        let metadata = fs::symlink_metadata(&entry).ok()?;
+        if !metadata.is_file() || !owner_only(&metadata) {
+            return None;
+        }
+        if !files::unchanged_since_written(&entry, &metadata) {
+            tracing::warn!(entry = %entry.display(), "compile-cache entry changed since it was written; recompiling");
+            return None;
+        }
+        // SAFETY: the entry was written by this program for this engine
+        // configuration (its key), checked when written, unchanged since,
+        // and is owner-only in an owner-only folder; wasmtime checks its
+        // header and settings.
+        match unsafe { Component::deserialize_file(engine, &entry) } {
+            Ok(component) => Some(component),
+            Err(e) => {
+                tracing::warn!(entry = %entry.display(), "unusable compile-cache entry ({e}); recompiling");
+                None
+            }
+        }
+    }
+
+    /// The SHA-256 the file described by `metadata` had when last read, if
+    /// it cannot have changed since.
+    pub fn known_digest(&self, metadata: &fs::Metadata) -> Option<[u8; 32]> {
+        files::known_digest(self.usable_dir()?, metadata)
+    }
+
+    /// Remembers that the file described by `metadata` has SHA-256 `digest`
+    /// (only when a later change is sure to look different).
+    pub fn remember_digest(&self, metadata: &fs::Metadata, digest: &[u8; 32]) {
+        if let Some(dir) = self.usable_dir()
+            && let Err(e) = files::remember_digest(dir, metadata, digest)
+        {
+            tracing::debug!(cache = %dir.display(), "cannot remember a component's digest: {e}");
+        }
+    }
+
+    /// The folder, when the cache is on and the folder is trusted.
+    fn usable_dir(&self) -> Option<&Path> {
+        let dir = self.dir.as_deref()?;
+        create_private_dir(dir)
+            .and_then(|()| trusted_dir(dir))
+            .ok()?;
+        Some(dir)
     }
 }
 
@@ -103,39 +166,31 @@ fn cache_key(engine: &Engine, digest: &[u8; 32]) -> String {
         .precompile_compatibility_hash()
         .hash(&mut ShaHasher(&mut sha));
     sha.update(env!("CARGO_PKG_VERSION").as_bytes());
+    sha.update(ENTRY_FORMAT);
     hex::encode(sha.finalize())
 }
 
-fn read_entry(engine: &Engine, entry: &Path) -> Option<Component> {
-    let metadata = fs::symlink_metadata(entry).ok()?;
-    if !metadata.is_file() || !owner_only(&metadata) {
-        return None;
-    }
-    let data = fs::read(entry).ok()?;
-    let (code, checksum) = data.split_at_checked(data.len().checked_sub(CHECKSUM_LEN)?)?;
-    if Sha256::digest(code).as_slice() != checksum {
-        tracing::warn!(entry = %entry.display(), "corrupt compile-cache entry; recompiling");
-        return None;
-    }
-    Engine::detect_precompiled(code)?;
-    // SAFETY: the entry was written by this program for this engine
-    // configuration (key), is owner-only, and its checksum matches.
-    match unsafe { Component::deserialize(engine, code) } {
-        Ok(component) => Some(component),
-        Err(e) => {
-            tracing::warn!(entry = %entry.display(), "unusable compile-cache entry ({e}); recompiling");
-            None
-        }
-    }
-}
-
+/// Writes an entry under a temporary name, reads it back, and publishes it
+/// only if it holds exactly `compiled`; then records its identity, so a
+/// later change to it is seen.
 fn write_entry(entry: &Path, compiled: &[u8]) -> std::io::Result<()> {
     let tmp = entry.with_extension(format!("tmp{}", std::process::id()));
-    let mut file = private_file(&tmp)?;
-    file.write_all(compiled)?;
-    file.write_all(&Sha256::digest(compiled))?;
-    file.sync_all()?;
-    fs::rename(&tmp, entry)
+    let written = (|| {
+        let mut file = private_file(&tmp)?;
+        file.write_all(compiled)?;
+        file.sync_all()?;
+        if Sha256::digest(fs::read(&tmp)?) != Sha256::digest(compiled) {
+            return Err(std::io::Error::other(
+                "the entry read back differs from what was written",
+            ));
+        }
+        fs::rename(&tmp, entry)
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    written?;
+    files::record_written(entry)
 }
 
 /// Says once per folder why it is not used.

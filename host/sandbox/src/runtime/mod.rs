@@ -22,6 +22,7 @@ mod turns;
 mod wasi;
 mod writes;
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use std::sync::Arc;
@@ -204,6 +205,37 @@ impl Sandbox {
     /// The compile cache.
     pub fn cache(&self) -> &CompileCache {
         &self.cache
+    }
+
+    /// Loads and links the component in `path`. An unchanged file whose
+    /// compiled code is cached is neither read nor hashed: its code is mapped
+    /// from the cache. Otherwise it is read and [`Sandbox::load`]ed.
+    pub fn load_file(&self, path: &Path) -> Result<LoadedComponent, LoadFileError> {
+        let started = Instant::now();
+        let mut file = std::fs::File::open(path).map_err(LoadFileError::Read)?;
+        let before = file.metadata().map_err(LoadFileError::Read)?;
+        if let Some(digest) = self.cache.known_digest(&before)
+            && let Some(component) = self.cache.load_cached(&self.engine, &digest)
+        {
+            let pre = self.link(&component).map_err(LoadFileError::Load)?;
+            return Ok(LoadedComponent {
+                pre,
+                cache: CacheOutcome::Hit,
+                load_time: started.elapsed(),
+                digest,
+            });
+        }
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut bytes).map_err(LoadFileError::Read)?;
+        let mut loaded = self.load(&bytes).map_err(LoadFileError::Load)?;
+        // Remember the digest only if the file did not change while read.
+        if let Ok(after) = file.metadata()
+            && same_file_state(&before, &after)
+        {
+            self.cache.remember_digest(&after, &loaded.digest);
+        }
+        loaded.load_time = started.elapsed();
+        Ok(loaded)
     }
 
     /// Compiles (or loads from the cache) and links a component.
@@ -406,6 +438,27 @@ impl Sandbox {
             })
         });
         Ok(store)
+    }
+}
+
+/// Why [`Sandbox::load_file`] failed.
+#[derive(Debug)]
+pub enum LoadFileError {
+    /// The file could not be read.
+    Read(std::io::Error),
+    /// Its contents are not a loadable component.
+    Load(LoadError),
+}
+
+fn same_file_state(before: &std::fs::Metadata, after: &std::fs::Metadata) -> bool {
+    before.len() == after.len() && before.modified().ok() == after.modified().ok() && {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            (before.ctime(), before.ctime_nsec()) == (after.ctime(), after.ctime_nsec())
+        }
+        #[cfg(not(unix))]
+        true
     }
 }
 
