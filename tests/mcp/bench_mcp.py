@@ -58,6 +58,7 @@ rl.on('line', (line) => {
 # The floor over streamable HTTP: each POST answered with one JSON body.
 BARE_HTTP = RESPOND + r"""
 const server = require('http').createServer((req, res) => {
+  if (req.method === 'DELETE') { res.writeHead(200); res.end(); return; }
   if (req.method !== 'POST') { res.writeHead(405); res.end(); return; }
   let body = '';
   req.on('data', (chunk) => { body += chunk; });
@@ -265,10 +266,13 @@ async def main() -> None:
         many = await while_looping(server, 200)
     async with over_stdio(str(BIN), stdio_args, env) as server:
         peak, slept = await sleepers(server)
-    async with over_stdio(str(BIN), ["serve", "--stdio", "--tools", *map(str, EXAMPLE_TOOLS)], env) as server:
-        await server.session.list_tools()
-        await server.session.call_tool("calculate", {"expression": "1+1"})
-        examples_rss = rss_mib(server.pid)
+    examples = ["serve", "--stdio", "--tools", *map(str, EXAMPLE_TOOLS)]
+    # The first start compiles them; measure a start from the cache.
+    for _ in range(2):
+        async with over_stdio(str(BIN), examples, env) as server:
+            await server.session.list_tools()
+            await server.session.call_tool("calculate", {"expression": "1+1"})
+            examples_rss = rss_mib(server.pid)
 
     us = lambda s: f"{s * 1e6:.0f} µs"  # noqa: E731
     print(f"MCP, official Python SDK {version()} as the client, tool `echo`, medians of {ROUNDS} rounds")
@@ -293,7 +297,7 @@ async def main() -> None:
     print("| measurement | result |")
     print("|---|---|")
     print(f"| spawn to initialized (compiled components cached) | {start * 1e3:.1f} ms |")
-    print(f"| RSS with the example tools loaded (7 components, one call made) | {examples_rss:.1f} MiB |")
+    print(f"| RSS with the example tools loaded from the cache (7 components, one call made) | {examples_rss:.1f} MiB |")
     print(f"| echo p50 idle / with 2 endless calls / with 200 | {us(idle)} / {us(two)} / {us(many)} |")
     print(f"| ratio to idle with 2 / with 200 endless calls | {two / idle:.2f}x / {many / idle:.2f}x |")
     print(f"| peak RSS with {SLEEPERS} calls sleeping in a host call ({slept} of them succeeded) | {peak:.0f} MiB |")

@@ -53,6 +53,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         async move {
             host.load_all(components).await?;
             drop(loading);
+            // Once the threads that compiled have ended.
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            crate::return_freed_memory();
             if let Some(watcher) = watched {
                 tokio::spawn(async move { watcher.run(host, shutdown, changed).await });
             }

@@ -353,18 +353,20 @@ impl McpServer {
         cancellation: CancellationToken,
         progress: Option<(ProgressToken, SendProgress)>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.tools_loaded().await;
-        let name = request.name.as_ref();
-        if !self.shared.host.has_tool(name) {
-            let unknown = self.shared.host.unknown_tool(name);
-            return Err(ErrorData::invalid_params(unknown.message, None));
-        }
+        // In flight from here, so a graceful stop waits for it, even while
+        // it waits for tools still loading.
         let Some(_in_flight) = self.shared.drain.begin_call() else {
             return Err(ErrorData::internal_error(
                 "the server is shutting down; call again once it is back",
                 None,
             ));
         };
+        self.tools_loaded().await;
+        let name = request.name.as_ref();
+        if !self.shared.host.has_tool(name) {
+            let unknown = self.shared.host.unknown_tool(name);
+            return Err(ErrorData::invalid_params(unknown.message, None));
+        }
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         match self
             .approved(name, &arguments, &request_id, &cancellation)

@@ -28,6 +28,7 @@ use serde_json::value::RawValue;
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::drain::SHUTDOWN_GRACE;
 use super::server::{McpServer, SendProgress, ServeError};
@@ -60,6 +61,7 @@ pub(crate) async fn serve(server: McpServer, stop: CancellationToken) -> Result<
         out: Output::new(writer),
         in_flight: Arc::default(),
         closed: CancellationToken::new(),
+        tasks: TaskTracker::new(),
     };
     let mut first = true;
     let (drain, stopping) = (connection.server.drain(), stop.clone());
@@ -71,7 +73,12 @@ pub(crate) async fn serve(server: McpServer, stop: CancellationToken) -> Result<
     let ended = loop {
         let line = tokio::select! {
             line = lines.next() => line,
-            () = &mut draining => break Ok(()),
+            () = &mut draining => {
+                // The calls are done; let their tasks send the results.
+                connection.tasks.close();
+                let _ = tokio::time::timeout(SHUTDOWN_GRACE, connection.tasks.wait()).await;
+                break Ok(());
+            }
         };
         match line {
             None => break Ok(()),
@@ -154,6 +161,8 @@ struct Connection {
     in_flight: Arc<Mutex<HashMap<RequestId, CancellationToken>>>,
     /// Cancelled once the connection is over.
     closed: CancellationToken,
+    /// The tasks of requests that waited, to let them answer before a stop.
+    tasks: TaskTracker,
 }
 
 impl Connection {
@@ -179,7 +188,7 @@ impl Connection {
                     // saving a wake-up of another thread, and give the call
                     // its own task only when it waits.
                     if futures::poll!(call.as_mut()).is_pending() {
-                        tokio::spawn(call);
+                        self.tasks.spawn(call);
                     }
                 }
             },
@@ -251,15 +260,16 @@ impl Connection {
         let call = Box::pin(async move {
             let result = connection
                 .server
-                .call_tool_request(request, id.to_string(), cancellation.clone(), progress)
+                .call_tool_request(request, id.to_string(), cancellation, progress)
                 .await;
-            connection
+            let cancelled_by_client = connection
                 .in_flight
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .remove(&id);
+                .remove(&id)
+                .is_none();
             // A call the client cancelled gets no response.
-            if !cancellation.is_cancelled() {
+            if !cancelled_by_client {
                 let result = result.map(ServerResult::from);
                 connection.out.respond(id, result).await;
             }
@@ -285,11 +295,15 @@ impl Connection {
                 let Ok(cancelled) = parse::<CancelledNotificationParam>(params) else {
                     return;
                 };
-                let in_flight = self
-                    .in_flight
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
-                if let Some(call) = cancelled.request_id.and_then(|id| in_flight.get(&id)) {
+                // Removed, so the call knows the client gave it up.
+                let call = cancelled.request_id.and_then(|id| {
+                    let mut in_flight = self
+                        .in_flight
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner);
+                    in_flight.remove(&id)
+                });
+                if let Some(call) = call {
                     call.cancel();
                 }
             }

@@ -85,11 +85,16 @@ impl CompileCache {
         }
         let entry = dir.join(format!("{}.cwasm", cache_key(engine, digest)));
         let compiled = engine.precompile_component(bytes)?;
-        // SAFETY: these bytes were produced just now by this engine.
-        let component = unsafe { Component::deserialize(engine, &compiled)? };
         if let Err(e) = write_entry(&entry, &compiled) {
             tracing::warn!(cache = %dir.display(), "cannot write the compile cache: {e}");
         }
+        // Mapped from the entry, the code is shared with the page cache
+        // rather than held in memory of its own.
+        let component = match self.load_cached(engine, digest) {
+            Some(component) => component,
+            // SAFETY: these bytes were produced just now by this engine.
+            None => unsafe { Component::deserialize(engine, &compiled)? },
+        };
         Ok((component, CacheOutcome::Compiled))
     }
 }
@@ -174,7 +179,7 @@ fn cache_key(engine: &Engine, digest: &[u8; 32]) -> String {
 /// only if it holds exactly `compiled`; then records its identity, so a
 /// later change to it is seen.
 fn write_entry(entry: &Path, compiled: &[u8]) -> std::io::Result<()> {
-    let tmp = entry.with_extension(format!("tmp{}", std::process::id()));
+    let tmp = entry.with_extension(unique_tmp_suffix());
     let written = (|| {
         let mut file = private_file(&tmp)?;
         file.write_all(compiled)?;
@@ -191,6 +196,14 @@ fn write_entry(entry: &Path, compiled: &[u8]) -> std::io::Result<()> {
     }
     written?;
     files::record_written(entry)
+}
+
+/// A temporary file's extension no other writer uses at the same time
+/// (other processes, or other threads of this one).
+fn unique_tmp_suffix() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("tmp{}-{n}", std::process::id())
 }
 
 /// Says once per folder why it is not used.

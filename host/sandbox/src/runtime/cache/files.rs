@@ -46,7 +46,7 @@ pub fn remember_digest(
     let folder = dir.join(FOLDER);
     super::create_private_dir(&folder)?;
     let path = folder.join(key);
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let tmp = path.with_extension(super::unique_tmp_suffix());
     let mut file = super::private_file(&tmp)?;
     file.write_all(digest)?;
     fs::rename(&tmp, &path)
