@@ -2,10 +2,12 @@
 //!
 //! rmcp's service loop hands every message through channels and tasks
 //! (transport, service loop, handler, back); on the stdio path those hops
-//! cost more than the sandboxed call. Here one task reads stdin, answers
-//! `initialize`, `ping` and `tools/list` itself, and spawns each `tools/call`,
-//! which writes its own response. The messages are rmcp's types, so the wire
-//! format is rmcp's.
+//! cost more than the sandboxed call. Here one task reads non-blocking
+//! stdin and answers `initialize` and `ping` itself; a `tools/call` (or a
+//! `tools/list`, which may wait for tools still loading) runs its first poll
+//! right there, which is all most calls need, and gets a task of its own
+//! only if it waits. Whoever has a response writes it. The messages are
+//! rmcp's types, so the wire format is rmcp's.
 //!
 //! A client that opens with anything but `initialize` or `ping` speaks the
 //! 2026-07-28 revision (no handshake, metadata on every request): the whole
