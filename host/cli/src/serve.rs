@@ -52,7 +52,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let (host, shutdown) = (host.clone(), shutdown.clone());
         async move {
             host.load_all(components).await?;
-            drop(loading);
+            loading.done();
             // Once the threads that compiled have ended.
             tokio::time::sleep(std::time::Duration::from_millis(500)).await;
             crate::return_freed_memory();

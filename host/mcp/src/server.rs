@@ -422,9 +422,6 @@ impl McpServer {
         &self,
         cursor: Option<&str>,
     ) -> Result<ListToolsResult, ErrorData> {
-        if !self.tools_loaded().await {
-            self.shared.listed_early.store(true, Ordering::Release);
-        }
         // Every tool comes in one page, so no cursor was ever handed out.
         if let Some(cursor) = cursor {
             let shown: String = cursor.chars().take(64).collect();
@@ -432,6 +429,9 @@ impl McpServer {
                 format!("unknown cursor {shown:?}: this server lists every tool in one page"),
                 None,
             ));
+        }
+        if !self.tools_loaded().await {
+            self.shared.listed_early.store(true, Ordering::Release);
         }
         let tools = self.shared.host.tools();
         Ok(ListToolsResult::with_all_items(

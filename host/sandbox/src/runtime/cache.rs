@@ -20,10 +20,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
-
-mod files;
 use wasmtime::Engine;
 use wasmtime::component::Component;
+
+mod files;
 
 /// Where a compiled component came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -73,13 +73,9 @@ impl CompileCache {
         bytes: &[u8],
         digest: &[u8; 32],
     ) -> wasmtime::Result<(Component, CacheOutcome)> {
-        let Some(dir) = &self.dir else {
+        let Some(dir) = self.usable_dir() else {
             return Ok((Component::new(engine, bytes)?, CacheOutcome::Compiled));
         };
-        if let Err(reason) = create_private_dir(dir).and_then(|()| trusted_dir(dir)) {
-            warn_untrusted(dir, &reason);
-            return Ok((Component::new(engine, bytes)?, CacheOutcome::Compiled));
-        }
         if let Some(component) = self.load_cached(engine, digest) {
             return Ok((component, CacheOutcome::Hit));
         }
@@ -97,9 +93,7 @@ impl CompileCache {
         };
         Ok((component, CacheOutcome::Compiled))
     }
-}
 
-impl CompileCache {
     /// The compiled component whose source has SHA-256 `digest`, mapped from
     /// its cache entry, if there is a usable one.
     pub fn load_cached(&self, engine: &Engine, digest: &[u8; 32]) -> Option<Component> {
@@ -132,23 +126,28 @@ impl CompileCache {
         files::known_digest(self.usable_dir()?, metadata)
     }
 
-    /// Remembers that the file described by `metadata` has SHA-256 `digest`
-    /// (only when a later change is sure to look different).
-    pub fn remember_digest(&self, metadata: &fs::Metadata, digest: &[u8; 32]) {
+    /// Remembers that a file has SHA-256 `digest`, read between the
+    /// `before` and `after` looks at it: only if it did not change meanwhile
+    /// and a later change is sure to look different.
+    pub fn remember_digest(&self, before: &fs::Metadata, after: &fs::Metadata, digest: &[u8; 32]) {
         if let Some(dir) = self.usable_dir()
-            && let Err(e) = files::remember_digest(dir, metadata, digest)
+            && let Err(e) = files::remember_digest(dir, before, after, digest)
         {
             tracing::debug!(cache = %dir.display(), "cannot remember a component's digest: {e}");
         }
     }
 
-    /// The folder, when the cache is on and the folder is trusted.
+    /// The folder, when the cache is on and the folder is trusted (said
+    /// once per folder when it is not).
     fn usable_dir(&self) -> Option<&Path> {
         let dir = self.dir.as_deref()?;
-        create_private_dir(dir)
-            .and_then(|()| trusted_dir(dir))
-            .ok()?;
-        Some(dir)
+        match create_private_dir(dir).and_then(|()| trusted_dir(dir)) {
+            Ok(()) => Some(dir),
+            Err(reason) => {
+                warn_untrusted(dir, &reason);
+                None
+            }
+        }
     }
 }
 
@@ -184,7 +183,7 @@ fn write_entry(entry: &Path, compiled: &[u8]) -> std::io::Result<()> {
         let mut file = private_file(&tmp)?;
         file.write_all(compiled)?;
         file.sync_all()?;
-        if Sha256::digest(fs::read(&tmp)?) != Sha256::digest(compiled) {
+        if fs::read(&tmp)? != compiled {
             return Err(std::io::Error::other(
                 "the entry read back differs from what was written",
             ));

@@ -228,11 +228,8 @@ impl Sandbox {
         let mut bytes = Vec::new();
         std::io::Read::read_to_end(&mut file, &mut bytes).map_err(LoadFileError::Read)?;
         let mut loaded = self.load(&bytes).map_err(LoadFileError::Load)?;
-        // Remember the digest only if the file did not change while read.
-        if let Ok(after) = file.metadata()
-            && same_file_state(&before, &after)
-        {
-            self.cache.remember_digest(&after, &loaded.digest);
+        if let Ok(after) = file.metadata() {
+            self.cache.remember_digest(&before, &after, &loaded.digest);
         }
         loaded.load_time = started.elapsed();
         Ok(loaded)
@@ -442,24 +439,14 @@ impl Sandbox {
 }
 
 /// Why [`Sandbox::load_file`] failed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum LoadFileError {
     /// The file could not be read.
-    Read(std::io::Error),
+    #[error("cannot read the component: {0}")]
+    Read(#[source] std::io::Error),
     /// Its contents are not a loadable component.
+    #[error(transparent)]
     Load(LoadError),
-}
-
-fn same_file_state(before: &std::fs::Metadata, after: &std::fs::Metadata) -> bool {
-    before.len() == after.len() && before.modified().ok() == after.modified().ok() && {
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::MetadataExt;
-            (before.ctime(), before.ctime_nsec()) == (after.ctime(), after.ctime_nsec())
-        }
-        #[cfg(not(unix))]
-        true
-    }
 }
 
 fn check_header(bytes: &[u8]) -> Result<(), LoadError> {

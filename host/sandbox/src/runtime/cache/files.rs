@@ -33,14 +33,18 @@ pub fn known_digest(dir: &Path, metadata: &fs::Metadata) -> Option<[u8; 32]> {
     fs::read(&path).ok()?.try_into().ok()
 }
 
-/// Remembers `digest` for the file described by `metadata`, if its times
-/// are settled; does nothing otherwise.
+/// Remembers `digest` for a file read between the `before` and `after`
+/// looks at it, if its identity held meanwhile and its times are settled;
+/// does nothing otherwise.
 pub fn remember_digest(
     dir: &Path,
-    metadata: &fs::Metadata,
+    before: &fs::Metadata,
+    after: &fs::Metadata,
     digest: &[u8; 32],
 ) -> std::io::Result<()> {
-    let Some(key) = identity_key(metadata).filter(|_| settled(metadata)) else {
+    let key = identity_key(after)
+        .filter(|key| identity_key(before).as_ref() == Some(key) && settled(after));
+    let Some(key) = key else {
         return Ok(());
     };
     let folder = dir.join(FOLDER);
@@ -155,9 +159,11 @@ mod tests {
         let cache = tempfile::tempdir().unwrap();
         let files = tempfile::tempdir().unwrap();
         let path = settled_file(files.path(), "tool.wasm", b"one");
+        let other = settled_file(files.path(), "other.wasm", b"one");
         let digest = [7u8; 32];
         // The status-change time is now: too fresh to remember.
-        remember_digest(cache.path(), &fs::metadata(&path).unwrap(), &digest).unwrap();
+        let fresh = fs::metadata(&path).unwrap();
+        remember_digest(cache.path(), &fresh, &fresh, &digest).unwrap();
         assert_eq!(
             known_digest(cache.path(), &fs::metadata(&path).unwrap()),
             None
@@ -165,7 +171,11 @@ mod tests {
 
         std::thread::sleep(SETTLED + Duration::from_millis(100));
         let metadata = fs::metadata(&path).unwrap();
-        remember_digest(cache.path(), &metadata, &digest).unwrap();
+        // A file replaced while it was read (another inode) is not remembered.
+        let replaced = fs::metadata(&other).unwrap();
+        remember_digest(cache.path(), &replaced, &metadata, &digest).unwrap();
+        assert_eq!(known_digest(cache.path(), &metadata), None);
+        remember_digest(cache.path(), &metadata, &metadata, &digest).unwrap();
         assert_eq!(known_digest(cache.path(), &metadata), Some(digest));
 
         // Same size, and the modification time put back: the change still shows.
