@@ -257,8 +257,16 @@ impl McpServer {
     /// Serves one client over stdin/stdout until it disconnects or `stop`
     /// is cancelled; then new calls are refused, and calls in flight get
     /// [`SHUTDOWN_GRACE`] to finish and send their results.
+    ///
+    /// The loop runs as a task of the current runtime, so the worker thread
+    /// that sees stdin readable also runs the call and writes the answer.
     pub async fn serve_stdio_until(self, stop: CancellationToken) -> Result<(), ServeError> {
-        super::stdio::serve(self, stop).await
+        match tokio::spawn(super::stdio::serve(self, stop)).await {
+            Ok(served) => served,
+            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+            // The runtime is shutting down.
+            Err(_) => Ok(()),
+        }
     }
 
     /// Serves one client through rmcp's own service loop on `transport`,
