@@ -127,6 +127,12 @@ pub async fn serve_http(
                 continue;
             }
         };
+        // Responses go out in several writes (headers, then event-stream
+        // chunks): without this, Nagle holds each later one for the client's
+        // delayed ACK, up to 40 ms.
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%peer, %error, "cannot disable Nagle's algorithm");
+        }
         let (mcp, gate) = (mcp.clone(), gate.clone());
         let service = hyper::service::service_fn(move |request: Request<Incoming>| {
             let (mcp, gate) = (mcp.clone(), gate.clone());
