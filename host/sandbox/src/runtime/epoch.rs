@@ -5,7 +5,7 @@
 //! yields to the async runtime, so a looping tool never starves other calls.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -21,6 +21,8 @@ const IDLE_TICKS_BEFORE_PARKING: u32 = 100;
 struct Shared {
     active: AtomicUsize,
     stop: AtomicBool,
+    /// Epoch increments so far.
+    ticks: AtomicU64,
 }
 
 /// The epoch ticker; stops its thread when dropped.
@@ -46,12 +48,13 @@ impl EpochTicker {
                 let mut idle_ticks = 0;
                 while !thread_shared.stop.load(Ordering::Acquire) {
                     if thread_shared.active.load(Ordering::Acquire) == 0 {
-                        idle_ticks += 1;
-                        if idle_ticks > IDLE_TICKS_BEFORE_PARKING {
-                            std::thread::park_timeout(Duration::from_millis(250));
-                            idle_ticks = 0;
+                        if idle_ticks >= IDLE_TICKS_BEFORE_PARKING {
+                            // Parked until a call starts (or the ticker stops):
+                            // an idle host never wakes.
+                            std::thread::park();
                             continue;
                         }
+                        idle_ticks += 1;
                     } else {
                         idle_ticks = 0;
                     }
@@ -60,6 +63,7 @@ impl EpochTicker {
                         Some(engine) => engine.increment_epoch(),
                         None => break,
                     }
+                    thread_shared.ticks.fetch_add(1, Ordering::Relaxed);
                 }
             })?;
         Ok(Self {
@@ -93,5 +97,35 @@ impl Drop for EpochTicker {
             thread.thread().unpark();
             let _ = thread.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ticks(ticker: &EpochTicker) -> u64 {
+        ticker.shared.ticks.load(Ordering::Relaxed)
+    }
+
+    #[test]
+    fn ticks_while_a_call_runs_and_parks_once_idle() {
+        let engine = Engine::default();
+        let ticker = EpochTicker::start(&engine).expect("ticker");
+        let call = ticker.activate();
+        std::thread::sleep(TICK * 20);
+        assert!(ticks(&ticker) > 0, "no tick while a call ran");
+        drop(call);
+        // The idle ticks, with room to spare on a busy machine.
+        std::thread::sleep(TICK * IDLE_TICKS_BEFORE_PARKING * 3);
+        let parked = ticks(&ticker);
+        std::thread::sleep(Duration::from_millis(600));
+        assert_eq!(ticks(&ticker), parked, "an idle ticker kept ticking");
+        let _call = ticker.activate();
+        std::thread::sleep(TICK * 20);
+        assert!(
+            ticks(&ticker) > parked,
+            "a new call did not wake the ticker"
+        );
     }
 }
