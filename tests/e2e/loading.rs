@@ -3,7 +3,7 @@
 use crate::common::{component, host, temp_dir};
 use wasm_agent::registry::RegistryError;
 use wasm_agent::sandbox::CacheOutcome;
-use wasm_agent::{ComponentSource, HostError, LoadOptions, Policy, ToolHost};
+use wasm_agent::{ComponentSource, DirMode, HostError, LoadOptions, Policy, ToolHost};
 
 async fn load_bytes(bytes: Vec<u8>) -> String {
     let err = host()
@@ -244,4 +244,42 @@ async fn a_tool_built_against_contract_0_1_0_still_loads_and_runs() {
         result.content,
         r#"0.1.0 tool in session s9: {"text": "hi"}"#
     );
+}
+
+#[tokio::test]
+async fn check_refuses_what_load_would_without_compiling() {
+    let host = host();
+    let missing = ComponentSource::from(std::path::Path::new("/no/such/tool.wasm"));
+    let err = host
+        .check(&missing, &LoadOptions::new(Policy::default()))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, HostError::Read { .. }), "{err}");
+
+    let calculator = ComponentSource::from(component("calculator").as_path());
+    let bad_prefix = LoadOptions::new(Policy::default()).prefix("no spaces");
+    let err = host.check(&calculator, &bad_prefix).await.unwrap_err();
+    assert!(matches!(err, HostError::BadName(_)), "{err}");
+
+    let no_folder = Policy::default().allow_dir("/no/such/folder", "/data", DirMode::Ro);
+    let err = host
+        .check(&calculator, &LoadOptions::new(no_folder))
+        .await
+        .unwrap_err();
+    // Named after the file, as a load would name it.
+    assert!(
+        matches!(&err, HostError::Policy { component, .. } if component == "calculator"),
+        "{err}"
+    );
+
+    // Checking does not compile: bytes that are no component pass it.
+    let dir = temp_dir();
+    let not_wasm = dir.path().join("broken.wasm");
+    std::fs::write(&not_wasm, b"definitely not wasm").unwrap();
+    let source = ComponentSource::from(not_wasm.as_path());
+    host.check(&source, &LoadOptions::new(Policy::default()))
+        .await
+        .expect("the check opens the file, no more");
+    assert!(host.load(source, Policy::default()).await.is_err());
+    assert!(host.tools().is_empty());
 }

@@ -10,7 +10,7 @@ use wasm_agent::agent::config::AgentConfig;
 use wasm_agent::agent::{ApproveTools, ToolSettings};
 use wasm_agent::mcp::{self, HttpOptions, McpServer, McpServerBuilder};
 use wasm_agent::policy::{ConfigError, ConfigFile};
-use wasm_agent::{CancellationToken, ComponentSource, HostError, LoadOptions, ToolHost};
+use wasm_agent::{CancellationToken, ToolHost};
 
 use super::args::ServeArgs;
 use super::watch::Watcher;
@@ -39,8 +39,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     });
     let resolved = resolve_targets(&args.tools, config.as_ref(), args.watch)?;
     let components = load_list(resolved, &args.host);
-    check_loadable(&components)?;
     let host = build_host(&args.host, store)?;
+    // Bad files and policies still exit 2 before serving.
+    for (source, options) in &components {
+        host.check(source, options).await?;
+    }
     let mut builder = server_builder(&host, &args, config.as_ref())?;
     // Compiling can take seconds: the server answers `initialize` at once
     // and `tools/list` waits for the components (see `McpServerBuilder::loading`).
@@ -116,28 +119,6 @@ async fn serve_on(
             };
             mcp::serve_http(server, listener, options, shutdown).await;
         }
-    }
-    Ok(())
-}
-
-/// What would make a load fail before any compiling, reported before the
-/// server starts: a file that cannot be read, a policy that cannot be enforced.
-fn check_loadable(components: &[(ComponentSource, LoadOptions)]) -> Result<(), HostError> {
-    for (source, options) in components {
-        if let ComponentSource::File(path) = source {
-            std::fs::File::open(path).map_err(|reason| HostError::Read {
-                path: path.clone(),
-                reason,
-            })?;
-        }
-        options
-            .policy
-            .clone()
-            .validate_and_resolve()
-            .map_err(|reason| HostError::Policy {
-                component: options.name.clone().unwrap_or_default(),
-                reason,
-            })?;
     }
     Ok(())
 }

@@ -15,7 +15,7 @@ use crate::runtime::{
     Allocator, CallId, CallPolicy, CallScope, HostImports, LoadError, LoadFileError, Sandbox,
 };
 use crate::specs;
-use wasm_agent_policy::Policy;
+use wasm_agent_policy::{Policy, ValidPolicy};
 use wasm_agent_session::SessionStore;
 
 mod builder;
@@ -118,37 +118,34 @@ impl ToolHost {
         self.install(prepared, true)
     }
 
+    /// Checks, without compiling, what loading `source` with `options`
+    /// checks first: its name and prefix, that its file opens, and its policy
+    /// (folders exist, variables are set). A server can refuse bad input
+    /// this way before it starts answering, and load in the background.
+    pub async fn check(
+        &self,
+        source: &ComponentSource,
+        options: &LoadOptions,
+    ) -> Result<(), HostError> {
+        let (id, _) = identify(source, options)?;
+        if let ComponentSource::File(path) = source {
+            std::fs::File::open(path).map_err(|reason| HostError::Read {
+                path: path.clone(),
+                reason,
+            })?;
+        }
+        resolve_policy(&id, options.policy.clone()).await.map(drop)
+    }
+
     /// Compiles a component and checks its tool specs, without adding them.
     async fn prepare(
         &self,
         source: ComponentSource,
         options: LoadOptions,
     ) -> Result<Prepared, HostError> {
-        let default_name = match &source {
-            ComponentSource::File(path) => path
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "component".into()),
-            ComponentSource::Bytes { name, .. } => name.clone(),
-        };
-        let id = options.name.unwrap_or(default_name);
-        let prefix = options.prefix.unwrap_or_default();
-        if !prefix.is_empty() && !specs::valid_name(&prefix) {
-            return Err(HostError::BadName(format!(
-                "prefix {prefix:?} may only contain [a-zA-Z0-9_-]"
-            )));
-        }
-        // Resolving reads folders and the environment, and compiling takes
-        // long: both run on the blocking pool, never on an async worker.
-        let policy = options.policy;
+        let (id, prefix) = identify(&source, &options)?;
+        let policy = resolve_policy(&id, options.policy).await?;
         let shutting_down = || HostError::ShuttingDown(id.clone());
-        let policy = blocking(move || policy.validate_and_resolve())
-            .await
-            .ok_or_else(shutting_down)?
-            .map_err(|reason| HostError::Policy {
-                component: id.clone(),
-                reason,
-            })?;
         let host = self.clone();
         let component_id = id.clone();
         let loaded = blocking(move || {
@@ -411,4 +408,38 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) 
             Err(_) => None,
         },
     }
+}
+
+/// A component's id (its name, or its file's stem) and its tools' prefix.
+fn identify(
+    source: &ComponentSource,
+    options: &LoadOptions,
+) -> Result<(String, String), HostError> {
+    let default_name = || match source {
+        ComponentSource::File(path) => path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "component".into()),
+        ComponentSource::Bytes { name, .. } => name.clone(),
+    };
+    let id = options.name.clone().unwrap_or_else(default_name);
+    let prefix = options.prefix.clone().unwrap_or_default();
+    if !prefix.is_empty() && !specs::valid_name(&prefix) {
+        return Err(HostError::BadName(format!(
+            "prefix {prefix:?} may only contain [a-zA-Z0-9_-]"
+        )));
+    }
+    Ok((id, prefix))
+}
+
+/// Validates `policy` and resolves it (reading folders and the environment,
+/// on the blocking pool, never on an async worker).
+async fn resolve_policy(id: &str, policy: Policy) -> Result<ValidPolicy, HostError> {
+    blocking(move || policy.validate_and_resolve())
+        .await
+        .ok_or_else(|| HostError::ShuttingDown(id.to_owned()))?
+        .map_err(|reason| HostError::Policy {
+            component: id.to_owned(),
+            reason,
+        })
 }
