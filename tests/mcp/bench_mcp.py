@@ -23,6 +23,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+import bench_plain
 import httpx2
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -266,6 +267,18 @@ async def main() -> None:
         async with over_http([node, "-e", BARE_HTTP], env) as server:
             await round_of("http floor", server, figures)
     median = {key: statistics.median(values) for key, values in figures.items()}
+    plain: Rounds = {}
+    for _ in range(ROUNDS):
+        for name, measure, argv in [
+            ("stdio", bench_plain.over_stdio, [str(BIN), *stdio_args]),
+            ("stdio floor", bench_plain.over_stdio, [node, "-e", BARE_STDIO]),
+            ("http", bench_plain.over_http, http_argv),
+            ("http floor", bench_plain.over_http, [node, "-e", BARE_HTTP]),
+        ]:
+            p50, cpu = measure(argv, env)
+            plain.setdefault(f"{name} p50", []).append(p50)
+            plain.setdefault(f"{name} cpu", []).append(cpu)
+    plain_median = {key: statistics.median(values) for key, values in plain.items()}
 
     async with over_stdio(str(BIN), stdio_args, env) as server:
         for _ in range(200):
@@ -275,13 +288,15 @@ async def main() -> None:
         many = await while_looping(server, 200)
     async with over_stdio(str(BIN), stdio_args, env) as server:
         peak, slept = await sleepers(server)
-    examples = ["serve", "--stdio", "--tools", *map(str, EXAMPLE_TOOLS)]
-    # The first start compiles them; measure a start from the cache.
-    for _ in range(2):
-        async with over_stdio(str(BIN), examples, env) as server:
-            await server.session.list_tools()
-            await server.session.call_tool("calculate", {"expression": "1+1"})
-            examples_rss = rss_mib(server.pid)
+    examples_rss = {}
+    for name, tools in [("rust", EXAMPLE_TOOLS[:5]), ("all", EXAMPLE_TOOLS)]:
+        examples = ["serve", "--stdio", "--tools", *map(str, tools)]
+        # The first start compiles them; measure a start from the cache.
+        for _ in range(2):
+            async with over_stdio(str(BIN), examples, env) as server:
+                await server.session.list_tools()
+                await server.session.call_tool("calculate", {"expression": "1+1"})
+                examples_rss[name] = rss_mib(server.pid)
 
     us = lambda s: f"{s * 1e6:.0f} µs"  # noqa: E731
     print(f"MCP, official Python SDK {version()} as the client, tool `echo`, medians of {ROUNDS} rounds")
@@ -303,10 +318,21 @@ async def main() -> None:
     ]:
         print(f"| {name} | {f('stdio')} | {f('http')} |")
     print()
+    print(f"The same servers with a plain synchronous client (JSON lines; HTTP/1.1 keep-alive), {bench_plain.CALLS} calls, medians of {ROUNDS} rounds:")
+    print()
+    print("| plain client | stdio | stdio floor | HTTP | HTTP floor |")
+    print("|---|---|---|---|---|")
+    prow = lambda name, f: print(f"| {name} | " + " | ".join(f(k) for k in ("stdio", "stdio floor", "http", "http floor")) + " |")  # noqa: E731
+    prow("sequential call p50", lambda k: us(plain_median[f"{k} p50"]))
+    prow("server CPU per call", lambda k: us(plain_median[f"{k} cpu"]))
+    added = lambda t: f"{(plain_median[f'{t} p50'] - plain_median[f'{t} floor p50']) * 1e6:+.0f} µs"  # noqa: E731
+    cpu_added = lambda t: f"{(plain_median[f'{t} cpu'] - plain_median[f'{t} floor cpu']) * 1e6:+.0f} µs"  # noqa: E731
+    print(f"| added latency / added CPU over the floor | {added('stdio')} / {cpu_added('stdio')} | | {added('http')} / {cpu_added('http')} | |")
+    print()
     print("| measurement | result |")
     print("|---|---|")
     print(f"| spawn to initialized, median of 7 (compiled components cached) / the floor's | {start * 1e3:.1f} ms / {floor_start * 1e3:.1f} ms |")
-    print(f"| RSS with the example tools loaded from the cache (7 components, one call made) | {examples_rss:.1f} MiB |")
+    print(f"| RSS with the example tools loaded from the cache, one call made: the 5 Rust ones / all 7 (with Python and JavaScript) | {examples_rss['rust']:.1f} MiB / {examples_rss['all']:.1f} MiB |")
     print(f"| echo p50 idle / with 2 endless calls / with 200 | {us(idle)} / {us(two)} / {us(many)} |")
     print(f"| ratio to idle with 2 / with 200 endless calls | {two / idle:.2f}x / {many / idle:.2f}x |")
     print(f"| peak RSS with {SLEEPERS} calls sleeping in a host call ({slept} of them succeeded) | {peak:.0f} MiB |")
