@@ -64,25 +64,55 @@ impl CompileCache {
         self.dir.as_deref()
     }
 
-    /// Returns the compiled component for `bytes` (whose SHA-256 is
-    /// `digest`), from the cache when a valid entry exists; a cache that
-    /// cannot be written is skipped with a warning.
-    pub fn load_or_compile(
-        &self,
+    /// The folder for one load, when the cache is on and the folder is
+    /// trusted (said once per folder when it is not). A load asks once and
+    /// does all its cache work through the answer.
+    pub(super) fn folder(&self) -> Option<CacheFolder<'_>> {
+        let dir = self.dir.as_deref()?;
+        match create_private_dir(dir).and_then(|()| trusted_dir(dir)) {
+            Ok(()) => Some(CacheFolder { dir }),
+            Err(reason) => {
+                warn_untrusted(dir, &reason);
+                None
+            }
+        }
+    }
+}
+
+/// Compiles `bytes` (whose SHA-256 is `digest`), through `folder` when
+/// there is one: from a valid entry, or into a new one (a folder that
+/// cannot be written is skipped with a warning); in memory otherwise.
+pub(super) fn load_or_compile(
+    folder: Option<CacheFolder<'_>>,
+    engine: &Engine,
+    bytes: &[u8],
+    digest: &[u8; 32],
+) -> wasmtime::Result<(Component, CacheOutcome)> {
+    match folder {
+        Some(folder) => folder.load_or_compile(engine, bytes, digest),
+        None => Ok((Component::new(engine, bytes)?, CacheOutcome::Compiled)),
+    }
+}
+
+/// A cache folder found trusted for one load.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct CacheFolder<'a> {
+    dir: &'a Path,
+}
+
+impl CacheFolder<'_> {
+    fn load_or_compile(
+        self,
         engine: &Engine,
         bytes: &[u8],
         digest: &[u8; 32],
     ) -> wasmtime::Result<(Component, CacheOutcome)> {
-        let Some(dir) = self.usable_dir() else {
-            return Ok((Component::new(engine, bytes)?, CacheOutcome::Compiled));
-        };
         if let Some(component) = self.load_cached(engine, digest) {
             return Ok((component, CacheOutcome::Hit));
         }
-        let entry = dir.join(format!("{}.cwasm", cache_key(engine, digest)));
         let compiled = engine.precompile_component(bytes)?;
-        if let Err(e) = write_entry(&entry, &compiled) {
-            tracing::warn!(cache = %dir.display(), "cannot write the compile cache: {e}");
+        if let Err(e) = write_entry(&self.entry(engine, digest), &compiled) {
+            tracing::warn!(cache = %self.dir.display(), "cannot write the compile cache: {e}");
         }
         // Mapped from the entry, the code is shared with the page cache
         // rather than held in memory of its own.
@@ -94,11 +124,15 @@ impl CompileCache {
         Ok((component, CacheOutcome::Compiled))
     }
 
+    fn entry(self, engine: &Engine, digest: &[u8; 32]) -> PathBuf {
+        self.dir
+            .join(format!("{}.cwasm", cache_key(engine, digest)))
+    }
+
     /// The compiled component whose source has SHA-256 `digest`, mapped from
     /// its cache entry, if there is a usable one.
-    pub fn load_cached(&self, engine: &Engine, digest: &[u8; 32]) -> Option<Component> {
-        let dir = self.usable_dir()?;
-        let entry = dir.join(format!("{}.cwasm", cache_key(engine, digest)));
+    pub(super) fn load_cached(self, engine: &Engine, digest: &[u8; 32]) -> Option<Component> {
+        let entry = self.entry(engine, digest);
         let metadata = fs::symlink_metadata(&entry).ok()?;
         if !metadata.is_file() || !owner_only(&metadata) {
             return None;
@@ -122,31 +156,21 @@ impl CompileCache {
 
     /// The SHA-256 the file described by `metadata` had when last read, if
     /// it cannot have changed since.
-    pub fn known_digest(&self, metadata: &fs::Metadata) -> Option<[u8; 32]> {
-        files::known_digest(self.usable_dir()?, metadata)
+    pub(super) fn known_digest(self, metadata: &fs::Metadata) -> Option<[u8; 32]> {
+        files::known_digest(self.dir, metadata)
     }
 
     /// Remembers that a file has SHA-256 `digest`, read between the
     /// `before` and `after` looks at it: only if it did not change meanwhile
     /// and a later change is sure to look different.
-    pub fn remember_digest(&self, before: &fs::Metadata, after: &fs::Metadata, digest: &[u8; 32]) {
-        if let Some(dir) = self.usable_dir()
-            && let Err(e) = files::remember_digest(dir, before, after, digest)
-        {
-            tracing::debug!(cache = %dir.display(), "cannot remember a component's digest: {e}");
-        }
-    }
-
-    /// The folder, when the cache is on and the folder is trusted (said
-    /// once per folder when it is not).
-    fn usable_dir(&self) -> Option<&Path> {
-        let dir = self.dir.as_deref()?;
-        match create_private_dir(dir).and_then(|()| trusted_dir(dir)) {
-            Ok(()) => Some(dir),
-            Err(reason) => {
-                warn_untrusted(dir, &reason);
-                None
-            }
+    pub(super) fn remember_digest(
+        self,
+        before: &fs::Metadata,
+        after: &fs::Metadata,
+        digest: &[u8; 32],
+    ) {
+        if let Err(e) = files::remember_digest(self.dir, before, after, digest) {
+            tracing::debug!(cache = %self.dir.display(), "cannot remember a component's digest: {e}");
         }
     }
 }

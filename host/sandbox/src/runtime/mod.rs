@@ -32,6 +32,7 @@ use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Engine, Store, UpdateDeadline};
 
 pub use admission::raise_open_file_limit;
+use cache::CacheFolder;
 pub use cache::{CacheOutcome, CompileCache};
 pub use engine::Allocator;
 pub use imports::{CallId, CallScope, HostImports};
@@ -212,10 +213,12 @@ impl Sandbox {
     /// from the cache. Otherwise it is read and [`Sandbox::load`]ed.
     pub fn load_file(&self, path: &Path) -> Result<LoadedComponent, LoadFileError> {
         let started = Instant::now();
+        let folder = self.cache.folder();
         let mut file = std::fs::File::open(path).map_err(LoadFileError::Read)?;
         let before = file.metadata().map_err(LoadFileError::Read)?;
-        if let Some(digest) = self.cache.known_digest(&before)
-            && let Some(component) = self.cache.load_cached(&self.engine, &digest)
+        if let Some(folder) = folder
+            && let Some(digest) = folder.known_digest(&before)
+            && let Some(component) = folder.load_cached(&self.engine, &digest)
         {
             let pre = self.link(&component).map_err(LoadFileError::Load)?;
             return Ok(LoadedComponent {
@@ -227,9 +230,13 @@ impl Sandbox {
         }
         let mut bytes = Vec::new();
         std::io::Read::read_to_end(&mut file, &mut bytes).map_err(LoadFileError::Read)?;
-        let mut loaded = self.load(&bytes).map_err(LoadFileError::Load)?;
-        if let Ok(after) = file.metadata() {
-            self.cache.remember_digest(&before, &after, &loaded.digest);
+        let mut loaded = self
+            .load_through(folder, &bytes)
+            .map_err(LoadFileError::Load)?;
+        if let Some(folder) = folder
+            && let Ok(after) = file.metadata()
+        {
+            folder.remember_digest(&before, &after, &loaded.digest);
         }
         loaded.load_time = started.elapsed();
         Ok(loaded)
@@ -237,12 +244,18 @@ impl Sandbox {
 
     /// Compiles (or loads from the cache) and links a component.
     pub fn load(&self, bytes: &[u8]) -> Result<LoadedComponent, LoadError> {
+        self.load_through(self.cache.folder(), bytes)
+    }
+
+    fn load_through(
+        &self,
+        folder: Option<CacheFolder<'_>>,
+        bytes: &[u8],
+    ) -> Result<LoadedComponent, LoadError> {
         check_header(bytes)?;
         let started = Instant::now();
         let digest: [u8; 32] = sha2::Sha256::digest(bytes).into();
-        let (component, cache) = self
-            .cache
-            .load_or_compile(&self.engine, bytes, &digest)
+        let (component, cache) = cache::load_or_compile(folder, &self.engine, bytes, &digest)
             .map_err(LoadError::invalid)?;
         let load_time = started.elapsed();
         self.link(&component).map(|pre| LoadedComponent {
