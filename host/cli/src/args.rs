@@ -125,6 +125,10 @@ pub struct ServeArgs {
     /// HTTP: largest request body.
     #[arg(long, value_name = "SIZE", default_value = "4MiB")]
     pub max_body: ByteSize,
+    /// HTTP: close a session after this long with no request and no open
+    /// stream (its tool state goes with it).
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_session_idle)]
+    pub session_idle: Duration,
     /// Longest `tools/list` and `tools/call` wait for components still
     /// compiling at start (at most 1h); then the tools loaded so far are
     /// listed, and clients hear `list_changed` once the rest are in.
@@ -320,6 +324,14 @@ impl PolicyFlags {
 fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text.trim())
         .map_err(|e| format!("{e}: expected a duration such as 500ms, 5s or 2m"))
+}
+
+fn parse_session_idle(text: &str) -> Result<Duration, String> {
+    let idle = parse_duration(text)?;
+    if idle.is_zero() {
+        return Err(format!("{text}: a session must be allowed some idle time"));
+    }
+    Ok(idle)
 }
 
 fn parse_load_wait(text: &str) -> Result<Duration, String> {

@@ -115,6 +115,7 @@ async fn serve_on(
                 hosts: args.host_headers.clone(),
                 origins: args.origins.clone(),
                 max_body: usize::try_from(args.max_body.0).unwrap_or(usize::MAX),
+                idle_session: args.session_idle,
                 ..HttpOptions::default()
             };
             mcp::serve_http(server, listener, options, shutdown).await;

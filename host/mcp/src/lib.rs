@@ -9,10 +9,13 @@
 #![warn(missing_docs)]
 
 mod content;
+mod dispatch;
 mod drain;
+mod gate;
 mod http;
 mod server;
 mod stdio;
+mod streamable;
 
 pub use content::{call_result, tool};
 pub use drain::{Drain, SHUTDOWN_GRACE};

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rmcp::model::{
@@ -79,9 +79,6 @@ struct Shared {
     approver: Arc<dyn ApprovalHandler>,
     tools_changed: ToolsChanged,
     progress_every: Duration,
-    /// Handlers alive: the one `build` made, plus one per connection or
-    /// HTTP session.
-    live: Arc<AtomicUsize>,
     /// Calls in flight, for a graceful stop.
     drain: Drain,
 }
@@ -190,7 +187,6 @@ impl McpServerBuilder {
             approver: self.approver,
             tools_changed: self.tools_changed,
             progress_every: self.progress_every,
-            live: Arc::new(AtomicUsize::new(0)),
             drain: Drain::default(),
         }))
     }
@@ -213,7 +209,6 @@ impl McpServer {
     }
 
     fn for_session(shared: Arc<Shared>) -> Self {
-        shared.live.fetch_add(1, Ordering::Relaxed);
         let closed = CancellationToken::new();
         Self {
             shared,
@@ -222,11 +217,6 @@ impl McpServer {
             _close_on_drop: closed.clone().drop_guard(),
             closed,
         }
-    }
-
-    /// The count of live handlers (the built one plus one per session).
-    pub(super) fn live_handlers(&self) -> Arc<AtomicUsize> {
-        self.shared.live.clone()
     }
 
     /// A handler for one more connection, sharing this server's host.
@@ -512,12 +502,6 @@ fn refusal(tool: &str, call_id: String, cancelled: bool) -> ToolCallResult {
         artifacts: Vec::new(),
         error: Some(error),
         duration: Duration::ZERO,
-    }
-}
-
-impl Drop for McpServer {
-    fn drop(&mut self) {
-        self.shared.live.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

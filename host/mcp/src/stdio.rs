@@ -13,60 +13,40 @@
 //! 2026-07-28 revision (no handshake, metadata on every request): the whole
 //! connection is then handed to rmcp's service, which serves that revision.
 
-use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use rmcp::model::{
-    CallToolRequestParams, CancelledNotificationParam, EmptyResult, ErrorCode, ErrorData,
-    InitializeRequestParams, PaginatedRequestParams, ProgressNotification, ProtocolVersion,
-    RequestId, ServerJsonRpcMessage, ServerNotification, ServerResult,
+    ErrorCode, ErrorData, ProgressNotification, RequestId, ServerJsonRpcMessage,
+    ServerNotification, ServerResult,
 };
 use rmcp::transport::io::{StdioReader, StdioWriter};
-use serde::Deserialize;
-use serde_json::value::RawValue;
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::dispatch::{self, Answer, Dispatcher, Message, Notify};
 use super::drain::SHUTDOWN_GRACE;
 use super::server::{McpServer, SendProgress, ServeError};
-use rmcp::ServerHandler;
 
 /// The longest message read from the client (a line of JSON).
 pub const MAX_MESSAGE: usize = 16 << 20;
-/// Most requests of one client in flight at once; more are refused.
-const MAX_IN_FLIGHT: usize = 4096;
-
-/// One JSON-RPC message from the client, with its parameters left unparsed
-/// until the method says what they are.
-#[derive(Deserialize)]
-struct Incoming<'a> {
-    #[serde(default)]
-    id: Option<RequestId>,
-    #[serde(default, borrow)]
-    method: Option<std::borrow::Cow<'a, str>>,
-    #[serde(default, borrow)]
-    params: Option<&'a RawValue>,
-}
 
 /// Serves `server` on stdin/stdout until the client closes stdin, or `stop`
 /// is cancelled and the calls in flight are done (or their grace is over).
 pub(crate) async fn serve(server: McpServer, stop: CancellationToken) -> Result<(), ServeError> {
     let (reader, writer) = rmcp::transport::stdio_pipes();
     let mut lines = FramedRead::new(reader, LinesCodec::new_with_max_length(MAX_MESSAGE));
+    let out = Output::new(writer);
     let connection = Connection {
-        server: Arc::new(server),
-        out: Output::new(writer),
-        in_flight: Arc::default(),
-        closed: CancellationToken::new(),
+        requests: Dispatcher::new(server),
+        notify: out.notifier(),
+        out,
         tasks: TaskTracker::new(),
     };
     let mut first = true;
-    let (drain, stopping) = (connection.server.drain(), stop.clone());
+    let (drain, stopping) = (connection.requests.server().drain(), stop.clone());
     let draining = async move {
         stopping.cancelled().await;
         drain.stop(SHUTDOWN_GRACE).await;
@@ -109,14 +89,14 @@ pub(crate) async fn serve(server: McpServer, stop: CancellationToken) -> Result<
         }
     };
     // Nobody is left to read the results of calls still running.
-    connection.closed.cancel();
+    connection.requests.close();
     ended
 }
 
 /// Whether a connection's first message is the `initialize` handshake (or a
 /// `ping`, which may come before it).
 fn opens_with_handshake(line: &str) -> bool {
-    match serde_json::from_str::<Incoming>(line) {
+    match Message::parse(line) {
         Ok(message) => matches!(message.method.as_deref(), Some("initialize" | "ping")),
         // Answered as an error by our loop.
         Err(_) => true,
@@ -141,195 +121,58 @@ async fn hand_over(
         connection.out.take_writer().await.ok_or_else(|| {
             ServeError::Io(std::io::Error::other("stdout was taken over already"))
         })?;
-    let server = connection.server.session();
-    drop(connection.server);
+    let server = connection.requests.server().session();
+    drop(connection);
     server.serve_rmcp((reader, writer), stop).await
-}
-
-/// How a request is answered.
-enum Answer {
-    /// At once.
-    Now(Box<Result<ServerResult, ErrorData>>),
-    /// By this future, which does the work and sends the response.
-    Call(Pin<Box<dyn Future<Output = ()> + Send>>),
 }
 
 /// What one stdio connection shares among its tasks.
 #[derive(Clone)]
 struct Connection {
-    server: Arc<McpServer>,
+    requests: Dispatcher,
     out: Output,
-    /// Cancellation of each call in flight, by request id.
-    in_flight: Arc<Mutex<HashMap<RequestId, CancellationToken>>>,
-    /// Cancelled once the connection is over.
-    closed: CancellationToken,
+    notify: Notify,
     /// The tasks of requests that waited, to let them answer before a stop.
     tasks: TaskTracker,
 }
 
 impl Connection {
     async fn dispatch(&self, line: &str) {
-        let message = match serde_json::from_str::<Incoming>(line) {
+        let message = match Message::parse(line) {
             Ok(message) => message,
-            Err(error) => {
-                let error = ErrorData::new(ErrorCode::PARSE_ERROR, error.to_string(), None);
-                return self.out.parse_error(error).await;
-            }
+            Err(error) => return self.out.parse_error(error).await,
         };
-        let Some(method) = message.method else {
+        let Some(method) = message.method.as_deref() else {
             // A response to a request of ours: none is sent yet.
             return;
         };
-        let params = message.params.map_or("{}", RawValue::get);
-        match message.id {
-            None => self.notified(&method, params),
-            Some(id) => match self.answer(id.clone(), &method, params) {
-                Answer::Now(answer) => self.out.respond(id, *answer).await,
-                Answer::Call(mut call) => {
-                    // Most calls finish in their first poll: run that here,
-                    // saving a wake-up of another thread, and give the call
-                    // its own task only when it waits.
-                    if futures::poll!(call.as_mut()).is_pending() {
-                        self.tasks.spawn(call);
-                    }
-                }
-            },
-        }
-    }
-
-    /// The answer to a request.
-    fn answer(&self, id: RequestId, method: &str, params: &str) -> Answer {
-        Answer::Now(Box::new(match method {
-            "initialize" => parse::<InitializeRequestParams>(params).map(|request| {
-                let mut info = self.server.get_info();
-                info.protocol_version = negotiate(&request.protocol_version);
-                ServerResult::InitializeResult(info)
-            }),
-            "ping" => Ok(ServerResult::EmptyResult(EmptyResult {})),
-            "tools/list" => match parse::<Option<PaginatedRequestParams>>(params) {
-                Ok(request) => return self.list_tools(id, request.and_then(|r| r.cursor)),
-                Err(error) => Err(error),
-            },
-            "tools/call" => match parse::<CallToolRequestParams>(params) {
-                Ok(request) => return self.start_call(id, request),
-                Err(error) => Err(error),
-            },
-            _ => Err(ErrorData::new(
-                ErrorCode::METHOD_NOT_FOUND,
-                format!("this server has no method {:?}", shorten(method)),
-                None,
-            )),
-        }))
-    }
-
-    /// A listing, as the future that sends it (it may wait for tools still
-    /// loading).
-    fn list_tools(&self, id: RequestId, cursor: Option<String>) -> Answer {
-        let connection = self.clone();
-        Answer::Call(Box::pin(async move {
-            let listed = connection
-                .server
-                .list_tools_request(cursor.as_deref())
-                .await;
-            let result = listed.map(ServerResult::ListToolsResult);
-            connection.out.respond(id, result).await;
-        }))
-    }
-
-    /// A call, as the future that runs it and sends the response.
-    fn start_call(&self, id: RequestId, request: CallToolRequestParams) -> Answer {
-        let cancellation = self.closed.child_token();
+        let Some(id) = message.id.clone() else {
+            return self
+                .requests
+                .notified(method, message.params(), &self.notify);
+        };
+        let progress = || self.out.progress_sender();
+        match self
+            .requests
+            .answer(id.clone(), method, message.params(), progress)
         {
-            let mut in_flight = self
-                .in_flight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            if in_flight.len() >= MAX_IN_FLIGHT {
-                return Answer::Now(Box::new(Err(ErrorData::new(
-                    ErrorCode::INTERNAL_ERROR,
-                    format!("{MAX_IN_FLIGHT} requests are in flight already; wait for some"),
-                    None,
-                ))));
-            }
-            in_flight.insert(id.clone(), cancellation.clone());
-        }
-        let progress = request
-            .meta
-            .as_ref()
-            .and_then(|meta| meta.get_progress_token())
-            .map(|token| (token, self.out.progress_sender()));
-        let connection = self.clone();
-        let call = Box::pin(async move {
-            let result = connection
-                .server
-                .call_tool_request(request, id.to_string(), cancellation, progress)
-                .await;
-            let cancelled_by_client = connection
-                .in_flight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&id)
-                .is_none();
-            // A call the client cancelled gets no response.
-            if !cancelled_by_client {
-                let result = result.map(ServerResult::from);
-                connection.out.respond(id, result).await;
-            }
-        });
-        Answer::Call(call)
-    }
-
-    fn notified(&self, method: &str, params: &str) {
-        match method {
-            "notifications/initialized" => {
+            Answer::Now(answer) => self.out.respond(id, *answer).await,
+            Answer::Later(answer) => {
                 let out = self.out.clone();
-                self.server.forward_tool_changes_once(move || {
-                    let out = out.clone();
-                    async move {
-                        let changed =
-                            ServerNotification::ToolListChangedNotification(Default::default());
-                        out.send(&ServerJsonRpcMessage::notification(changed)).await;
-                        !out.is_broken()
+                let mut call = Box::pin(async move {
+                    if let Some(answer) = answer.await {
+                        out.respond(id, answer).await;
                     }
                 });
-            }
-            "notifications/cancelled" => {
-                let Ok(cancelled) = parse::<CancelledNotificationParam>(params) else {
-                    return;
-                };
-                // Removed, so the call knows the client gave it up.
-                let call = cancelled.request_id.and_then(|id| {
-                    let mut in_flight = self
-                        .in_flight
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner);
-                    in_flight.remove(&id)
-                });
-                if let Some(call) = call {
-                    call.cancel();
+                // Most calls finish in their first poll: run that here,
+                // saving a wake-up of another thread, and give the call its
+                // own task only when it waits.
+                if futures::poll!(call.as_mut()).is_pending() {
+                    self.tasks.spawn(call);
                 }
             }
-            _ => {}
         }
     }
-}
-
-/// The version to speak: the client's when it has a handshake and is known,
-/// else the newest that has one.
-fn negotiate(requested: &ProtocolVersion) -> ProtocolVersion {
-    if requested.has_initialize() && ProtocolVersion::KNOWN_VERSIONS.contains(requested) {
-        requested.clone()
-    } else {
-        ProtocolVersion::LATEST_WITH_INITIALIZE
-    }
-}
-
-fn parse<'a, T: Deserialize<'a>>(params: &'a str) -> Result<T, ErrorData> {
-    serde_json::from_str(params).map_err(|error| ErrorData::invalid_params(error.to_string(), None))
-}
-
-fn shorten(text: &str) -> String {
-    text.chars().take(64).collect()
 }
 
 /// Stdout, shared by the tasks that answer.
@@ -348,18 +191,25 @@ impl Output {
     }
 
     async fn respond(&self, id: RequestId, result: Result<ServerResult, ErrorData>) {
-        let message = match result {
-            Ok(result) => ServerJsonRpcMessage::response(result, id),
-            Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
-        };
-        self.send(&message).await;
+        self.send(&dispatch::response(id, result)).await;
     }
 
-    /// An error about a message whose id could not be read: JSON-RPC wants
-    /// `"id": null` there, which rmcp's type leaves out.
+    /// An error about a message whose id could not be read.
     async fn parse_error(&self, error: ErrorData) {
-        let message = serde_json::json!({ "jsonrpc": "2.0", "id": null, "error": error });
-        self.send(&message).await;
+        self.send(&dispatch::unidentified_error(error)).await;
+    }
+
+    /// Notifications outside any request, on stdout too.
+    fn notifier(&self) -> Notify {
+        let out = self.clone();
+        Arc::new(move |notification| {
+            let out = out.clone();
+            Box::pin(async move {
+                out.send(&ServerJsonRpcMessage::notification(notification))
+                    .await;
+                !out.is_broken()
+            })
+        })
     }
 
     /// Writes one message as a line; once a write fails, later ones are

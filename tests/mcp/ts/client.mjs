@@ -1,12 +1,14 @@
-// The official MCP TypeScript SDK as a client of `wasm-agent serve --stdio`,
-// for tests/mcp/test_ts_client.py. Usage:
-//   node client.mjs CALL_JSON -- SERVER_COMMAND [ARGS...]
+// The official MCP TypeScript SDK as a client of `wasm-agent serve`, for
+// tests/mcp/test_cold_start.py and test_http_wire.py. Usage:
+//   node client.mjs CALL_JSON -- SERVER_COMMAND [ARGS...]   (stdio)
+//   node client.mjs CALL_JSON -- http://HOST:PORT/mcp       (streamable HTTP)
 // CALL_JSON is {"name": ..., "arguments": {...}}. Prints one JSON line: the
 // times to `initialize` and to the first `tools/list`, the tools it listed,
 // the tool counts the SDK's own list-changed refresh saw, and the call's
 // result (made once the tool is listed, by the first listing or a refresh).
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
 const separator = process.argv.indexOf('--');
 const call = JSON.parse(process.argv[2]);
@@ -27,7 +29,9 @@ const client = new Client(
     },
   },
 );
-const transport = new StdioClientTransport({ command, args, env: process.env, stderr: 'inherit' });
+const transport = /^https?:\/\//.test(command)
+  ? new StreamableHTTPClientTransport(new URL(command))
+  : new StdioClientTransport({ command, args, env: process.env, stderr: 'inherit' });
 const started = performance.now();
 await client.connect(transport);
 const initializeMs = performance.now() - started;

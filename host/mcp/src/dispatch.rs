@@ -1,0 +1,259 @@
+//! One MCP client's messages, whichever transport carries them (a stdio
+//! connection, an HTTP session): parsing, answering each request through the
+//! [`McpServer`], and cancelling calls in flight.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rmcp::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CancelledNotificationParam, EmptyResult, ErrorCode, ErrorData,
+    InitializeRequestParams, PaginatedRequestParams, ProtocolVersion, RequestId,
+    ServerJsonRpcMessage, ServerNotification, ServerResult,
+};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio_util::sync::CancellationToken;
+
+use super::server::{McpServer, SendProgress};
+
+/// Most requests of one client in flight at once; more are refused.
+const MAX_IN_FLIGHT: usize = 4096;
+
+/// One JSON-RPC message from the client, with its parameters left unparsed
+/// until the method says what they are.
+#[derive(Deserialize)]
+pub(crate) struct Message<'a> {
+    #[serde(default)]
+    pub id: Option<RequestId>,
+    #[serde(default, borrow)]
+    pub method: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    params: Option<&'a RawValue>,
+}
+
+impl<'a> Message<'a> {
+    /// Parses one message; a parse error is what JSON-RPC answers with.
+    pub fn parse(text: &'a str) -> Result<Self, ErrorData> {
+        // serde would take an array for the struct too.
+        if !text.trim_start().starts_with('{') {
+            return Err(ErrorData::new(
+                ErrorCode::PARSE_ERROR,
+                "a message is one JSON-RPC object (batches are not supported)",
+                None,
+            ));
+        }
+        let message: Self = serde_json::from_str(text)
+            .map_err(|error| ErrorData::new(ErrorCode::PARSE_ERROR, error.to_string(), None))?;
+        if message.id.is_none() && message.method.is_none() {
+            return Err(ErrorData::new(
+                ErrorCode::INVALID_REQUEST,
+                "a message needs a method (a request or notification) or an id (a response)",
+                None,
+            ));
+        }
+        Ok(message)
+    }
+
+    /// The parameters as JSON text (`{}` when there are none).
+    pub fn params(&self) -> &'a str {
+        self.params.map_or("{}", RawValue::get)
+    }
+}
+
+/// A boxed, sendable future.
+pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// How a request is answered.
+pub(crate) enum Answer {
+    /// At once.
+    Now(Box<Result<ServerResult, ErrorData>>),
+    /// By this future; `None` when the client cancelled the request, which
+    /// then gets no response.
+    Later(BoxFuture<Option<Result<ServerResult, ErrorData>>>),
+}
+
+/// Sends a notification to the client outside any request; whether the
+/// client can still be reached.
+pub(crate) type Notify = Arc<dyn Fn(ServerNotification) -> BoxFuture<bool> + Send + Sync>;
+
+/// The requests of one client.
+#[derive(Clone)]
+pub(crate) struct Dispatcher {
+    server: Arc<McpServer>,
+    /// Cancellation of each call in flight, by request id.
+    in_flight: Arc<Mutex<HashMap<RequestId, CancellationToken>>>,
+    /// Cancelled once the client is gone.
+    closed: CancellationToken,
+}
+
+impl Dispatcher {
+    /// The requests of the client `server` handles.
+    pub fn new(server: McpServer) -> Self {
+        Self {
+            server: Arc::new(server),
+            in_flight: Arc::default(),
+            closed: CancellationToken::new(),
+        }
+    }
+
+    /// The client's handler.
+    pub fn server(&self) -> &McpServer {
+        &self.server
+    }
+
+    /// The client is gone: its calls in flight are cancelled.
+    pub fn close(&self) {
+        self.closed.cancel();
+    }
+
+    /// The answer to request `id`. `progress` makes the sender for the
+    /// progress notifications of a call that asked for them; it is called
+    /// only then.
+    pub fn answer(
+        &self,
+        id: RequestId,
+        method: &str,
+        params: &str,
+        progress: impl FnOnce() -> SendProgress,
+    ) -> Answer {
+        Answer::Now(Box::new(match method {
+            "initialize" => parse::<InitializeRequestParams>(params).map(|request| {
+                let mut info = self.server.get_info();
+                info.protocol_version = negotiate(&request.protocol_version);
+                ServerResult::InitializeResult(info)
+            }),
+            "ping" => Ok(ServerResult::EmptyResult(EmptyResult {})),
+            "tools/list" => match parse::<Option<PaginatedRequestParams>>(params) {
+                Ok(request) => return self.list_tools(request.and_then(|r| r.cursor)),
+                Err(error) => Err(error),
+            },
+            "tools/call" => match parse::<CallToolRequestParams>(params) {
+                Ok(request) => return self.start_call(id, request, progress),
+                Err(error) => Err(error),
+            },
+            _ => Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("this server has no method {:?}", shorten(method)),
+                None,
+            )),
+        }))
+    }
+
+    /// A listing (it may wait for tools still loading).
+    fn list_tools(&self, cursor: Option<String>) -> Answer {
+        let server = self.server.clone();
+        Answer::Later(Box::pin(async move {
+            let listed = server.list_tools_request(cursor.as_deref()).await;
+            Some(listed.map(ServerResult::ListToolsResult))
+        }))
+    }
+
+    /// A call, as the future that runs it.
+    fn start_call(
+        &self,
+        id: RequestId,
+        request: CallToolRequestParams,
+        progress: impl FnOnce() -> SendProgress,
+    ) -> Answer {
+        let cancellation = self.closed.child_token();
+        {
+            let mut in_flight = self.lock_in_flight();
+            if in_flight.len() >= MAX_IN_FLIGHT {
+                return Answer::Now(Box::new(Err(ErrorData::new(
+                    ErrorCode::INTERNAL_ERROR,
+                    format!("{MAX_IN_FLIGHT} requests are in flight already; wait for some"),
+                    None,
+                ))));
+            }
+            in_flight.insert(id.clone(), cancellation.clone());
+        }
+        let progress = request
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.get_progress_token())
+            .map(|token| (token, progress()));
+        let dispatcher = self.clone();
+        Answer::Later(Box::pin(async move {
+            let result = dispatcher
+                .server
+                .call_tool_request(request, id.to_string(), cancellation, progress)
+                .await;
+            // Gone from the map if the client cancelled the call.
+            let cancelled_by_client = dispatcher.lock_in_flight().remove(&id).is_none();
+            (!cancelled_by_client).then(|| result.map(ServerResult::from))
+        }))
+    }
+
+    /// Handles a notification from the client; `notify` reaches the client
+    /// for tool-list changes.
+    pub fn notified(&self, method: &str, params: &str, notify: &Notify) {
+        match method {
+            "notifications/initialized" => {
+                let notify = notify.clone();
+                self.server.forward_tool_changes_once(move || {
+                    notify(ServerNotification::ToolListChangedNotification(
+                        Default::default(),
+                    ))
+                });
+            }
+            "notifications/cancelled" => {
+                let Ok(cancelled) = parse::<CancelledNotificationParam>(params) else {
+                    return;
+                };
+                // Removed, so the call knows the client gave it up.
+                let call = cancelled
+                    .request_id
+                    .and_then(|id| self.lock_in_flight().remove(&id));
+                if let Some(call) = call {
+                    call.cancel();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn lock_in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, CancellationToken>> {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The response message to request `id`.
+pub(crate) fn response(
+    id: RequestId,
+    result: Result<ServerResult, ErrorData>,
+) -> ServerJsonRpcMessage {
+    match result {
+        Ok(result) => ServerJsonRpcMessage::response(result, id),
+        Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
+    }
+}
+
+/// An error about a message whose id could not be read: JSON-RPC wants
+/// `"id": null` there, which rmcp's type leaves out.
+pub(crate) fn unidentified_error(error: ErrorData) -> serde_json::Value {
+    serde_json::json!({ "jsonrpc": "2.0", "id": null, "error": error })
+}
+
+/// The version to speak: the client's when it has a handshake and is known,
+/// else the newest that has one.
+fn negotiate(requested: &ProtocolVersion) -> ProtocolVersion {
+    if requested.has_initialize() && ProtocolVersion::KNOWN_VERSIONS.contains(requested) {
+        requested.clone()
+    } else {
+        ProtocolVersion::LATEST_WITH_INITIALIZE
+    }
+}
+
+fn parse<'a, T: Deserialize<'a>>(params: &'a str) -> Result<T, ErrorData> {
+    serde_json::from_str(params).map_err(|error| ErrorData::invalid_params(error.to_string(), None))
+}
+
+fn shorten(text: &str) -> String {
+    text.chars().take(64).collect()
+}

@@ -1,0 +1,349 @@
+//! The checks every HTTP request passes before MCP sees it: the path, the
+//! `Host` and `Origin` headers (against DNS rebinding) and the bearer token.
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response, StatusCode, Uri, header};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use sha2::{Digest, Sha256};
+
+use super::http::{HttpOptions, MCP_PATH};
+
+/// The body of every response.
+pub(crate) type Body = BoxBody<Bytes, Infallible>;
+
+/// `Host` names always accepted (any port).
+const LOOPBACK_HOSTS: [&str; 4] = ["localhost", "127.0.0.1", "::1", "[::1]"];
+/// Browser origins always accepted.
+const LOOPBACK_ORIGINS: [&str; 3] = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
+
+/// Refuses requests that are not for this server.
+pub(crate) struct Gate {
+    token_digest: Option<[u8; 32]>,
+    /// Lowercased names or `name:port` authorities.
+    hosts: Vec<String>,
+    origins: Vec<AllowedOrigin>,
+}
+
+impl Gate {
+    pub fn new(options: &HttpOptions) -> Self {
+        let hosts = LOOPBACK_HOSTS.iter().map(|host| host.to_string());
+        let hosts = hosts.chain(options.hosts.iter().map(|host| host.to_ascii_lowercase()));
+        let mut origins: Vec<AllowedOrigin> = LOOPBACK_ORIGINS
+            .iter()
+            .filter_map(|origin| AllowedOrigin::parse(origin))
+            .collect();
+        for origin in &options.origins {
+            match AllowedOrigin::parse(origin) {
+                Some(allowed) => origins.push(allowed),
+                None => tracing::warn!(
+                    origin = %origin,
+                    "ignoring an allowed origin that is not scheme://host[:port|:*] or null"
+                ),
+            }
+        }
+        Self {
+            token_digest: options.token.as_deref().map(digest),
+            hosts: hosts.collect(),
+            origins,
+        }
+    }
+
+    /// The response refusing `request`, if it is refused.
+    pub fn refuse<B>(&self, request: &Request<B>) -> Option<Response<Body>> {
+        if request.uri().path() != MCP_PATH {
+            return Some(plain(
+                StatusCode::NOT_FOUND,
+                &format!("not found: the MCP endpoint is {MCP_PATH}"),
+            ));
+        }
+        let headers = request.headers();
+        if !self.host_allowed(request.uri(), headers) {
+            return Some(plain(
+                StatusCode::FORBIDDEN,
+                "forbidden: the Host header names no host this server answers for \
+                 (allow one with --allow-host-header)",
+            ));
+        }
+        if let Some(origin) = headers.get(header::ORIGIN) {
+            let allowed = origin
+                .to_str()
+                .ok()
+                .and_then(Origin::parse)
+                .is_some_and(|origin| self.origins.iter().any(|a| a.matches(&origin)));
+            if !allowed {
+                return Some(plain(
+                    StatusCode::FORBIDDEN,
+                    "forbidden: requests from this Origin are not accepted \
+                     (allow one with --allow-origin)",
+                ));
+            }
+        }
+        if let Some(expected) = self.token_digest {
+            // Digests are compared, so the time taken says nothing about the token.
+            if bearer_token(headers).map(digest) != Some(expected) {
+                return Some(unauthorized());
+            }
+        }
+        None
+    }
+
+    fn host_allowed(&self, uri: &Uri, headers: &HeaderMap) -> bool {
+        let authority = match uri.authority() {
+            Some(authority) => Some(authority.as_str()),
+            None => headers.get(header::HOST).and_then(|h| h.to_str().ok()),
+        };
+        let Some(authority) = authority.map(str::to_ascii_lowercase) else {
+            return false;
+        };
+        let name = host_name(&authority);
+        self.hosts
+            .iter()
+            .any(|allowed| *allowed == authority || allowed == name)
+    }
+}
+
+/// The host of a `host[:port]` authority (IPv6 addresses keep their brackets).
+fn host_name(authority: &str) -> &str {
+    if authority.starts_with('[') {
+        return authority
+            .find(']')
+            .map_or(authority, |end| &authority[..=end]);
+    }
+    match authority.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => authority,
+    }
+}
+
+/// A browser origin: scheme, host and port (the scheme's default if none).
+#[derive(Debug, PartialEq)]
+enum Origin {
+    Tuple {
+        scheme: String,
+        host: String,
+        port: Option<u16>,
+    },
+    /// `Origin: null` (sandboxed frames, files).
+    Null,
+}
+
+impl Origin {
+    fn parse(text: &str) -> Option<Self> {
+        let text = text.trim().to_ascii_lowercase();
+        if text == "null" {
+            return Some(Self::Null);
+        }
+        let (scheme, rest) = text.split_once("://")?;
+        if rest.is_empty() || rest.contains(['/', '?', '#', '@']) {
+            return None;
+        }
+        let host = host_name(rest);
+        let port = match &rest[host.len()..] {
+            "" => default_port(scheme),
+            port => Some(port.strip_prefix(':')?.parse().ok()?),
+        };
+        Some(Self::Tuple {
+            scheme: scheme.to_string(),
+            host: host.to_string(),
+            port,
+        })
+    }
+}
+
+fn default_port(scheme: &str) -> Option<u16> {
+    match scheme {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    }
+}
+
+/// An accepted origin; `scheme://host:*` accepts any port.
+#[derive(Debug)]
+struct AllowedOrigin {
+    origin: Origin,
+    any_port: bool,
+}
+
+impl AllowedOrigin {
+    fn parse(text: &str) -> Option<Self> {
+        match text.strip_suffix(":*") {
+            Some(base) => Some(Self {
+                origin: Origin::parse(base).filter(|o| *o != Origin::Null)?,
+                any_port: true,
+            }),
+            None => Some(Self {
+                origin: Origin::parse(text)?,
+                any_port: false,
+            }),
+        }
+    }
+
+    fn matches(&self, origin: &Origin) -> bool {
+        match (&self.origin, origin) {
+            (Origin::Null, Origin::Null) => true,
+            (
+                Origin::Tuple { scheme, host, port },
+                Origin::Tuple {
+                    scheme: s,
+                    host: h,
+                    port: p,
+                },
+            ) => scheme == s && host == h && (self.any_port || port == p),
+            _ => false,
+        }
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` header (scheme in any case).
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+fn unauthorized() -> Response<Body> {
+    let mut response = plain(
+        StatusCode::UNAUTHORIZED,
+        "unauthorized: send the server's token as `Authorization: Bearer <token>`",
+    );
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        header::HeaderValue::from_static("Bearer"),
+    );
+    response
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// A plain-text response.
+pub(crate) fn plain(status: StatusCode, message: &str) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from(format!("{message}\n"))).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gate(hosts: &[&str], origins: &[&str]) -> Gate {
+        Gate::new(&HttpOptions {
+            hosts: hosts.iter().map(|h| h.to_string()).collect(),
+            origins: origins.iter().map(|o| o.to_string()).collect(),
+            ..HttpOptions::default()
+        })
+    }
+
+    fn request(host: &str, origin: Option<&str>) -> Request<()> {
+        let mut request = Request::post(MCP_PATH).header(header::HOST, host);
+        if let Some(origin) = origin {
+            request = request.header(header::ORIGIN, origin);
+        }
+        request.body(()).unwrap()
+    }
+
+    fn status(gate: &Gate, host: &str, origin: Option<&str>) -> Option<StatusCode> {
+        gate.refuse(&request(host, origin)).map(|r| r.status())
+    }
+
+    #[test]
+    fn loopback_and_allowed_hosts_pass_with_any_port() {
+        let gate = gate(&["Tools.Example", "pinned.example:8443"], &[]);
+        for host in [
+            "localhost",
+            "localhost:1234",
+            "127.0.0.1:80",
+            "[::1]:9",
+            "tools.example:1",
+            "TOOLS.example",
+            "pinned.example:8443",
+        ] {
+            assert_eq!(status(&gate, host, None), None, "{host}");
+        }
+        for host in [
+            "evil.example",
+            "127.0.0.1.evil.example",
+            "10.0.0.1:80",
+            "pinned.example:8444",
+            "pinned.example",
+            "localhost.:80",
+            "[::2]:80",
+        ] {
+            assert_eq!(
+                status(&gate, host, None),
+                Some(StatusCode::FORBIDDEN),
+                "{host}"
+            );
+        }
+    }
+
+    #[test]
+    fn origins_match_scheme_host_and_port() {
+        let gate = gate(&[], &["https://app.example.com:443", "http://good.example"]);
+        for origin in [
+            "http://localhost:5173",
+            "http://127.0.0.1",
+            "http://[::1]:3000",
+            "https://app.example.com",
+            "HTTPS://APP.example.com:443",
+            "http://good.example:80",
+        ] {
+            assert_eq!(status(&gate, "localhost", Some(origin)), None, "{origin}");
+        }
+        for origin in [
+            "https://localhost:5173",
+            "http://evil.example",
+            "https://app.example.com:8443",
+            "http://good.example:8080",
+            "null",
+            "http://good.example/path",
+            "garbage",
+        ] {
+            assert_eq!(
+                status(&gate, "localhost", Some(origin)),
+                Some(StatusCode::FORBIDDEN),
+                "{origin}"
+            );
+        }
+        assert_eq!(
+            status(&self::gate(&[], &["null"]), "localhost", Some("null")),
+            None
+        );
+    }
+
+    #[test]
+    fn other_paths_and_missing_tokens_are_refused() {
+        let gate = Gate::new(&HttpOptions {
+            token: Some("t0ken".into()),
+            ..HttpOptions::default()
+        });
+        let other = Request::get("/other")
+            .header(header::HOST, "localhost")
+            .body(())
+            .unwrap();
+        assert_eq!(
+            gate.refuse(&other).map(|r| r.status()),
+            Some(StatusCode::NOT_FOUND)
+        );
+        assert_eq!(
+            status(&gate, "localhost", None),
+            Some(StatusCode::UNAUTHORIZED)
+        );
+        let mut right = request("localhost", None);
+        right.headers_mut().insert(
+            header::AUTHORIZATION,
+            header::HeaderValue::from_static("bearer t0ken"),
+        );
+        assert!(gate.refuse(&right).is_none());
+    }
+}

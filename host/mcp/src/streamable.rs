@@ -1,0 +1,575 @@
+//! Streamable HTTP sessions of our own, for the revisions with a handshake:
+//! `initialize` opens a session (`Mcp-Session-Id`), each POSTed request is
+//! answered with one JSON body (an event stream only when a call asked for
+//! progress), a GET opens the stream that carries tool-list changes, and
+//! DELETE ends the session. Requests without a session that do not open one
+//! (the sessionless 2026-07-28 revision) go to rmcp's service.
+//!
+//! rmcp's own sessions pass every request through a session worker, the
+//! service loop and a handler task; here the connection's task runs the call
+//! and writes the response, as stdio does.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper::body::{Frame, Incoming};
+use rmcp::model::{ProgressNotification, ProtocolVersion, RequestId, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_server::StreamableHttpService;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use tokio::sync::mpsc;
+use tokio_util::task::TaskTracker;
+
+use super::dispatch::{self, Answer, Dispatcher, Message, Notify};
+use super::gate::{Body, plain};
+use super::server::{McpServer, SendProgress};
+
+/// The session header.
+const SESSION_ID: &str = "mcp-session-id";
+/// An open event stream sends a comment this often, so proxies keep it.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// Messages queued on one event stream; past this a slow reader loses the
+/// notifications (never a response).
+const STREAM_QUEUE: usize = 64;
+
+/// The HTTP sessions of one server.
+pub(crate) struct Sessions {
+    /// The built handler; each session gets one of its own from it.
+    server: McpServer,
+    open: Mutex<HashMap<Arc<str>, Arc<Session>>>,
+    max_sessions: usize,
+    max_body: usize,
+    /// A session with no request and no open stream for this long is closed.
+    idle: Duration,
+    /// Serves the sessionless revision.
+    rmcp: StreamableHttpService<McpServer, LocalSessionManager>,
+    /// Calls that outlive their first poll, and event streams being fed.
+    tasks: TaskTracker,
+    started: Instant,
+}
+
+/// One client's session.
+struct Session {
+    requests: Dispatcher,
+    /// The open GET stream, if any.
+    listener: Mutex<Option<mpsc::Sender<Bytes>>>,
+    /// Requests being answered, and when the last one ended (ms since
+    /// `clock`, the server's start).
+    busy: AtomicUsize,
+    last_seen: AtomicU64,
+    clock: Instant,
+}
+
+impl Sessions {
+    pub fn new(
+        server: McpServer,
+        rmcp: StreamableHttpService<McpServer, LocalSessionManager>,
+        max_sessions: usize,
+        max_body: usize,
+        idle: Duration,
+    ) -> Self {
+        Self {
+            server,
+            open: Mutex::default(),
+            max_sessions,
+            max_body,
+            idle,
+            rmcp,
+            tasks: TaskTracker::new(),
+            started: Instant::now(),
+        }
+    }
+
+    /// Answers one request that passed the [`Gate`](super::gate::Gate).
+    pub async fn handle(&self, request: Request<Incoming>) -> Response<Body> {
+        let session = request
+            .headers()
+            .get(SESSION_ID)
+            .map(|id| id.to_str().ok().and_then(|id| self.find(id)));
+        match (request.method().clone(), session) {
+            (_, Some(None)) => plain(
+                StatusCode::NOT_FOUND,
+                "not found: no such MCP session (it ended or expired); initialize a new one",
+            ),
+            (Method::POST, session) => self.post(request, session.flatten()).await,
+            (Method::GET, Some(Some(session))) => session.listen(request.headers()),
+            (Method::DELETE, Some(Some(session))) => self.close(&session),
+            (Method::GET | Method::DELETE, None) => self.rmcp.handle(request).await,
+            _ => {
+                let mut response =
+                    plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on /mcp");
+                response
+                    .headers_mut()
+                    .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+                response
+            }
+        }
+    }
+
+    /// Ends every session (the server is stopping): their streams close.
+    pub fn close_all(&self) {
+        let sessions: Vec<_> = self.lock().drain().map(|(_, s)| s).collect();
+        for session in sessions {
+            session.requests.close();
+        }
+    }
+
+    /// Closes the sessions idle for longer than their limit, checking every
+    /// tenth of it, for as long as the server runs.
+    pub async fn expire_idle(self: Arc<Self>) {
+        let mut every = tokio::time::interval((self.idle / 10).max(Duration::from_millis(50)));
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            let idle_ms = u64::try_from(self.idle.as_millis()).unwrap_or(u64::MAX);
+            let idle_since = self.now().saturating_sub(idle_ms);
+            let expired: Vec<_> = {
+                let mut open = self.lock();
+                let expired: Vec<_> = open
+                    .iter()
+                    .filter(|(_, s)| s.idle_since(idle_since))
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                expired.iter().filter_map(|id| open.remove(id)).collect()
+            };
+            for session in expired {
+                session.requests.close();
+            }
+        }
+    }
+
+    /// The calls and streams still running.
+    pub fn tasks(&self) -> &TaskTracker {
+        &self.tasks
+    }
+
+    fn find(&self, id: &str) -> Option<Arc<Session>> {
+        self.lock().get(id).cloned()
+    }
+
+    fn close(&self, session: &Arc<Session>) -> Response<Body> {
+        self.lock().retain(|_, open| !Arc::ptr_eq(open, session));
+        session.requests.close();
+        plain(StatusCode::OK, "session ended")
+    }
+
+    async fn post(
+        &self,
+        request: Request<Incoming>,
+        session: Option<Arc<Session>>,
+    ) -> Response<Body> {
+        if let Some(refusal) = refuse_post(request.headers()) {
+            return refusal;
+        }
+        let (parts, body) = request.into_parts();
+        let body = match Limited::new(body, self.max_body).collect().await {
+            Ok(body) => body.to_bytes(),
+            Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => {
+                return plain(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &format!(
+                        "payload too large: bodies are limited to {} bytes",
+                        self.max_body
+                    ),
+                );
+            }
+            Err(error) => {
+                return plain(
+                    StatusCode::BAD_REQUEST,
+                    &format!("cannot read the body: {error}"),
+                );
+            }
+        };
+        let message = std::str::from_utf8(&body)
+            .map_err(|error| {
+                rmcp::model::ErrorData::new(
+                    rmcp::model::ErrorCode::PARSE_ERROR,
+                    error.to_string(),
+                    None,
+                )
+            })
+            .and_then(Message::parse);
+        let message = match message {
+            Ok(message) => message,
+            Err(error) => {
+                let mut response = json(&dispatch::unidentified_error(error));
+                *response.status_mut() = StatusCode::BAD_REQUEST;
+                return response;
+            }
+        };
+        if let Some(refusal) = header_mismatch(&parts.headers, &message) {
+            return refusal;
+        }
+        match session {
+            Some(session) => session.post(&message, &self.tasks).await,
+            None if message.method.as_deref() == Some("initialize") && message.id.is_some() => {
+                self.open(&message)
+            }
+            None => {
+                drop(message);
+                let request = Request::from_parts(parts, Full::new(body));
+                self.rmcp.handle(request).await
+            }
+        }
+    }
+
+    /// Answers `initialize`, opening a session for the client.
+    fn open(&self, message: &Message<'_>) -> Response<Body> {
+        if self.lock().len() >= self.max_sessions {
+            return plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too many open MCP sessions; close one (DELETE) or try again later",
+            );
+        }
+        let requests = Dispatcher::new(self.server.session());
+        let id = message.id.clone().unwrap_or(RequestId::Number(0));
+        let Answer::Now(answer) =
+            requests.answer(id.clone(), "initialize", message.params(), || {
+                unreachable!("initialize reports no progress")
+            })
+        else {
+            unreachable!("initialize is answered at once")
+        };
+        let opened = answer.is_ok();
+        let mut response = json(&dispatch::response(id, *answer));
+        if opened {
+            let session_id: Arc<str> = uuid::Uuid::new_v4().simple().to_string().into();
+            let session = Arc::new(Session {
+                requests,
+                listener: Mutex::default(),
+                busy: AtomicUsize::new(0),
+                last_seen: AtomicU64::new(self.now()),
+                clock: self.started,
+            });
+            let header = HeaderValue::from_str(&session_id).expect("hex is a valid header");
+            response.headers_mut().insert(SESSION_ID, header);
+            self.lock().insert(session_id, session);
+        }
+        response
+    }
+
+    fn now(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Arc<Session>>> {
+        self.open.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Session {
+    async fn post(self: &Arc<Self>, message: &Message<'_>, tasks: &TaskTracker) -> Response<Body> {
+        let _busy = Busy::new(self);
+        let Some(method) = message.method.as_deref() else {
+            // A response to a request of ours: none is sent yet.
+            return accepted();
+        };
+        let Some(id) = message.id.clone() else {
+            self.requests
+                .notified(method, message.params(), &self.notifier());
+            return accepted();
+        };
+        let mut stream = None;
+        let progress = || {
+            let (sender, receiver) = mpsc::channel(STREAM_QUEUE);
+            stream = Some((sender.clone(), receiver));
+            progress_sender(sender)
+        };
+        let answer = self
+            .requests
+            .answer(id.clone(), method, message.params(), progress);
+        match (answer, stream) {
+            (Answer::Now(answer), _) => json(&dispatch::response(id, *answer)),
+            (Answer::Later(answer), None) => {
+                let mut answer = answer;
+                // Most calls finish in their first poll: answer on this
+                // task. One that waits runs on a task of its own, so a
+                // client that disconnects does not cancel it (the spec
+                // says it must not); it cancels with a notification.
+                let answer = match futures::poll!(answer.as_mut()) {
+                    Poll::Ready(answer) => answer,
+                    Poll::Pending => tasks.spawn(answer).await.ok().flatten(),
+                };
+                match answer {
+                    Some(answer) => json(&dispatch::response(id, answer)),
+                    None => accepted(),
+                }
+            }
+            (Answer::Later(answer), Some((sender, receiver))) => {
+                let busy = Busy::new(self);
+                tasks.spawn(async move {
+                    let _busy = busy;
+                    if let Some(answer) = answer.await {
+                        let _ = sender.send(event(&dispatch::response(id, answer))).await;
+                    }
+                });
+                event_stream(receiver)
+            }
+        }
+    }
+
+    /// Opens the GET stream that carries tool-list changes.
+    fn listen(&self, headers: &HeaderMap) -> Response<Body> {
+        if !accepts(headers, "text/event-stream") {
+            return plain(
+                StatusCode::NOT_ACCEPTABLE,
+                "not acceptable: the stream is text/event-stream; accept it",
+            );
+        }
+        let mut listener = self.listener.lock().unwrap_or_else(PoisonError::into_inner);
+        if listener.as_ref().is_some_and(|open| !open.is_closed()) {
+            return plain(
+                StatusCode::CONFLICT,
+                "conflict: this session's stream is open already",
+            );
+        }
+        let (sender, receiver) = mpsc::channel(STREAM_QUEUE);
+        *listener = Some(sender);
+        event_stream(receiver)
+    }
+
+    /// Sends notifications outside any request on the GET stream, while the
+    /// session lives; without an open stream they are dropped.
+    fn notifier(self: &Arc<Self>) -> Notify {
+        let session: Weak<Self> = Arc::downgrade(self);
+        Arc::new(move |notification| {
+            let session = session.clone();
+            Box::pin(async move {
+                let Some(session) = session.upgrade() else {
+                    return false;
+                };
+                let listener = session
+                    .listener
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone();
+                if let Some(listener) = listener {
+                    let message = ServerJsonRpcMessage::notification(notification);
+                    let _ = listener.try_send(event(&message));
+                }
+                true
+            })
+        })
+    }
+
+    /// Whether nothing happened in this session since `since`.
+    fn idle_since(&self, since: u64) -> bool {
+        let streaming = self
+            .listener
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|open| !open.is_closed());
+        !streaming
+            && self.busy.load(Ordering::Acquire) == 0
+            && self.last_seen.load(Ordering::Acquire) < since
+    }
+}
+
+/// A request of a session being answered.
+struct Busy(Arc<Session>);
+
+impl Busy {
+    fn new(session: &Arc<Session>) -> Self {
+        session.busy.fetch_add(1, Ordering::AcqRel);
+        Self(session.clone())
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let now = self.0.clock.elapsed().as_millis() as u64;
+        self.0.last_seen.fetch_max(now, Ordering::AcqRel);
+        self.0.busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Progress notifications on a call's own event stream.
+fn progress_sender(sender: mpsc::Sender<Bytes>) -> SendProgress {
+    Arc::new(move |update| {
+        let sender = sender.clone();
+        Box::pin(async move {
+            let progress = rmcp::model::ServerNotification::ProgressNotification(
+                ProgressNotification::new(update),
+            );
+            let _ = sender.try_send(event(&ServerJsonRpcMessage::notification(progress)));
+        })
+    })
+}
+
+/// The refusal of a POST whose headers the transport does not allow.
+fn refuse_post(headers: &HeaderMap) -> Option<Response<Body>> {
+    if !accepts(headers, "application/json") || !accepts(headers, "text/event-stream") {
+        return Some(plain(
+            StatusCode::NOT_ACCEPTABLE,
+            "not acceptable: accept both application/json and text/event-stream",
+        ));
+    }
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"));
+    if !json {
+        return Some(plain(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported media type: send application/json",
+        ));
+    }
+    if let Some(version) = headers.get("mcp-protocol-version") {
+        let known = version.to_str().ok().is_some_and(|version| {
+            ProtocolVersion::KNOWN_VERSIONS
+                .iter()
+                .any(|known| known.as_str() == version)
+        });
+        if !known {
+            return Some(plain(
+                StatusCode::BAD_REQUEST,
+                &format!(
+                    "bad request: unsupported MCP-Protocol-Version {:?}",
+                    String::from_utf8_lossy(version.as_bytes())
+                ),
+            ));
+        }
+    }
+    None
+}
+
+/// The refusal of a message its headers contradict: `Mcp-Method`, or the
+/// protocol version of an `initialize`.
+fn header_mismatch(headers: &HeaderMap, message: &Message<'_>) -> Option<Response<Body>> {
+    let method = message.method.as_deref();
+    if let Some(named) = headers.get("mcp-method")
+        && Some(named.as_bytes()) != method.map(str::as_bytes)
+    {
+        return Some(plain(
+            StatusCode::BAD_REQUEST,
+            "bad request: the Mcp-Method header does not match the message",
+        ));
+    }
+    if method == Some("initialize")
+        && let Some(version) = headers.get("mcp-protocol-version")
+    {
+        let requested = serde_json::from_str::<serde_json::Value>(message.params())
+            .ok()
+            .and_then(|params| params["protocolVersion"].as_str().map(str::to_owned));
+        if requested.as_deref().map(str::as_bytes) != Some(version.as_bytes()) {
+            return Some(plain(
+                StatusCode::BAD_REQUEST,
+                "bad request: the MCP-Protocol-Version header does not match initialize",
+            ));
+        }
+    }
+    None
+}
+
+/// Whether the `Accept` headers take `media` (a zero quality refuses it).
+fn accepts(headers: &HeaderMap, media: &str) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|range| {
+            let mut parts = range.split(';').map(str::trim);
+            let essence = parts.next().unwrap_or_default();
+            let refused = parts.any(|p| {
+                p.strip_prefix("q=")
+                    .is_some_and(|q| q.parse::<f32>().is_ok_and(|q| q <= 0.0))
+            });
+            !refused
+                && (essence.eq_ignore_ascii_case(media)
+                    || essence == "*/*"
+                    || essence.eq_ignore_ascii_case(&format!(
+                        "{}/*",
+                        media.split('/').next().unwrap_or_default()
+                    )))
+        })
+}
+
+fn json(message: &impl serde::Serialize) -> Response<Body> {
+    let body = serde_json::to_vec(message).unwrap_or_default();
+    let mut response = Response::new(Full::new(Bytes::from(body)).boxed());
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn accepted() -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::new()).boxed());
+    *response.status_mut() = StatusCode::ACCEPTED;
+    response
+}
+
+/// One server-sent event carrying `message`.
+fn event(message: &impl serde::Serialize) -> Bytes {
+    let mut event = b"event: message\ndata: ".to_vec();
+    // serde_json writes no newlines, so the data is one line.
+    if serde_json::to_writer(&mut event, message).is_err() {
+        return Bytes::new();
+    }
+    event.extend_from_slice(b"\n\n");
+    Bytes::from(event)
+}
+
+fn event_stream(receiver: mpsc::Receiver<Bytes>) -> Response<Body> {
+    let body = EventStream {
+        receiver,
+        keep_alive: Box::pin(tokio::time::sleep(KEEP_ALIVE)),
+    };
+    let mut response = Response::new(BodyExt::boxed(body));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+/// An event-stream body: the events sent to it, and a keep-alive comment
+/// when none came for a while; it ends when every sender is gone.
+struct EventStream {
+    receiver: mpsc::Receiver<Bytes>,
+    keep_alive: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl hyper::body::Body for EventStream {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = &mut *self;
+        match this.receiver.poll_recv(cx) {
+            Poll::Ready(Some(event)) => {
+                let next = tokio::time::Instant::now() + KEEP_ALIVE;
+                this.keep_alive.as_mut().reset(next);
+                Poll::Ready(Some(Ok(Frame::data(event))))
+            }
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => match this.keep_alive.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    let next = tokio::time::Instant::now() + KEEP_ALIVE;
+                    this.keep_alive.as_mut().reset(next);
+                    Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
+                        b": keep-alive\n\n",
+                    )))))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+}
