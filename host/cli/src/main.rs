@@ -82,6 +82,25 @@ fn main() -> ExitCode {
     code
 }
 
+/// mimalloc's `arena_eager_commit` option (its index in v3's `mi_option_e`,
+/// which the crate does not name).
+const MI_OPTION_ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
+
+/// Has mimalloc commit its arenas as they are used, not at once: with eager
+/// commit it kept resident every page a burst of work had touched (a load,
+/// a compile): 15 of a one-tool server's 38 MiB. It runs as a constructor,
+/// before the first allocation reserves the first arena.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static COMMIT_HEAP_ON_DEMAND: extern "C" fn() = {
+    extern "C" fn commit_heap_on_demand() {
+        // SAFETY: options may be set at any time, before mimalloc's own
+        // initialisation too; this one applies to arenas reserved later.
+        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_ARENA_EAGER_COMMIT, 0) }
+    }
+    commit_heap_on_demand
+};
+
 /// Gives the memory freed after compiling (often hundreds of MiB) back to
 /// the system, rather than keeping it for later allocations.
 /// Each thread's heap is its own, so the compile threads collect theirs.
