@@ -138,3 +138,20 @@ def test_a_client_without_handshake_is_served_the_2026_revision(raw_server):
     )
     assert call["result"]["isError"] is False and "3" in json.dumps(call["result"]["content"]), call
     assert server.close() == 0
+
+
+def test_a_request_id_in_flight_cannot_be_reused(raw_server):
+    """A second request with the id of a call still running is refused at
+    once; the first call still gets its own answer."""
+    server = raw_server("--tools", wasm("fixture_tool"))
+    server.request(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}})
+    sleep = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "sleep", "arguments": {"ms": 800}}}
+    echo = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "again"}}}
+    server.send(json.dumps(sleep).encode())
+    server.send(json.dumps(echo).encode())
+    refused = server.read()
+    assert refused["id"] == 9 and refused["error"]["code"] == -32600, refused
+    assert "in flight already" in refused["error"]["message"], refused
+    answered = server.read()
+    assert answered["id"] == 9 and answered["result"]["content"][0]["text"] == "slept", answered
+    assert server.close() == 0

@@ -102,9 +102,16 @@ class Stats:
         self.end: tuple[float, int] = (0.0, 0)
 
 
-async def quiet_sample(pid: int) -> tuple[float, int]:
-    """A sample once no call is running and the server has settled."""
-    await asyncio.sleep(1.0)
+async def quiet_sample(pid: int, send) -> tuple[float, int]:
+    """A sample once no call is running and the server has settled. The
+    allocator gives freed memory back a second after it was freed, but only
+    when it next runs: a few calls after that second let it, so both samples
+    see the heap in the same state."""
+    for _ in range(2):
+        await asyncio.sleep(1.2)
+        for _ in range(4):
+            await send(0, "echo", {"text": "quiet"}, False)
+    await asyncio.sleep(0.2)
     return sample(pid)
 
 
@@ -114,9 +121,9 @@ async def drive(stats: Stats, calls: int, pid: int, send) -> None:
     on the way, and a quiet sample at the end."""
     warm = max(calls // 5, 1)
     await run_calls(stats, warm, pid, send, every=0)
-    stats.baseline = await quiet_sample(pid)
+    stats.baseline = await quiet_sample(pid, send)
     await run_calls(stats, calls - warm, pid, send, every=max(calls // 10, 1))
-    stats.end = await quiet_sample(pid)
+    stats.end = await quiet_sample(pid, send)
 
 
 async def run_calls(stats: Stats, calls: int, pid: int, send, every: int) -> None:

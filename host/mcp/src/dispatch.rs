@@ -20,8 +20,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::server::{McpServer, SendProgress};
 
-/// Most requests of one client in flight at once; more are refused.
-const MAX_IN_FLIGHT: usize = 4096;
+/// Most calls of one client in flight at once; more are refused.
+const MAX_IN_FLIGHT: usize = 1024;
+/// Most calls in flight in the whole server (every client); more are refused.
+const MAX_SERVER_IN_FLIGHT: usize = 8192;
 
 /// One JSON-RPC message from the client, with its parameters left unparsed
 /// until the method says what they are.
@@ -41,7 +43,7 @@ impl<'a> Message<'a> {
         // serde would take an array for the struct too.
         if !text.trim_start().starts_with('{') {
             return Err(ErrorData::new(
-                ErrorCode::PARSE_ERROR,
+                ErrorCode::INVALID_REQUEST,
                 "a message is one JSON-RPC object (batches are not supported)",
                 None,
             ));
@@ -84,8 +86,11 @@ pub(crate) type Notify = Arc<dyn Fn(ServerNotification) -> BoxFuture<bool> + Sen
 #[derive(Clone)]
 pub(crate) struct Dispatcher {
     server: Arc<McpServer>,
-    /// Cancellation of each call in flight, by request id.
-    in_flight: Arc<Mutex<HashMap<RequestId, CancellationToken>>>,
+    /// Each call in flight by request id: its number (ids can be reused
+    /// once a call was cancelled) and its cancellation.
+    in_flight: Arc<Mutex<HashMap<RequestId, (u64, CancellationToken)>>>,
+    /// Numbers the calls.
+    calls: Arc<std::sync::atomic::AtomicU64>,
     /// Cancelled once the client is gone.
     closed: CancellationToken,
 }
@@ -96,6 +101,7 @@ impl Dispatcher {
         Self {
             server: Arc::new(server),
             in_flight: Arc::default(),
+            calls: Arc::default(),
             closed: CancellationToken::new(),
         }
     }
@@ -108,6 +114,11 @@ impl Dispatcher {
     /// The client is gone: its calls in flight are cancelled.
     pub fn close(&self) {
         self.closed.cancel();
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.closed.is_cancelled()
     }
 
     /// The answer to request `id`. `progress` makes the sender for the
@@ -160,17 +171,42 @@ impl Dispatcher {
         progress: impl FnOnce() -> SendProgress,
     ) -> Answer {
         let cancellation = self.closed.child_token();
-        {
+        let number = {
             let mut in_flight = self.lock_in_flight();
-            if in_flight.len() >= MAX_IN_FLIGHT {
-                return Answer::Now(Box::new(Err(ErrorData::new(
-                    ErrorCode::INTERNAL_ERROR,
-                    format!("{MAX_IN_FLIGHT} requests are in flight already; wait for some"),
+            let refusal = if in_flight.contains_key(&id) {
+                Some(ErrorData::new(
+                    ErrorCode::INVALID_REQUEST,
+                    format!("request id {id} is in flight already; give each request its own id"),
                     None,
-                ))));
+                ))
+            } else if in_flight.len() >= MAX_IN_FLIGHT {
+                Some(ErrorData::new(
+                    ErrorCode::INTERNAL_ERROR,
+                    format!(
+                        "{MAX_IN_FLIGHT} calls of this client are in flight already; wait for some"
+                    ),
+                    None,
+                ))
+            } else if self.server.drain().in_flight() >= MAX_SERVER_IN_FLIGHT {
+                Some(ErrorData::new(
+                    ErrorCode::INTERNAL_ERROR,
+                    format!(
+                        "the server has {MAX_SERVER_IN_FLIGHT} calls in flight; try again shortly"
+                    ),
+                    None,
+                ))
+            } else {
+                None
+            };
+            if let Some(refusal) = refusal {
+                return Answer::Now(Box::new(Err(refusal)));
             }
-            in_flight.insert(id.clone(), cancellation.clone());
-        }
+            let number = self
+                .calls
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            in_flight.insert(id.clone(), (number, cancellation.clone()));
+            number
+        };
         let progress = request
             .meta
             .as_ref()
@@ -182,8 +218,15 @@ impl Dispatcher {
                 .server
                 .call_tool_request(request, id.to_string(), cancellation, progress)
                 .await;
-            // Gone from the map if the client cancelled the call.
-            let cancelled_by_client = dispatcher.lock_in_flight().remove(&id).is_none();
+            // Gone from the map (or another call's by now) if the client
+            // cancelled this one.
+            let cancelled_by_client = {
+                let mut in_flight = dispatcher.lock_in_flight();
+                match in_flight.get(&id) {
+                    Some((n, _)) if *n == number => in_flight.remove(&id).is_none(),
+                    _ => true,
+                }
+            };
             (!cancelled_by_client).then(|| result.map(ServerResult::from))
         }))
     }
@@ -208,7 +251,7 @@ impl Dispatcher {
                 let call = cancelled
                     .request_id
                     .and_then(|id| self.lock_in_flight().remove(&id));
-                if let Some(call) = call {
+                if let Some((_, call)) = call {
                     call.cancel();
                 }
             }
@@ -216,7 +259,9 @@ impl Dispatcher {
         }
     }
 
-    fn lock_in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, CancellationToken>> {
+    fn lock_in_flight(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<RequestId, (u64, CancellationToken)>> {
         self.in_flight
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

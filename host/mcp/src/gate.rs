@@ -15,22 +15,31 @@ use super::http::{HttpOptions, MCP_PATH};
 pub(crate) type Body = BoxBody<Bytes, Infallible>;
 
 /// `Host` names always accepted (any port).
-const LOOPBACK_HOSTS: [&str; 4] = ["localhost", "127.0.0.1", "::1", "[::1]"];
+const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
 /// Browser origins always accepted.
 const LOOPBACK_ORIGINS: [&str; 3] = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
 
 /// Refuses requests that are not for this server.
 pub(crate) struct Gate {
     token_digest: Option<[u8; 32]>,
-    /// Lowercased names or `name:port` authorities.
-    hosts: Vec<String>,
+    /// Lowercased names, with the one port accepted if any.
+    hosts: Vec<(String, Option<u16>)>,
     origins: Vec<AllowedOrigin>,
 }
 
 impl Gate {
     pub fn new(options: &HttpOptions) -> Self {
-        let hosts = LOOPBACK_HOSTS.iter().map(|host| host.to_string());
-        let hosts = hosts.chain(options.hosts.iter().map(|host| host.to_ascii_lowercase()));
+        let mut hosts = Vec::new();
+        let named = options.hosts.iter().map(String::as_str);
+        for host in LOOPBACK_HOSTS.into_iter().chain(named) {
+            match split_authority(&host.to_ascii_lowercase()) {
+                Some((name, port)) => hosts.push((name.to_string(), port)),
+                None => tracing::warn!(
+                    host = %host,
+                    "ignoring an allowed Host that is not name[:port] or [ipv6][:port]"
+                ),
+            }
+        }
         let mut origins: Vec<AllowedOrigin> = LOOPBACK_ORIGINS
             .iter()
             .filter_map(|origin| AllowedOrigin::parse(origin))
@@ -46,7 +55,7 @@ impl Gate {
         }
         Self {
             token_digest: options.token.as_deref().map(digest),
-            hosts: hosts.collect(),
+            hosts,
             origins,
         }
     }
@@ -98,24 +107,41 @@ impl Gate {
         let Some(authority) = authority.map(str::to_ascii_lowercase) else {
             return false;
         };
-        let name = host_name(&authority);
+        let Some((name, port)) = split_authority(&authority) else {
+            return false;
+        };
         self.hosts
             .iter()
-            .any(|allowed| *allowed == authority || allowed == name)
+            .any(|(allowed, only)| allowed == name && only.is_none_or(|only| Some(only) == port))
     }
 }
 
-/// The host of a `host[:port]` authority (IPv6 addresses keep their brackets).
-fn host_name(authority: &str) -> &str {
-    if authority.starts_with('[') {
-        return authority
-            .find(']')
-            .map_or(authority, |end| &authority[..=end]);
+/// A `host[:port]` authority, split strictly: an IPv6 address in brackets
+/// (kept), a port of digits; `None` for anything else.
+fn split_authority(authority: &str) -> Option<(&str, Option<u16>)> {
+    let (host, port) = if authority.starts_with('[') {
+        let (host, rest) = authority.split_at(authority.find(']')? + 1);
+        match rest {
+            "" => (host, None),
+            rest => (host, Some(rest.strip_prefix(':')?)),
+        }
+    } else {
+        match authority.split_once(':') {
+            None => (authority, None),
+            Some((host, port)) => (host, Some(port)),
+        }
+    };
+    if host.is_empty() || host == "[]" {
+        return None;
     }
-    match authority.rsplit_once(':') {
-        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
-        _ => authority,
-    }
+    let port = match port {
+        None => None,
+        Some(port) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => {
+            Some(port.parse().ok()?)
+        }
+        Some(_) => return None,
+    };
+    Some((host, port))
 }
 
 /// A browser origin: scheme, host and port (the scheme's default if none).
@@ -140,11 +166,8 @@ impl Origin {
         if rest.is_empty() || rest.contains(['/', '?', '#', '@']) {
             return None;
         }
-        let host = host_name(rest);
-        let port = match &rest[host.len()..] {
-            "" => default_port(scheme),
-            port => Some(port.strip_prefix(':')?.parse().ok()?),
-        };
+        let (host, port) = split_authority(rest)?;
+        let port = port.or_else(|| default_port(scheme));
         Some(Self::Tuple {
             scheme: scheme.to_string(),
             host: host.to_string(),
@@ -278,6 +301,12 @@ mod tests {
             "pinned.example",
             "localhost.:80",
             "[::2]:80",
+            "[::1]x",
+            "::1:80",
+            "localhost:",
+            "localhost:+80",
+            "pinned.example:8443:1",
+            "",
         ] {
             assert_eq!(
                 status(&gate, host, None),

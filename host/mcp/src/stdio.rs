@@ -20,8 +20,7 @@ use rmcp::model::{
     ErrorCode, ErrorData, ProgressNotification, RequestId, ServerJsonRpcMessage,
     ServerNotification, ServerResult,
 };
-use rmcp::transport::io::{StdioReader, StdioWriter};
-use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -33,10 +32,20 @@ use super::server::{McpServer, SendProgress, ServeError};
 /// The longest message read from the client (a line of JSON).
 pub const MAX_MESSAGE: usize = 16 << 20;
 
-/// Serves `server` on stdin/stdout until the client closes stdin, or `stop`
-/// is cancelled and the calls in flight are done (or their grace is over).
-pub(crate) async fn serve(server: McpServer, stop: CancellationToken) -> Result<(), ServeError> {
-    let (reader, writer) = rmcp::transport::stdio_pipes();
+/// The client's side of the connection: stdin, or any byte stream.
+pub(crate) type Reader = Box<dyn AsyncRead + Send + Unpin>;
+/// Where the answers go: stdout, or any byte stream.
+pub(crate) type Writer = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// Serves `server` on `reader`/`writer` (JSON lines) until the client closes
+/// its end, or `stop` is cancelled and the calls in flight are done (or
+/// their grace is over).
+pub(crate) async fn serve(
+    server: McpServer,
+    reader: Reader,
+    writer: Writer,
+    stop: CancellationToken,
+) -> Result<(), ServeError> {
     let mut lines = FramedRead::new(reader, LinesCodec::new_with_max_length(MAX_MESSAGE));
     let out = Output::new(writer);
     let connection = Connection {
@@ -108,7 +117,7 @@ fn opens_with_handshake(line: &str) -> bool {
 async fn hand_over(
     connection: Connection,
     first: String,
-    lines: FramedRead<StdioReader, LinesCodec>,
+    lines: FramedRead<Reader, LinesCodec>,
     stop: CancellationToken,
 ) -> Result<(), ServeError> {
     let parts = lines.into_parts();
@@ -117,10 +126,9 @@ async fn hand_over(
     replay.extend_from_slice(&parts.read_buf);
     let reader = std::io::Cursor::new(replay).chain(parts.io);
     // Nothing was written yet, so the writer is still there to take.
-    let writer =
-        connection.out.take_writer().await.ok_or_else(|| {
-            ServeError::Io(std::io::Error::other("stdout was taken over already"))
-        })?;
+    let writer = connection.out.take_writer().await.ok_or_else(|| {
+        ServeError::Io(std::io::Error::other("the writer was taken over already"))
+    })?;
     let server = connection.requests.server().session();
     drop(connection);
     server.serve_rmcp((reader, writer), stop).await
@@ -178,12 +186,12 @@ impl Connection {
 /// Stdout, shared by the tasks that answer.
 #[derive(Clone)]
 struct Output {
-    writer: Arc<tokio::sync::Mutex<Option<StdioWriter>>>,
+    writer: Arc<tokio::sync::Mutex<Option<Writer>>>,
     broken: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Output {
-    fn new(writer: StdioWriter) -> Self {
+    fn new(writer: Writer) -> Self {
         Self {
             writer: Arc::new(tokio::sync::Mutex::new(Some(writer))),
             broken: Arc::default(),
@@ -203,12 +211,9 @@ impl Output {
     fn notifier(&self) -> Notify {
         let out = self.clone();
         Arc::new(move |notification| {
-            let out = out.clone();
-            Box::pin(async move {
-                out.send(&ServerJsonRpcMessage::notification(notification))
-                    .await;
-                !out.is_broken()
-            })
+            out.send_detached(ServerJsonRpcMessage::notification(notification));
+            let reachable = !out.is_broken();
+            Box::pin(std::future::ready(reachable))
         })
     }
 
@@ -242,17 +247,23 @@ impl Output {
         let out = self.clone();
         Arc::new(move |update| {
             let out = out.clone();
-            Box::pin(async move {
-                let progress =
-                    ServerNotification::ProgressNotification(ProgressNotification::new(update));
-                out.send(&ServerJsonRpcMessage::notification(progress))
-                    .await;
-            })
+            let progress =
+                ServerNotification::ProgressNotification(ProgressNotification::new(update));
+            out.send_detached(ServerJsonRpcMessage::notification(progress));
+            Box::pin(std::future::ready(()))
         })
     }
 
+    /// Sends `message` from a task of its own: the caller may be dropped
+    /// (a call that ends stops its progress reports) without cutting a line
+    /// off half-written.
+    fn send_detached(&self, message: ServerJsonRpcMessage) {
+        let out = self.clone();
+        tokio::spawn(async move { out.send(&message).await });
+    }
+
     /// The writer itself, for rmcp to take over.
-    async fn take_writer(&self) -> Option<StdioWriter> {
+    async fn take_writer(&self) -> Option<Writer> {
         self.writer.lock().await.take()
     }
 }

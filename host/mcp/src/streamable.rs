@@ -39,6 +39,8 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// Messages queued on one event stream; past this a slow reader loses the
 /// notifications (never a response).
 const STREAM_QUEUE: usize = 64;
+/// Longest a client may take to send a request's body.
+const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The HTTP sessions of one server.
 pub(crate) struct Sessions {
@@ -54,6 +56,8 @@ pub(crate) struct Sessions {
     /// Calls that outlive their first poll, and event streams being fed.
     tasks: TaskTracker,
     started: Instant,
+    /// Set once the server stops: no session opens or listens any more.
+    closing: std::sync::atomic::AtomicBool,
 }
 
 /// One client's session.
@@ -85,6 +89,7 @@ impl Sessions {
             rmcp,
             tasks: TaskTracker::new(),
             started: Instant::now(),
+            closing: Default::default(),
         }
     }
 
@@ -94,14 +99,20 @@ impl Sessions {
             .headers()
             .get(SESSION_ID)
             .map(|id| id.to_str().ok().and_then(|id| self.find(id)));
+        if let Some(Some(_)) = &session
+            && let Some(refusal) = unknown_version(request.headers())
+        {
+            return refusal;
+        }
         match (request.method().clone(), session) {
-            (_, Some(None)) => plain(
-                StatusCode::NOT_FOUND,
-                "not found: no such MCP session (it ended or expired); initialize a new one",
-            ),
+            (_, Some(None)) => session_not_found(),
             (Method::POST, session) => self.post(request, session.flatten()).await,
-            (Method::GET, Some(Some(session))) => session.listen(request.headers()),
-            (Method::DELETE, Some(Some(session))) => self.close(&session),
+            (Method::GET, Some(Some(busy))) if self.is_closing() => {
+                drop(busy);
+                plain(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping")
+            }
+            (Method::GET, Some(Some(busy))) => Session::listen(busy, request.headers()),
+            (Method::DELETE, Some(Some(busy))) => self.close(busy),
             (Method::GET | Method::DELETE, None) => self.rmcp.handle(request).await,
             _ => {
                 let mut response =
@@ -114,11 +125,13 @@ impl Sessions {
         }
     }
 
-    /// Ends every session (the server is stopping): their streams close.
+    /// Ends every session (the server is stopping): their streams close,
+    /// and no session opens or listens any more.
     pub fn close_all(&self) {
+        self.closing.store(true, Ordering::Release);
         let sessions: Vec<_> = self.lock().drain().map(|(_, s)| s).collect();
         for session in sessions {
-            session.requests.close();
+            session.end();
         }
     }
 
@@ -141,7 +154,7 @@ impl Sessions {
                 expired.iter().filter_map(|id| open.remove(id)).collect()
             };
             for session in expired {
-                session.requests.close();
+                session.end();
             }
         }
     }
@@ -151,28 +164,37 @@ impl Sessions {
         &self.tasks
     }
 
-    fn find(&self, id: &str) -> Option<Arc<Session>> {
-        self.lock().get(id).cloned()
+    /// The session `id`, busy with this request from here on, so it cannot
+    /// expire under it.
+    fn find(&self, id: &str) -> Option<Busy> {
+        self.lock().get(id).map(Busy::new)
     }
 
-    fn close(&self, session: &Arc<Session>) -> Response<Body> {
-        self.lock().retain(|_, open| !Arc::ptr_eq(open, session));
-        session.requests.close();
+    fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::Acquire)
+    }
+
+    fn close(&self, busy: Busy) -> Response<Body> {
+        self.lock().retain(|_, open| !Arc::ptr_eq(open, &busy.0));
+        busy.0.end();
         plain(StatusCode::OK, "session ended")
     }
 
-    async fn post(
-        &self,
-        request: Request<Incoming>,
-        session: Option<Arc<Session>>,
-    ) -> Response<Body> {
+    async fn post(&self, request: Request<Incoming>, session: Option<Busy>) -> Response<Body> {
         if let Some(refusal) = refuse_post(request.headers()) {
             return refusal;
         }
         let (parts, body) = request.into_parts();
-        let body = match Limited::new(body, self.max_body).collect().await {
-            Ok(body) => body.to_bytes(),
-            Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => {
+        let body = Limited::new(body, self.max_body).collect();
+        let body = match tokio::time::timeout(BODY_TIMEOUT, body).await {
+            Err(_) => {
+                return plain(
+                    StatusCode::REQUEST_TIMEOUT,
+                    &format!("request timeout: the body took longer than {BODY_TIMEOUT:?}"),
+                );
+            }
+            Ok(Ok(body)) => body.to_bytes(),
+            Ok(Err(error)) if error.downcast_ref::<LengthLimitError>().is_some() => {
                 return plain(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     &format!(
@@ -181,7 +203,7 @@ impl Sessions {
                     ),
                 );
             }
-            Err(error) => {
+            Ok(Err(error)) => {
                 return plain(
                     StatusCode::BAD_REQUEST,
                     &format!("cannot read the body: {error}"),
@@ -209,7 +231,7 @@ impl Sessions {
             return refusal;
         }
         match session {
-            Some(session) => session.post(&message, &self.tasks).await,
+            Some(busy) => Session::post(busy, &message, &self.tasks).await,
             None if message.method.as_deref() == Some("initialize") && message.id.is_some() => {
                 self.open(&message)
             }
@@ -223,7 +245,11 @@ impl Sessions {
 
     /// Answers `initialize`, opening a session for the client.
     fn open(&self, message: &Message<'_>) -> Response<Body> {
-        if self.lock().len() >= self.max_sessions {
+        if self.is_closing() {
+            return plain(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping");
+        }
+        let mut open = self.lock();
+        if open.len() >= self.max_sessions {
             return plain(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "too many open MCP sessions; close one (DELETE) or try again later",
@@ -251,7 +277,7 @@ impl Sessions {
             });
             let header = HeaderValue::from_str(&session_id).expect("hex is a valid header");
             response.headers_mut().insert(SESSION_ID, header);
-            self.lock().insert(session_id, session);
+            open.insert(session_id, session);
         }
         response
     }
@@ -266,15 +292,28 @@ impl Sessions {
 }
 
 impl Session {
-    async fn post(self: &Arc<Self>, message: &Message<'_>, tasks: &TaskTracker) -> Response<Body> {
-        let _busy = Busy::new(self);
+    /// The session is over: its calls are cancelled, its stream ends.
+    fn end(&self) {
+        self.requests.close();
+        self.listener
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+    }
+
+    async fn post(busy: Busy, message: &Message<'_>, tasks: &TaskTracker) -> Response<Body> {
+        let this = &busy.0;
+        if this.requests.is_closed() {
+            // Ended while the body came in.
+            return session_not_found();
+        }
         let Some(method) = message.method.as_deref() else {
             // A response to a request of ours: none is sent yet.
             return accepted();
         };
         let Some(id) = message.id.clone() else {
-            self.requests
-                .notified(method, message.params(), &self.notifier());
+            this.requests
+                .notified(method, message.params(), &this.notifier());
             return accepted();
         };
         let mut stream = None;
@@ -283,7 +322,7 @@ impl Session {
             stream = Some((sender.clone(), receiver));
             progress_sender(sender)
         };
-        let answer = self
+        let answer = this
             .requests
             .answer(id.clone(), method, message.params(), progress);
         match (answer, stream) {
@@ -300,31 +339,36 @@ impl Session {
                 };
                 match answer {
                     Some(answer) => json(&dispatch::response(id, answer)),
-                    None => accepted(),
+                    // Cancelled: no response, so an event stream with none.
+                    None => event_stream(mpsc::channel(1).1, None),
                 }
             }
             (Answer::Later(answer), Some((sender, receiver))) => {
-                let busy = Busy::new(self);
                 tasks.spawn(async move {
                     let _busy = busy;
                     if let Some(answer) = answer.await {
                         let _ = sender.send(event(&dispatch::response(id, answer))).await;
                     }
                 });
-                event_stream(receiver)
+                event_stream(receiver, None)
             }
         }
     }
 
-    /// Opens the GET stream that carries tool-list changes.
-    fn listen(&self, headers: &HeaderMap) -> Response<Body> {
+    /// Opens the GET stream that carries tool-list changes; the session is
+    /// busy (never idle) while it is open.
+    fn listen(busy: Busy, headers: &HeaderMap) -> Response<Body> {
         if !accepts(headers, "text/event-stream") {
             return plain(
                 StatusCode::NOT_ACCEPTABLE,
                 "not acceptable: the stream is text/event-stream; accept it",
             );
         }
-        let mut listener = self.listener.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut listener = busy
+            .0
+            .listener
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if listener.as_ref().is_some_and(|open| !open.is_closed()) {
             return plain(
                 StatusCode::CONFLICT,
@@ -333,7 +377,8 @@ impl Session {
         }
         let (sender, receiver) = mpsc::channel(STREAM_QUEUE);
         *listener = Some(sender);
-        event_stream(receiver)
+        drop(listener);
+        event_stream(receiver, Some(busy))
     }
 
     /// Sends notifications outside any request on the GET stream, while the
@@ -362,19 +407,11 @@ impl Session {
 
     /// Whether nothing happened in this session since `since`.
     fn idle_since(&self, since: u64) -> bool {
-        let streaming = self
-            .listener
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .is_some_and(|open| !open.is_closed());
-        !streaming
-            && self.busy.load(Ordering::Acquire) == 0
-            && self.last_seen.load(Ordering::Acquire) < since
+        self.busy.load(Ordering::Acquire) == 0 && self.last_seen.load(Ordering::Acquire) < since
     }
 }
 
-/// A request of a session being answered.
+/// A request of a session being answered, or its open stream.
 struct Busy(Arc<Session>);
 
 impl Busy {
@@ -424,23 +461,26 @@ fn refuse_post(headers: &HeaderMap) -> Option<Response<Body>> {
             "unsupported media type: send application/json",
         ));
     }
-    if let Some(version) = headers.get("mcp-protocol-version") {
-        let known = version.to_str().ok().is_some_and(|version| {
-            ProtocolVersion::KNOWN_VERSIONS
-                .iter()
-                .any(|known| known.as_str() == version)
-        });
-        if !known {
-            return Some(plain(
-                StatusCode::BAD_REQUEST,
-                &format!(
-                    "bad request: unsupported MCP-Protocol-Version {:?}",
-                    String::from_utf8_lossy(version.as_bytes())
-                ),
-            ));
-        }
-    }
-    None
+    unknown_version(headers)
+}
+
+/// The refusal of an `MCP-Protocol-Version` header naming no known version.
+fn unknown_version(headers: &HeaderMap) -> Option<Response<Body>> {
+    let version = headers.get("mcp-protocol-version")?;
+    let known = version.to_str().ok().is_some_and(|version| {
+        ProtocolVersion::KNOWN_VERSIONS
+            .iter()
+            .any(|known| known.as_str() == version)
+    });
+    (!known).then(|| {
+        plain(
+            StatusCode::BAD_REQUEST,
+            &format!(
+                "bad request: unsupported MCP-Protocol-Version {:?}",
+                String::from_utf8_lossy(version.as_bytes())
+            ),
+        )
+    })
 }
 
 /// The refusal of a message its headers contradict: `Mcp-Method`, or the
@@ -495,6 +535,13 @@ fn accepts(headers: &HeaderMap, media: &str) -> bool {
         })
 }
 
+fn session_not_found() -> Response<Body> {
+    plain(
+        StatusCode::NOT_FOUND,
+        "not found: no such MCP session (it ended or expired); initialize a new one",
+    )
+}
+
 fn json(message: &impl serde::Serialize) -> Response<Body> {
     let body = serde_json::to_vec(message).unwrap_or_default();
     let mut response = Response::new(Full::new(Bytes::from(body)).boxed());
@@ -522,10 +569,12 @@ fn event(message: &impl serde::Serialize) -> Bytes {
     Bytes::from(event)
 }
 
-fn event_stream(receiver: mpsc::Receiver<Bytes>) -> Response<Body> {
+/// An event stream of what `receiver` gets; `busy` is held while it is open.
+fn event_stream(receiver: mpsc::Receiver<Bytes>, busy: Option<Busy>) -> Response<Body> {
     let body = EventStream {
         receiver,
         keep_alive: Box::pin(tokio::time::sleep(KEEP_ALIVE)),
+        _busy: busy,
     };
     let mut response = Response::new(BodyExt::boxed(body));
     let headers = response.headers_mut();
@@ -542,6 +591,7 @@ fn event_stream(receiver: mpsc::Receiver<Bytes>) -> Response<Body> {
 struct EventStream {
     receiver: mpsc::Receiver<Bytes>,
     keep_alive: Pin<Box<tokio::time::Sleep>>,
+    _busy: Option<Busy>,
 }
 
 impl hyper::body::Body for EventStream {

@@ -47,8 +47,10 @@ pub fn arguments(schema: &str, arguments: &str) {
 
 pub use crate::agent::fuzz::provider_answer;
 
-/// JSON-RPC lines sent to the MCP server after a valid handshake, over an
-/// in-memory stream; waits for the server to go quiet (at most 2 s).
+/// JSON-RPC lines sent to the MCP server's own loop over an in-memory
+/// stream, after a valid handshake (or, when the input starts with `!`,
+/// with none: the loop then hands the connection to rmcp's service); waits
+/// for the server to go quiet (at most 2 s).
 pub fn mcp_messages(input: &[u8]) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     static RUNTIME: OnceLock<Option<(tokio::runtime::Runtime, crate::ToolHost)>> = OnceLock::new();
@@ -65,16 +67,17 @@ pub fn mcp_messages(input: &[u8]) {
         return;
     };
     let server = crate::mcp::McpServer::builder(host.clone()).build();
+    let (handshake, input) = match input.strip_prefix(b"!") {
+        Some(rest) => (false, rest),
+        None => (true, input),
+    };
     runtime.block_on(async move {
         let (client, transport) = tokio::io::duplex(1 << 16);
-        let serving = tokio::spawn(async move {
-            use rmcp::ServiceExt;
-            if let Ok(running) = server.serve(transport).await {
-                let _ = running.waiting().await;
-            }
-        });
+        let (server_reader, server_writer) = tokio::io::split(transport);
+        let stop = tokio_util::sync::CancellationToken::new();
+        let serving = tokio::spawn(server.serve_lines(server_reader, server_writer, stop));
         let (mut reader, mut writer) = tokio::io::split(client);
-        let handshake = concat!(
+        let opening = concat!(
             r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"fuzz","version":"0"}}}"#,
             "\n",
             r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
@@ -82,7 +85,9 @@ pub fn mcp_messages(input: &[u8]) {
         );
         let input = input.to_vec();
         let writing = tokio::spawn(async move {
-            let _ = writer.write_all(handshake.as_bytes()).await;
+            if handshake {
+                let _ = writer.write_all(opening.as_bytes()).await;
+            }
             let _ = writer.write_all(&input).await;
             let _ = writer.write_all(b"\n").await;
             let _ = writer.shutdown().await;
