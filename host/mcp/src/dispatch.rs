@@ -24,6 +24,8 @@ use super::server::{McpServer, SendProgress};
 const MAX_IN_FLIGHT: usize = 1024;
 /// Most calls in flight in the whole server (every client); more are refused.
 const MAX_SERVER_IN_FLIGHT: usize = 8192;
+/// Most `tools/list` requests of one client waiting for tools still loading.
+const MAX_LISTINGS: usize = 64;
 
 /// One JSON-RPC message from the client, with its parameters left unparsed
 /// until the method says what they are.
@@ -91,6 +93,8 @@ pub(crate) struct Dispatcher {
     in_flight: Arc<Mutex<HashMap<RequestId, (u64, CancellationToken)>>>,
     /// Numbers the calls.
     calls: Arc<std::sync::atomic::AtomicU64>,
+    /// Listings being answered.
+    listings: Arc<std::sync::atomic::AtomicUsize>,
     /// Cancelled once the client is gone.
     closed: CancellationToken,
 }
@@ -102,6 +106,7 @@ impl Dispatcher {
             server: Arc::new(server),
             in_flight: Arc::default(),
             calls: Arc::default(),
+            listings: Arc::default(),
             closed: CancellationToken::new(),
         }
     }
@@ -156,10 +161,26 @@ impl Dispatcher {
 
     /// A listing (it may wait for tools still loading).
     fn list_tools(&self, cursor: Option<String>) -> Answer {
-        let server = self.server.clone();
+        use std::sync::atomic::Ordering;
+        if self.listings.fetch_add(1, Ordering::AcqRel) >= MAX_LISTINGS {
+            self.listings.fetch_sub(1, Ordering::AcqRel);
+            return Answer::Now(Box::new(Err(ErrorData::new(
+                ErrorCode::INTERNAL_ERROR,
+                format!("{MAX_LISTINGS} listings of this client are waiting already"),
+                None,
+            ))));
+        }
+        let (server, closed) = (self.server.clone(), self.closed.clone());
+        let listing = Listing(self.listings.clone());
         Answer::Later(Box::pin(async move {
-            let listed = server.list_tools_request(cursor.as_deref()).await;
-            Some(listed.map(ServerResult::ListToolsResult))
+            let _listing = listing;
+            tokio::select! {
+                // Nobody is left to read it.
+                () = closed.cancelled() => None,
+                listed = server.list_tools_request(cursor.as_deref()) => {
+                    Some(listed.map(ServerResult::ListToolsResult))
+                }
+            }
         }))
     }
 
@@ -265,6 +286,15 @@ impl Dispatcher {
         self.in_flight
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// One listing being answered; counted out when dropped.
+struct Listing(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Listing {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }
 }
 

@@ -16,6 +16,7 @@ mod http;
 mod server;
 mod stdio;
 mod streamable;
+mod wire;
 
 pub use content::{call_result, tool};
 pub use drain::{Drain, SHUTDOWN_GRACE};

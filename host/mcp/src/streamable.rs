@@ -10,19 +10,16 @@
 //! and writes the response, as stdio does.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
-use std::task::{Context, Poll};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
-use hyper::body::{Frame, Incoming};
-use rmcp::model::{ProgressNotification, ProtocolVersion, RequestId, ServerJsonRpcMessage};
+use hyper::body::Incoming;
+use rmcp::model::{ProgressNotification, RequestId, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use tokio::sync::mpsc;
@@ -31,11 +28,12 @@ use tokio_util::task::TaskTracker;
 use super::dispatch::{self, Answer, Dispatcher, Message, Notify};
 use super::gate::{Body, plain};
 use super::server::{McpServer, SendProgress};
+use super::wire::{
+    accepted, accepts, event, event_stream, header_mismatch, json, refuse_post, unknown_version,
+};
 
 /// The session header.
 const SESSION_ID: &str = "mcp-session-id";
-/// An open event stream sends a comment this often, so proxies keep it.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// Messages queued on one event stream; past this a slow reader loses the
 /// notifications (never a response).
 const STREAM_QUEUE: usize = 64;
@@ -378,7 +376,7 @@ impl Session {
         let (sender, receiver) = mpsc::channel(STREAM_QUEUE);
         *listener = Some(sender);
         drop(listener);
-        event_stream(receiver, Some(busy))
+        event_stream(receiver, Some(Box::new(busy)))
     }
 
     /// Sends notifications outside any request on the GET stream, while the
@@ -442,184 +440,9 @@ fn progress_sender(sender: mpsc::Sender<Bytes>) -> SendProgress {
     })
 }
 
-/// The refusal of a POST whose headers the transport does not allow.
-fn refuse_post(headers: &HeaderMap) -> Option<Response<Body>> {
-    if !accepts(headers, "application/json") || !accepts(headers, "text/event-stream") {
-        return Some(plain(
-            StatusCode::NOT_ACCEPTABLE,
-            "not acceptable: accept both application/json and text/event-stream",
-        ));
-    }
-    let json = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.split(';').next())
-        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"));
-    if !json {
-        return Some(plain(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported media type: send application/json",
-        ));
-    }
-    unknown_version(headers)
-}
-
-/// The refusal of an `MCP-Protocol-Version` header naming no known version.
-fn unknown_version(headers: &HeaderMap) -> Option<Response<Body>> {
-    let version = headers.get("mcp-protocol-version")?;
-    let known = version.to_str().ok().is_some_and(|version| {
-        ProtocolVersion::KNOWN_VERSIONS
-            .iter()
-            .any(|known| known.as_str() == version)
-    });
-    (!known).then(|| {
-        plain(
-            StatusCode::BAD_REQUEST,
-            &format!(
-                "bad request: unsupported MCP-Protocol-Version {:?}",
-                String::from_utf8_lossy(version.as_bytes())
-            ),
-        )
-    })
-}
-
-/// The refusal of a message its headers contradict: `Mcp-Method`, or the
-/// protocol version of an `initialize`.
-fn header_mismatch(headers: &HeaderMap, message: &Message<'_>) -> Option<Response<Body>> {
-    let method = message.method.as_deref();
-    if let Some(named) = headers.get("mcp-method")
-        && Some(named.as_bytes()) != method.map(str::as_bytes)
-    {
-        return Some(plain(
-            StatusCode::BAD_REQUEST,
-            "bad request: the Mcp-Method header does not match the message",
-        ));
-    }
-    if method == Some("initialize")
-        && let Some(version) = headers.get("mcp-protocol-version")
-    {
-        let requested = serde_json::from_str::<serde_json::Value>(message.params())
-            .ok()
-            .and_then(|params| params["protocolVersion"].as_str().map(str::to_owned));
-        if requested.as_deref().map(str::as_bytes) != Some(version.as_bytes()) {
-            return Some(plain(
-                StatusCode::BAD_REQUEST,
-                "bad request: the MCP-Protocol-Version header does not match initialize",
-            ));
-        }
-    }
-    None
-}
-
-/// Whether the `Accept` headers take `media` (a zero quality refuses it).
-fn accepts(headers: &HeaderMap, media: &str) -> bool {
-    headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .any(|range| {
-            let mut parts = range.split(';').map(str::trim);
-            let essence = parts.next().unwrap_or_default();
-            let refused = parts.any(|p| {
-                p.strip_prefix("q=")
-                    .is_some_and(|q| q.parse::<f32>().is_ok_and(|q| q <= 0.0))
-            });
-            !refused
-                && (essence.eq_ignore_ascii_case(media)
-                    || essence == "*/*"
-                    || essence.eq_ignore_ascii_case(&format!(
-                        "{}/*",
-                        media.split('/').next().unwrap_or_default()
-                    )))
-        })
-}
-
 fn session_not_found() -> Response<Body> {
     plain(
         StatusCode::NOT_FOUND,
         "not found: no such MCP session (it ended or expired); initialize a new one",
     )
-}
-
-fn json(message: &impl serde::Serialize) -> Response<Body> {
-    let body = serde_json::to_vec(message).unwrap_or_default();
-    let mut response = Response::new(Full::new(Bytes::from(body)).boxed());
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
-}
-
-fn accepted() -> Response<Body> {
-    let mut response = Response::new(Full::new(Bytes::new()).boxed());
-    *response.status_mut() = StatusCode::ACCEPTED;
-    response
-}
-
-/// One server-sent event carrying `message`.
-fn event(message: &impl serde::Serialize) -> Bytes {
-    let mut event = b"event: message\ndata: ".to_vec();
-    // serde_json writes no newlines, so the data is one line.
-    if serde_json::to_writer(&mut event, message).is_err() {
-        return Bytes::new();
-    }
-    event.extend_from_slice(b"\n\n");
-    Bytes::from(event)
-}
-
-/// An event stream of what `receiver` gets; `busy` is held while it is open.
-fn event_stream(receiver: mpsc::Receiver<Bytes>, busy: Option<Busy>) -> Response<Body> {
-    let body = EventStream {
-        receiver,
-        keep_alive: Box::pin(tokio::time::sleep(KEEP_ALIVE)),
-        _busy: busy,
-    };
-    let mut response = Response::new(BodyExt::boxed(body));
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    response
-}
-
-/// An event-stream body: the events sent to it, and a keep-alive comment
-/// when none came for a while; it ends when every sender is gone.
-struct EventStream {
-    receiver: mpsc::Receiver<Bytes>,
-    keep_alive: Pin<Box<tokio::time::Sleep>>,
-    _busy: Option<Busy>,
-}
-
-impl hyper::body::Body for EventStream {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        let this = &mut *self;
-        match this.receiver.poll_recv(cx) {
-            Poll::Ready(Some(event)) => {
-                let next = tokio::time::Instant::now() + KEEP_ALIVE;
-                this.keep_alive.as_mut().reset(next);
-                Poll::Ready(Some(Ok(Frame::data(event))))
-            }
-            Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => match this.keep_alive.as_mut().poll(cx) {
-                Poll::Ready(()) => {
-                    let next = tokio::time::Instant::now() + KEEP_ALIVE;
-                    this.keep_alive.as_mut().reset(next);
-                    Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
-                        b": keep-alive\n\n",
-                    )))))
-                }
-                Poll::Pending => Poll::Pending,
-            },
-        }
-    }
 }
