@@ -11,8 +11,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CancelledNotificationParam, EmptyResult, ErrorCode, ErrorData,
-    InitializeRequestParams, PaginatedRequestParams, ProtocolVersion, RequestId,
-    ServerJsonRpcMessage, ServerNotification, ServerResult,
+    InitializeRequestParams, PaginatedRequestParams, ProgressNotification,
+    ProgressNotificationParam, ProtocolVersion, RequestId, ServerJsonRpcMessage,
+    ServerNotification, ServerResult,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -40,6 +41,13 @@ pub(crate) struct Message<'a> {
 }
 
 impl<'a> Message<'a> {
+    /// Parses one message from raw bytes (an HTTP body).
+    pub fn parse_bytes(bytes: &'a [u8]) -> Result<Self, ErrorData> {
+        let text = std::str::from_utf8(bytes)
+            .map_err(|error| ErrorData::new(ErrorCode::PARSE_ERROR, error.to_string(), None))?;
+        Self::parse(text)
+    }
+
     /// Parses one message; a parse error is what JSON-RPC answers with.
     pub fn parse(text: &'a str) -> Result<Self, ErrorData> {
         // serde would take an array for the struct too.
@@ -296,6 +304,13 @@ impl Drop for Listing {
     fn drop(&mut self) {
         self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }
+}
+
+/// The `notifications/progress` message carrying `update`.
+pub(crate) fn progress_message(update: ProgressNotificationParam) -> ServerJsonRpcMessage {
+    ServerJsonRpcMessage::notification(ServerNotification::ProgressNotification(
+        ProgressNotification::new(update),
+    ))
 }
 
 /// The response message to request `id`.

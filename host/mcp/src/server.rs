@@ -468,12 +468,9 @@ impl McpServer {
     }
 }
 
-/// Sends one progress notification to the client.
-pub(crate) type SendProgress = Arc<
-    dyn Fn(ProgressNotificationParam) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>
-        + Send
-        + Sync,
->;
+/// Sends one progress notification to the client without waiting for it,
+/// so a call that ends (and stops its reports) never cuts one off.
+pub(crate) type SendProgress = Arc<dyn Fn(ProgressNotificationParam) + Send + Sync>;
 
 /// Sends `notifications/progress` every `interval` (elapsed seconds as the
 /// progress value) until dropped.
@@ -489,7 +486,7 @@ async fn report_progress(
         let seconds = (now - started).as_secs_f64();
         let update = ProgressNotificationParam::new(token.clone(), seconds)
             .with_message(format!("running for {seconds:.0} s"));
-        send(update).await;
+        send(update);
     }
 }
 
@@ -555,11 +552,11 @@ impl ServerHandler for McpServer {
             let peer = context.peer.clone();
             let send: SendProgress = Arc::new(move |update| {
                 let peer = peer.clone();
-                Box::pin(async move {
+                tokio::spawn(async move {
                     if let Err(error) = peer.notify_progress(update).await {
                         tracing::debug!(%error, "cannot send progress");
                     }
-                })
+                });
             });
             (token, send)
         });

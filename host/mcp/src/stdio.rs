@@ -16,10 +16,7 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use rmcp::model::{
-    ErrorCode, ErrorData, ProgressNotification, RequestId, ServerJsonRpcMessage,
-    ServerNotification, ServerResult,
-};
+use rmcp::model::{ErrorCode, ErrorData, RequestId, ServerJsonRpcMessage, ServerResult};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 use tokio_util::sync::CancellationToken;
@@ -245,18 +242,12 @@ impl Output {
 
     fn progress_sender(&self) -> SendProgress {
         let out = self.clone();
-        Arc::new(move |update| {
-            let out = out.clone();
-            let progress =
-                ServerNotification::ProgressNotification(ProgressNotification::new(update));
-            out.send_detached(ServerJsonRpcMessage::notification(progress));
-            Box::pin(std::future::ready(()))
-        })
+        Arc::new(move |update| out.send_detached(dispatch::progress_message(update)))
     }
 
-    /// Sends `message` from a task of its own: the caller may be dropped
-    /// (a call that ends stops its progress reports) without cutting a line
-    /// off half-written.
+    /// Sends `message` from a task of its own, so a caller that is dropped
+    /// (a connection's forwarding of tool changes ends) never cuts a line off
+    /// half-written.
     fn send_detached(&self, message: ServerJsonRpcMessage) {
         let out = self.clone();
         tokio::spawn(async move { out.send(&message).await });

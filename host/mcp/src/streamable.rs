@@ -19,7 +19,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::Incoming;
-use rmcp::model::{ProgressNotification, RequestId, ServerJsonRpcMessage};
+use rmcp::model::{RequestId, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use tokio::sync::mpsc;
@@ -97,9 +97,8 @@ impl Sessions {
             .headers()
             .get(SESSION_ID)
             .map(|id| id.to_str().ok().and_then(|id| self.find(id)));
-        if let Some(Some(_)) = &session
-            && let Some(refusal) = unknown_version(request.headers())
-        {
+        // Checked once for every request (rmcp checks the ones it serves).
+        if let Some(refusal) = unknown_version(request.headers()) {
             return refusal;
         }
         match (request.method().clone(), session) {
@@ -208,16 +207,7 @@ impl Sessions {
                 );
             }
         };
-        let message = std::str::from_utf8(&body)
-            .map_err(|error| {
-                rmcp::model::ErrorData::new(
-                    rmcp::model::ErrorCode::PARSE_ERROR,
-                    error.to_string(),
-                    None,
-                )
-            })
-            .and_then(Message::parse);
-        let message = match message {
+        let message = match Message::parse_bytes(&body) {
             Ok(message) => message,
             Err(error) => {
                 let mut response = json(&dispatch::unidentified_error(error));
@@ -430,13 +420,7 @@ impl Drop for Busy {
 /// Progress notifications on a call's own event stream.
 fn progress_sender(sender: mpsc::Sender<Bytes>) -> SendProgress {
     Arc::new(move |update| {
-        let sender = sender.clone();
-        Box::pin(async move {
-            let progress = rmcp::model::ServerNotification::ProgressNotification(
-                ProgressNotification::new(update),
-            );
-            let _ = sender.try_send(event(&ServerJsonRpcMessage::notification(progress)));
-        })
+        let _ = sender.try_send(event(&dispatch::progress_message(update)));
     })
 }
 

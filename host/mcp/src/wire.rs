@@ -39,7 +39,7 @@ pub(crate) fn refuse_post(headers: &HeaderMap) -> Option<Response<Body>> {
             "unsupported media type: send application/json",
         ));
     }
-    unknown_version(headers)
+    None
 }
 
 /// The refusal of an `MCP-Protocol-Version` header naming no known version.
