@@ -13,7 +13,8 @@ PYTHON  ?= python3
 POLY    := target/polyglot
 PY_VENV := target/py-venv
 JS_DEPS := example-tools/mdtable
-POLYGLOT := $(addprefix $(POLY)/,textstats.wasm fixture-py.wasm mdtable.wasm fixture-js.wasm)
+POLYGLOT := $(addprefix $(POLY)/,textstats.wasm fixture-py.wasm mdtable.wasm fixture-js.wasm \
+	run_python.wasm run_javascript.wasm)
 
 .PHONY: setup wasm-target host guests polyglot py-toolchain js-toolchain demo test test-mcp mcp-venv mcp-ts bench soak fuzz lint clean
 
@@ -55,10 +56,14 @@ $(POLY)/textstats.wasm: example-tools/textstats/app.py $(PY_SDK) $(PY_VENV)/.ins
 	$(call componentize-py,example-tools/textstats)
 $(POLY)/fixture-py.wasm: tests/fixture-py/app.py $(PY_SDK) $(PY_VENV)/.installed
 	$(call componentize-py,tests/fixture-py)
+$(POLY)/run_python.wasm: example-tools/run_python/app.py $(PY_SDK) $(PY_VENV)/.installed
+	$(call componentize-py,example-tools/run_python)
 $(POLY)/mdtable.wasm: example-tools/mdtable/app.js $(JS_SDK) $(JS_DEPS)/node_modules/.installed
 	$(call componentize-js,example-tools/mdtable/app.js)
 $(POLY)/fixture-js.wasm: tests/fixture-js/app.js $(JS_SDK) $(JS_DEPS)/node_modules/.installed
 	$(call componentize-js,tests/fixture-js/app.js)
+$(POLY)/run_javascript.wasm: example-tools/run_javascript/app.js $(JS_SDK) $(JS_DEPS)/node_modules/.installed
+	$(call componentize-js,example-tools/run_javascript/app.js)
 
 # $(call componentize-py,FOLDER): FOLDER/app.py with the helper -> $@
 define componentize-py
@@ -88,6 +93,14 @@ demo: setup
 	@$(BIN) call $(POLY)/textstats.wasm text_stats '{"text": "Tools run in sandboxes. Sandboxes keep tools honest."}'
 	@echo; echo "== a JavaScript tool (componentize-js): markdown_table =="
 	@$(BIN) call $(POLY)/mdtable.wasm markdown_table '{"rows": [{"tool": "calculate", "ms": 0.03}, {"tool": "text_stats", "ms": 1.2}]}'
+	@echo; echo "== run_python: code a model wrote, in the sandbox (files in /scratch come back) =="
+	@$(BIN) call $(POLY)/run_python.wasm run_python --scratch \
+	  '{"code": "import statistics\nxs = [3, 1, 4, 1, 5, 9, 2, 6]\nopen(\"sorted.txt\", \"w\").write(str(sorted(xs)))\nprint(\"mean\", statistics.mean(xs))\nstatistics.median(xs)"}'
+	@echo; echo "== run_javascript =="
+	@$(BIN) call $(POLY)/run_javascript.wasm run_javascript '{"code": "const words = \"the sandbox keeps the tool honest\".split(\" \");\nconsole.log(words.length, \"words\");\nwords.sort()"}'
+	@echo; echo "== contained: model code that reads /etc/passwd, then loops forever =="
+	@$(BIN) call $(POLY)/run_python.wasm run_python '{"code": "open(\"/etc/passwd\").read()"}' || true
+	@$(BIN) call $(POLY)/run_javascript.wasm run_javascript '{"code": "while (true) {}"}' --timeout 300ms || true
 	@echo; echo "== denied: write into a read-only grant =="
 	@$(BIN) call $(WASM)/files.wasm write_file '{"path": "/data/x.txt", "content": "x"}' --allow-dir $(DEMO)/data:/data:ro || true
 	@echo; echo "== denied: read outside every grant =="

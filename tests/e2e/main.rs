@@ -9,6 +9,7 @@ mod common;
 mod concurrency;
 mod hardening;
 mod hardening_cli;
+mod interpreters;
 mod loading;
 mod mcp;
 mod network;

@@ -10,7 +10,7 @@ use wasm_agent::{ByteSize, CallContext, ErrorKind, LoadOptions, Policy, ToolHost
 use crate::common::{TIMEOUT, host, root};
 
 /// A component built by `make polyglot` into `target/polyglot`.
-fn polyglot(name: &str) -> PathBuf {
+pub fn polyglot(name: &str) -> PathBuf {
     let path = root().join("target/polyglot").join(format!("{name}.wasm"));
     assert!(
         path.is_file(),

@@ -34,7 +34,7 @@ fn component(name: &str) -> PathBuf {
     built("wasm32-wasip2/release", name)
 }
 
-/// The Python and JavaScript fixtures.
+/// The Python and JavaScript tools.
 fn polyglot(name: &str) -> PathBuf {
     built("polyglot", name)
 }
@@ -53,16 +53,28 @@ fn millis(d: Duration) -> String {
 
 /// Sorted latencies of `calls` calls of `echo`, after `calls / 20` to warm up.
 async fn warm_latency(host: &ToolHost, calls: usize) -> Vec<Duration> {
+    warm_calls(host, "echo", r#"{"text":"hi"}"#, "hi", calls).await
+}
+
+/// Sorted latencies of `calls` calls of `tool` with `arguments`, each
+/// answering `expected`, after `calls / 20` to warm up.
+async fn warm_calls(
+    host: &ToolHost,
+    tool: &str,
+    arguments: &str,
+    expected: &str,
+    calls: usize,
+) -> Vec<Duration> {
     let context = CallContext::new();
     for _ in 0..calls / 20 {
-        host.call("echo", r#"{"text":"hi"}"#, &context).await;
+        host.call(tool, arguments, &context).await;
     }
     let mut samples = Vec::with_capacity(calls);
     for _ in 0..calls {
         let started = Instant::now();
-        let result = host.call("echo", r#"{"text":"hi"}"#, &context).await;
+        let result = host.call(tool, arguments, &context).await;
         samples.push(started.elapsed());
-        assert_eq!(result.content, "hi", "{result:?}");
+        assert_eq!(result.content, expected, "{result:?}");
     }
     samples.sort();
     samples
@@ -192,6 +204,27 @@ async fn main() {
         let warm = warm_latency(&host, POLYGLOT_CALLS).await;
         println!(
             "| {language} tool: warm call p50 / p99 of `echo` | {} / {} |",
+            millis(percentile(&warm, 0.50)),
+            millis(percentile(&warm, 0.99))
+        );
+    }
+    // The interpreters for model-written code: a whole `print(1 + 1)` round
+    // trip (fresh instance, parse, run, captured output).
+    for (name, code) in [
+        ("run_python", "print(1 + 1)"),
+        ("run_javascript", "console.log(1 + 1)"),
+    ] {
+        let host = ToolHost::builder()
+            .cache_dir(cache.path())
+            .build()
+            .expect("host");
+        host.load(&*polyglot(name), Policy::default())
+            .await
+            .expect("load");
+        let arguments = serde_json::json!({ "code": code }).to_string();
+        let warm = warm_calls(&host, name, &arguments, "stdout:\n2", POLYGLOT_CALLS).await;
+        println!(
+            "| {name}: `{code}` round trip p50 / p99 | {} / {} |",
             millis(percentile(&warm, 0.50)),
             millis(percentile(&warm, 0.99))
         );

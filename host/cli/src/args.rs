@@ -284,6 +284,10 @@ pub struct PolicyFlags {
     /// (default 64MiB).
     #[arg(long, value_name = "SIZE")]
     pub max_write: Option<ByteSize>,
+    /// Give each call a fresh, empty read-write folder at /scratch, removed
+    /// when the call ends (run_python returns the files left in it).
+    #[arg(long)]
+    pub scratch: bool,
 }
 
 impl PolicyFlags {
@@ -308,6 +312,7 @@ impl PolicyFlags {
             max_description: self.max_description,
             max_schema: self.max_schema,
             max_write: self.max_write,
+            scratch: self.scratch.then_some(true),
             http_headers: self.http_headers.iter().fold(
                 BTreeMap::<String, BTreeMap<String, String>>::new(),
                 |mut all, (pattern, name, value)| {
@@ -415,6 +420,7 @@ mod tests {
             "4KiB",
             "--max-write",
             "1MiB",
+            "--scratch",
         ])
         .unwrap();
         let Command::Call { host, .. } = cli.command else {

@@ -77,6 +77,9 @@ pub struct PolicyLayer {
     /// See [`Policy::max_write`](super::Policy::max_write).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_write: Option<ByteSize>,
+    /// See [`Policy::scratch`](super::Policy::scratch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scratch: Option<bool>,
 }
 
 /// Every key a [`PolicyLayer`] accepts (config sections are checked against it).
@@ -100,6 +103,7 @@ pub const LAYER_KEYS: &[&str] = &[
     "max_description",
     "max_schema",
     "max_write",
+    "scratch",
 ];
 
 impl PolicyLayer {
@@ -131,6 +135,7 @@ impl PolicyLayer {
             max_description,
             max_schema,
             max_write,
+            scratch,
         } = self;
         if let Some(timeout) = timeout {
             policy.timeout = *timeout;
@@ -162,6 +167,7 @@ impl PolicyLayer {
         replace(&mut policy.max_description, max_description);
         replace(&mut policy.max_schema, max_schema);
         replace(&mut policy.max_write, max_write);
+        replace(&mut policy.scratch, scratch);
         for (pattern, headers) in http_headers {
             policy
                 .http_headers
@@ -209,6 +215,7 @@ mod tests {
             max_description: Some(ByteSize(1)),
             max_schema: Some(ByteSize(1)),
             max_write: Some(ByteSize(1)),
+            scratch: Some(true),
         };
         let layer = serde_json::to_value(full_layer).unwrap();
         let mut layer_keys: Vec<_> = layer.as_object().unwrap().keys().cloned().collect();

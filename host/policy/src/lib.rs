@@ -90,6 +90,10 @@ pub struct Policy {
     /// Bytes one call may write into its read-write folders in all (default
     /// 64 MiB).
     pub max_write: ByteSize,
+    /// A fresh, empty read-write folder at `/scratch` for each call, removed
+    /// when the call ends (its writes count against `max_write`); off by
+    /// default.
+    pub scratch: bool,
 }
 
 impl std::fmt::Debug for Policy {
@@ -120,6 +124,7 @@ impl std::fmt::Debug for Policy {
             .field("max_description", &self.max_description)
             .field("max_schema", &self.max_schema)
             .field("max_write", &self.max_write)
+            .field("scratch", &self.scratch)
             .finish()
     }
 }
@@ -146,6 +151,7 @@ impl Default for Policy {
             max_description: ByteSize::kib(16),
             max_schema: ByteSize::kib(64),
             max_write: ByteSize::mib(64),
+            scratch: false,
         }
     }
 }
@@ -350,6 +356,11 @@ impl Policy {
     /// Sets how many bytes one call may write into its read-write folders.
     pub fn max_write(mut self, max_write: ByteSize) -> Self {
         self.max_write = max_write;
+        self
+    }
+    /// Gives each call a fresh, empty read-write folder at `/scratch`.
+    pub fn scratch(mut self, scratch: bool) -> Self {
+        self.scratch = scratch;
         self
     }
     /// Sets the largest parameters schema the component may list per tool.

@@ -72,14 +72,7 @@ pub(super) fn classify(
         return timed_out(policy.timeout);
     }
     if let Some(asked) = store.data().limiter.refused_growth() {
-        return CallError::new(
-            ErrorKind::MemoryLimit,
-            format!(
-                "the tool tried to use {} MiB of memory, more than the {} its policy allows (memory)",
-                asked.div_ceil(1 << 20),
-                policy.memory
-            ),
-        );
+        return memory_limit(asked, policy);
     }
     if let Some(ResourceTableError::Full) = find::<ResourceTableError>(error) {
         let limit = store.data().table.max_capacity();
@@ -131,6 +124,18 @@ fn header_limit(error: &wasmtime::Error) -> bool {
         let text = e.to_string();
         text == "total size of fields exceeds limit" || text == "too many fields in the field map"
     })
+}
+
+/// The error for a call that ended after its memory could not grow to `asked` bytes.
+pub(super) fn memory_limit(asked: usize, policy: &Policy) -> CallError {
+    CallError::new(
+        ErrorKind::MemoryLimit,
+        format!(
+            "the tool tried to use {} MiB of memory, more than the {} its policy allows (memory)",
+            asked.div_ceil(1 << 20),
+            policy.memory
+        ),
+    )
 }
 
 /// The error for a call that failed after the sandbox refused something.

@@ -16,6 +16,7 @@ mod log;
 mod net;
 mod output;
 mod returned;
+mod scratch;
 mod session_state;
 mod store;
 mod turns;
@@ -40,7 +41,9 @@ pub use output::Captured;
 
 use crate::bindings::{ToolkitPre, types};
 use crate::result::{Artifact, CallError, ErrorKind};
-use classify::{Interrupted, cancelled, classify, denied_error, timed_out, tool_error};
+use classify::{
+    Interrupted, cancelled, classify, denied_error, memory_limit, timed_out, tool_error,
+};
 use limits::CallLimiter;
 use output::CappedOutput;
 use store::CallState;
@@ -306,7 +309,7 @@ impl Sandbox {
         arguments: &str,
         context: &types::CallContext,
     ) -> Result<GuestOutput, CallError> {
-        let (answer, denied) = self
+        let (answer, after) = self
             .run(component, policy, host, async |toolkit, store| {
                 toolkit
                     .wasm_agent_tool_tool()
@@ -314,8 +317,23 @@ impl Sandbox {
                     .await
             })
             .await?;
-        let output = answer.map_err(|error| match (denied, tool_error(error)) {
-            (Some(denied), error) if error.kind == ErrorKind::Failed => denied_error(&denied),
+        // A tool that fails after the sandbox refused it something (memory
+        // that could not grow, a capability) failed because of that refusal.
+        let output = answer.map_err(|error| match (after, tool_error(error)) {
+            (
+                After {
+                    memory: Some(asked),
+                    ..
+                },
+                error,
+            ) if error.kind == ErrorKind::Failed => memory_limit(asked, policy),
+            (
+                After {
+                    denied: Some(denied),
+                    ..
+                },
+                error,
+            ) if error.kind == ErrorKind::Failed => denied_error(&denied),
             (_, error) => returned::check_error(error, policy),
         })?;
         returned::check_output(&output, policy)?;
@@ -341,7 +359,7 @@ impl Sandbox {
         policy: &CallPolicy,
         host: HostImports,
         body: impl AsyncFnOnce(&crate::bindings::Toolkit, &mut Store<CallState>) -> wasmtime::Result<R>,
-    ) -> Result<(R, Option<denials::Denial>), CallError> {
+    ) -> Result<(R, After), CallError> {
         let cancellation = host.cancellation.clone();
         let deadline = host.deadline;
         let timeout = policy.timeout;
@@ -376,7 +394,13 @@ impl Sandbox {
         forward_output(&log_target.0, &log_target.1, "stderr", &stderr);
 
         match outcome {
-            Some(Ok(value)) => Ok((value, denials.first())),
+            Some(Ok(value)) => Ok((
+                value,
+                After {
+                    denied: denials.first(),
+                    memory: store.data().limiter.refused_growth(),
+                },
+            )),
             _ if cancellation.is_cancelled() => Err(cancelled()),
             None => Err(timed_out(timeout)),
             Some(Err(error)) => Err(classify(&error, &store, policy, &stderr)),
@@ -395,12 +419,23 @@ impl Sandbox {
         stderr: &CappedOutput,
         denials: denials::Denials,
     ) -> Result<Store<CallState>, CallError> {
+        let scratch = policy
+            .scratch
+            .then(scratch::Scratch::create)
+            .transpose()
+            .map_err(|e| {
+                CallError::new(
+                    ErrorKind::CapabilityDenied,
+                    format!("the host cannot create the call's scratch folder: {e}"),
+                )
+            })?;
         let wasi = wasi::build(
             policy,
             policy.network.clone(),
             stdout.clone(),
             stderr.clone(),
             denials.clone(),
+            scratch.as_ref(),
         )
         .map_err(|e| CallError::new(ErrorKind::CapabilityDenied, e))?;
         let deadline = host.deadline;
@@ -426,6 +461,7 @@ impl Sandbox {
                 credentials: policy.policy.clone(),
             },
             denials,
+            _scratch: scratch,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
@@ -449,6 +485,13 @@ impl Sandbox {
         });
         Ok(store)
     }
+}
+
+/// What the sandbox refused a guest run that returned: the first denied
+/// capability, and the memory size it could not grow to.
+struct After {
+    denied: Option<denials::Denial>,
+    memory: Option<usize>,
 }
 
 /// Why [`Sandbox::load_file`] failed.

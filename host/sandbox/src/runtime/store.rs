@@ -9,6 +9,7 @@ use super::denials::Denials;
 use super::http::PolicyHooks;
 use super::imports::HostImports;
 use super::limits::CallLimiter;
+use super::scratch::Scratch;
 use super::turns::CallTurn;
 use super::writes::WriteBudget;
 
@@ -26,6 +27,9 @@ pub struct CallState {
     pub(super) denials: Denials,
     /// Its place among long calls taking turns on the cores.
     pub(super) turn: CallTurn,
+    /// Its scratch folder, when the policy grants one (last, so that it is
+    /// removed after the files open in it are closed).
+    pub(super) _scratch: Option<Scratch>,
 }
 
 impl WasiHttpView for CallState {

@@ -11,6 +11,7 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 use super::denials::Denials;
 use super::net::NetworkPolicy;
 use super::output::CappedOutput;
+use super::scratch::{self, Scratch};
 use wasm_agent_policy::{DirMode, Policy};
 
 /// Builds the WASI context for `policy`.
@@ -20,6 +21,7 @@ pub fn build(
     stdout: CappedOutput,
     stderr: CappedOutput,
     denials: Denials,
+    scratch: Option<&Scratch>,
 ) -> Result<WasiCtx, String> {
     let sockets = network.has_scheme("tcp") || network.has_scheme("udp");
     let mut builder = WasiCtxBuilder::new();
@@ -88,6 +90,11 @@ pub fn build(
                     grant.host.display()
                 )
             })?;
+    }
+    if let Some(folder) = scratch {
+        builder
+            .preopened_dir(folder.path(), scratch::GUEST_PATH, FsPerms::ReadWrite)
+            .map_err(|e| format!("cannot open the scratch folder: {e}"))?;
     }
     Ok(builder.build())
 }

@@ -1,0 +1,229 @@
+"""run_python: runs Python code that a model wrote, inside the sandbox.
+
+The code runs in CPython (componentize-py's runtime) in a fresh instance per
+call, under the tool's policy like any other tool: time, fuel, memory, output
+and write limits, files only where granted, network only where granted, no
+environment. The result is what the code printed (stdout, then stderr, each
+capped and marked when cut) and the value of its last expression; an
+exception or a syntax error fails the call with the traceback, so the model
+can fix its code. With a scratch folder granted (``--scratch``), the code
+starts in ``/scratch`` and the files it leaves there come back as artifacts.
+
+Only standard modules imported below are inside the component: imports of
+others fail with ``ModuleNotFoundError``.
+"""
+
+import ast
+import linecache
+import mimetypes
+import os
+import sys
+import traceback
+
+# The standard modules the code may import (only modules imported while
+# building are inside the component).
+import abc  # noqa: F401
+import array  # noqa: F401
+import base64  # noqa: F401
+import bisect  # noqa: F401
+import calendar  # noqa: F401
+import cmath  # noqa: F401
+import collections  # noqa: F401
+import collections.abc  # noqa: F401
+import colorsys  # noqa: F401
+import contextlib  # noqa: F401
+import copy  # noqa: F401
+import csv  # noqa: F401
+import dataclasses  # noqa: F401
+import datetime  # noqa: F401
+import decimal  # noqa: F401
+import difflib  # noqa: F401
+import enum  # noqa: F401
+import fnmatch  # noqa: F401
+import fractions  # noqa: F401
+import functools  # noqa: F401
+import hashlib  # noqa: F401
+import heapq  # noqa: F401
+import html  # noqa: F401
+import io
+import itertools  # noqa: F401
+import json  # noqa: F401
+import math  # noqa: F401
+import numbers  # noqa: F401
+import operator  # noqa: F401
+import pathlib  # noqa: F401
+import pprint  # noqa: F401
+import random  # noqa: F401
+import re  # noqa: F401
+import shlex  # noqa: F401
+import statistics  # noqa: F401
+import string  # noqa: F401
+import struct  # noqa: F401
+import textwrap  # noqa: F401
+import time  # noqa: F401
+import typing  # noqa: F401
+import unicodedata  # noqa: F401
+import urllib.parse  # noqa: F401
+import uuid  # noqa: F401
+import zlib  # noqa: F401
+from typing import Annotated
+
+from wasm_agent_tool import Output, ToolError, tool, Toolkit
+
+#: Characters of stdout and of stderr kept (the rest is counted).
+STDOUT_KEPT = 32 * 1024
+STDERR_KEPT = 8 * 1024
+#: Characters of the last expression's repr() kept.
+VALUE_KEPT = 8 * 1024
+#: The scratch folder the host preopens when the policy grants one.
+SCRATCH = "/scratch"
+#: Files, and bytes in all, returned from the scratch folder.
+MAX_FILES = 32
+MAX_FILE_BYTES = 512 * 1024
+#: The file name tracebacks show for the code.
+SOURCE = "<code>"
+
+
+class CappedText(io.TextIOBase):
+    """A text stream that keeps its first ``limit`` characters and counts the rest."""
+
+    def __init__(self, limit):
+        self.limit = limit
+        self.parts = []
+        self.kept = 0
+        self.cut = 0
+
+    def writable(self):
+        return True
+
+    def write(self, text):
+        text = str(text)
+        room = self.limit - self.kept
+        if room > 0:
+            piece = text[:room]
+            self.parts.append(piece)
+            self.kept += len(piece)
+        self.cut += max(0, len(text) - max(room, 0))
+        return len(text)
+
+    def text(self):
+        joined = "".join(self.parts)
+        if self.cut:
+            joined += f"\n[... {self.cut:,} more characters cut]"
+        return joined
+
+
+def _split_last_expression(tree):
+    """The module without its last statement when that is an expression, and the expression."""
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = tree.body.pop()
+        return tree, ast.Expression(last.value)
+    return tree, None
+
+
+def _user_traceback(error):
+    """The traceback of ``error`` from the first frame of the model's code on."""
+    frames = traceback.extract_tb(error.__traceback__)
+    first = next((i for i, f in enumerate(frames) if f.filename == SOURCE), len(frames))
+    shown = traceback.TracebackException.from_exception(error)
+    shown.stack = traceback.StackSummary.from_list(frames[first:])
+    return "".join(shown.format())
+
+
+def _report(stdout, stderr, value=None):
+    parts = []
+    if stdout.kept or stdout.cut:
+        parts.append("stdout:\n" + stdout.text().rstrip("\n"))
+    if stderr.kept or stderr.cut:
+        parts.append("stderr:\n" + stderr.text().rstrip("\n"))
+    if value is not None:
+        parts.append("value:\n" + value)
+    return "\n\n".join(parts)
+
+
+def _scratch_files():
+    """The files under the scratch folder, as (relative path, bytes) up to the caps."""
+    if not os.path.isdir(SCRATCH):
+        return [], []
+    found, skipped, total = [], [], 0
+    for folder, dirs, files in os.walk(SCRATCH):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(folder, name)
+            relative = os.path.relpath(path, SCRATCH)
+            try:
+                size = os.path.getsize(path)
+                if len(found) >= MAX_FILES or total + size > MAX_FILE_BYTES:
+                    skipped.append(relative)
+                    continue
+                with open(path, "rb") as file:
+                    data = file.read(MAX_FILE_BYTES - total + 1)
+            except OSError:
+                skipped.append(relative)
+                continue
+            total += len(data)
+            found.append((relative, data))
+    return found, skipped
+
+
+def _with_files(output):
+    files, skipped = _scratch_files()
+    lines = [f"- {name} ({len(data):,} bytes)" for name, data in files]
+    lines += [f"- {name} (not returned: over {MAX_FILES} files or {MAX_FILE_BYTES // 1024} KiB)"
+              for name in skipped]
+    if lines:
+        listing = "files in /scratch:\n" + "\n".join(lines)
+        output.content = f"{output.content}\n\n{listing}" if output.content else listing
+    for name, data in files:
+        mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        output.with_bytes(f"file:{name}", mime, data)
+    return output
+
+
+@tool(open_world=False)
+def run_python(
+    code: Annotated[str, "Python 3 source to run. The value of its last expression is returned "
+                         "beside what it prints."],
+    stdin: Annotated[str, "Text the code reads from standard input."] = "",
+) -> Output:
+    """Run Python code in a sandbox and return what it printed and the value of
+    its last expression. Standard modules such as json, re, math, statistics,
+    datetime, collections, itertools, decimal, csv and random are available;
+    there is no network, no subprocess and no file outside granted folders.
+    An exception or a syntax error fails the call with its traceback."""
+    try:
+        tree = ast.parse(code, SOURCE, "exec")
+    except SyntaxError as error:
+        raise ToolError("".join(traceback.format_exception_only(error)).rstrip("\n")) from None
+    linecache.cache[SOURCE] = (len(code), None, code.splitlines(True), SOURCE)
+    body, last = _split_last_expression(tree)
+    stdout, stderr = CappedText(STDOUT_KEPT), CappedText(STDERR_KEPT)
+    saved = sys.stdin, sys.stdout, sys.stderr
+    sys.stdin, sys.stdout, sys.stderr = io.StringIO(stdin), stdout, stderr
+    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    value = None
+    if os.path.isdir(SCRATCH):
+        os.chdir(SCRATCH)
+    try:
+        exec(compile(body, SOURCE, "exec"), namespace)
+        if last is not None:
+            result = eval(compile(last, SOURCE, "eval"), namespace)
+            if result is not None:
+                value = CappedText(VALUE_KEPT)
+                value.write(repr(result))
+                value = value.text()
+    except SystemExit as exit:
+        if exit.code not in (None, 0):
+            sys.stdin, sys.stdout, sys.stderr = saved
+            raise ToolError(_report(stdout, stderr) + f"\n\nexited with status {exit.code}") from None
+    except BaseException as error:  # noqa: BLE001  the model's code may raise anything
+        sys.stdin, sys.stdout, sys.stderr = saved
+        report = _report(stdout, stderr)
+        trace = _user_traceback(error).rstrip("\n")
+        raise ToolError(f"{report}\n\n{trace}" if report else trace) from None
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved
+    return _with_files(Output(_report(stdout, stderr, value) or "(no output)"))
+
+
+Tool = Toolkit.export()

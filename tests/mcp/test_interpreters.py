@@ -1,0 +1,57 @@
+"""run_python and run_javascript served over MCP: a model's code runs in the
+sandbox, its output and files come back, and hostile code is an error result
+after which the server answers the next call."""
+
+from __future__ import annotations
+
+import mcp_types as types
+import pytest
+
+from conftest import REPO_ROOT, dump, text_of
+
+pytestmark = pytest.mark.anyio
+
+PYTHON = REPO_ROOT / "target/polyglot/run_python.wasm"
+JAVASCRIPT = REPO_ROOT / "target/polyglot/run_javascript.wasm"
+
+
+async def test_code_runs_and_its_output_value_and_files_come_back(open_session):
+    async with open_session("--tools", PYTHON, "--tools", JAVASCRIPT, "--scratch") as session:
+        listed = {tool.name: tool for tool in (await session.list_tools()).tools}
+        assert set(listed) == {"run_python", "run_javascript"}
+        assert listed["run_python"].input_schema["required"] == ["code"]
+
+        code = "import json\nopen('rows.json', 'w').write(json.dumps([1, 2]))\nprint('wrote')\n6 * 7"
+        result = await session.call_tool("run_python", {"code": code})
+        assert result.is_error is False, dump(result)
+        text = text_of(result)
+        assert text.startswith("stdout:\nwrote\n\nvalue:\n42"), text
+        assert "rows.json (6 bytes)" in text, text
+        files = [b for b in result.content if isinstance(b, types.EmbeddedResource)]
+        assert len(files) == 1, dump(result)
+        assert files[0].resource.mime_type == "application/json"
+        assert result.structured_content == {"file:rows.json": [1, 2]}, dump(result)
+
+        result = await session.call_tool("run_javascript", {"code": "[3, 1, 2].sort()"})
+        assert result.is_error is False, dump(result)
+        assert text_of(result) == "value:\n[1, 2, 3]"
+
+
+@pytest.mark.parametrize(
+    ("tool", "code", "needle"),
+    [
+        ("run_python", "while True: pass", "timeout"),
+        ("run_python", "import socket", "No module named 'socket'"),
+        ("run_python", "x = bytearray(1 << 30)", "memory"),
+        ("run_javascript", "while (true) {}", "timeout"),
+        ("run_javascript", "await fetch('http://127.0.0.1:9/')", "no network access"),
+    ],
+)
+async def test_hostile_code_is_an_error_result_and_the_server_goes_on(open_session, tool, code, needle):
+    async with open_session("--tools", PYTHON, "--tools", JAVASCRIPT, "--timeout", "1s") as session:
+        result = await session.call_tool(tool, {"code": code})
+        assert result.is_error is True, dump(result)
+        assert needle in text_of(result), dump(result)
+        again = await session.call_tool(tool, {"code": "1 + 1"})
+        assert again.is_error is False, dump(again)
+        assert text_of(again) == "value:\n2", dump(again)
