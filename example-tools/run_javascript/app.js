@@ -12,7 +12,9 @@
 //
 // Built with componentize-js (see README.md).
 
-import { defineTool, exportTools, Output, ToolError } from '../../guest-sdk/js/wasm-agent-tool.js';
+import {
+  defineTool, exportTools, host, Output, ToolCallError, ToolError,
+} from '../../guest-sdk/js/wasm-agent-tool.js';
 
 /** Characters of stdout and of stderr kept (the rest is counted). */
 const STDOUT_KEPT = 32 * 1024;
@@ -175,13 +177,43 @@ globalThis.fetch = async () => {
   throw new TypeError('fetch is not available: run_javascript has no network access');
 };
 
+/** The host's tools this code may call, as functions of one object argument
+ * that return the tool's text (`tools.calculate({ expression: '2+2' })`;
+ * `await` works too). A failure throws a ToolCallError. `tools.help` lists
+ * them with their descriptions and parameters. */
+function toolFunctions() {
+  const specs = host.callableTools();
+  const tools = {};
+  for (const spec of specs) {
+    const call = (args = {}) => host.callTool(spec.name, args).content;
+    Object.defineProperty(call, 'name', { value: spec.name });
+    call.description = spec.description;
+    call.parameters = spec.parameters;
+    tools[spec.name] = call;
+  }
+  Object.defineProperty(tools, 'help', {
+    enumerable: false,
+    value: specs.map((spec) => `${spec.name}(${JSON.stringify(spec.parameters)}): ${spec.description}`).join('\n'),
+  });
+  // A tool not granted is still asked for: the host refuses it with
+  // capability_denied, naming the grant that would allow it.
+  return new Proxy(Object.freeze(tools), {
+    get(target, name) {
+      if (name in target || typeof name !== 'string' || name === 'then') return target[name];
+      return (args = {}) => host.callTool(name, args).content;
+    },
+  });
+}
+
 const runJavascript = defineTool({
   name: 'run_javascript',
   description: 'Run JavaScript in a sandbox and return what it logged (console.log) and the value '
     + 'of its last expression. Top-level await works (then return the value). Standard '
     + 'built-ins (JSON, Math, Date, RegExp, Map, Set, typed arrays, BigInt) are available; '
-    + 'there is no Intl, no network, no file system and no require or import. An exception or a '
-    + 'syntax error fails the call with its message and stack.',
+    + 'there is no Intl, no network, no file system and no require or import. The host\'s tools '
+    + 'granted to it are functions of `tools` (`tools.calculate({expression: "2+2"})` returns the '
+    + 'tool\'s text; a failure throws ToolCallError). An exception or a syntax error fails the '
+    + 'call with its message and stack.',
   parameters: {
     type: 'object',
     properties: {
@@ -204,6 +236,8 @@ const runJavascript = defineTool({
     const stderr = new CappedText(STDERR_KEPT);
     const restore = capture(stdout, stderr);
     globalThis.stdin = stdin;
+    globalThis.tools = toolFunctions();
+    globalThis.ToolCallError = ToolCallError;
     let value;
     try {
       const result = await evaluate(code);

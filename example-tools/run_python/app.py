@@ -68,7 +68,9 @@ import uuid  # noqa: F401
 import zlib  # noqa: F401
 from typing import Annotated
 
-from wasm_agent_tool import Output, ToolError, tool, Toolkit
+import inspect
+
+from wasm_agent_tool import Output, ToolCallError, ToolError, host, tool, Toolkit
 
 #: Characters of stdout and of stderr kept (the rest is counted).
 STDOUT_KEPT = 32 * 1024
@@ -82,6 +84,8 @@ MAX_FILES = 32
 MAX_FILE_BYTES = 512 * 1024
 #: The file name tracebacks show for the code.
 SOURCE = "<code>"
+#: Files whose frames tracebacks leave out.
+OWN_FILES = ("app.py", "wasm_agent_tool.py")
 
 
 class CappedText(io.TextIOBase):
@@ -125,8 +129,10 @@ def _user_traceback(error):
     """The traceback of ``error`` from the first frame of the model's code on."""
     frames = traceback.extract_tb(error.__traceback__)
     first = next((i for i, f in enumerate(frames) if f.filename == SOURCE), len(frames))
+    # Frames of this tool and its helper (a tool function's) are noise to the model.
+    ours = [f for f in frames[first:] if not f.filename.endswith(OWN_FILES)]
     shown = traceback.TracebackException.from_exception(error)
-    shown.stack = traceback.StackSummary.from_list(frames[first:])
+    shown.stack = traceback.StackSummary.from_list(ours)
     return "".join(shown.format())
 
 
@@ -180,6 +186,94 @@ def _with_files(output):
     return output
 
 
+#: Python annotations of JSON Schema types, for the tool functions' signatures.
+JSON_TYPES = {"string": str, "integer": int, "number": float, "boolean": bool,
+              "array": list, "object": dict, "null": type(None)}
+
+
+class ToolResult(str):
+    """What a tool called from the code returned: its text, with ``.artifacts``."""
+
+    artifacts = ()
+
+
+def _tool_function(spec):
+    """A Python function that calls the host's tool ``spec`` with keyword
+    arguments (or one dict), with the tool's docs and signature."""
+    name = spec["name"]
+    schema = spec["parameters"] if isinstance(spec["parameters"], dict) else {}
+    properties = schema.get("properties") or {}
+    required = set(schema.get("required") or [])
+
+    def call(arguments=None, /, **kwargs):
+        output = host.call_tool(name, arguments, **kwargs)
+        result = ToolResult(output.content)
+        result.artifacts = tuple(output.artifacts)
+        return result
+
+    parameters = []
+    for key, prop in properties.items():
+        if not key.isidentifier():
+            continue
+        kind = prop.get("type") if isinstance(prop, dict) else None
+        annotation = JSON_TYPES.get(kind, inspect.Parameter.empty) if isinstance(kind, str) else inspect.Parameter.empty
+        default = inspect.Parameter.empty if key in required else prop.get("default", None)
+        parameters.append(inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY,
+                                            default=default, annotation=annotation))
+    call.__signature__ = inspect.Signature(parameters, return_annotation=str)
+    call.__name__ = call.__qualname__ = name.replace("-", "_")
+    docs = [spec["description"]]
+    for key, prop in properties.items():
+        if isinstance(prop, dict) and prop.get("description"):
+            docs.append(f"{key}: {prop['description']}")
+    call.__doc__ = "\n".join(docs)
+    return call
+
+
+def _help(thing=None):
+    """help() without pydoc: the signature and docs of a tool function (or
+    any object), or the list of tools."""
+    if thing is None:
+        print("tools: the host's tools granted to this code; help(tools.NAME) for one")
+        return
+    name = getattr(thing, "__name__", type(thing).__name__)
+    try:
+        signature = str(inspect.signature(thing))
+    except (TypeError, ValueError):
+        signature = ""
+    print(f"{name}{signature}")
+    if thing.__doc__:
+        print(inspect.cleandoc(thing.__doc__))
+
+
+class Tools:
+    """The host's tools this code may call: ``tools.calculate(expression="2+2")``,
+    or ``tools["json-query"](...)`` for names that are not identifiers.
+    ``help(tools.calculate)`` shows a tool's description and parameters."""
+
+    def __init__(self, specs):
+        self._functions = {spec["name"]: _tool_function(spec) for spec in specs}
+        for name, function in self._functions.items():
+            setattr(self, name.replace("-", "_"), function)
+
+    def __getitem__(self, name):
+        return self._functions.get(name) or _tool_function(
+            {"name": name, "description": "", "parameters": {}})
+
+    def __getattr__(self, name):
+        # A tool not granted is still asked for: the host refuses it with
+        # capability_denied, naming the grant that would allow it.
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self[name]
+
+    def __iter__(self):
+        return iter(self._functions)
+
+    def __repr__(self):
+        return f"<tools: {', '.join(self._functions) or 'none granted'}>"
+
+
 @tool(open_world=False)
 def run_python(
     code: Annotated[str, "Python 3 source to run. The value of its last expression is returned "
@@ -190,7 +284,10 @@ def run_python(
     its last expression. Standard modules such as json, re, math, statistics,
     datetime, collections, itertools, decimal, csv and random are available;
     there is no network, no subprocess and no file outside granted folders.
-    An exception or a syntax error fails the call with its traceback."""
+    The host's tools granted to it are functions of ``tools``
+    (``tools.calculate(expression="2+2")`` returns the tool's text; a failure
+    raises ToolCallError). An exception or a syntax error fails the call with
+    its traceback."""
     try:
         tree = ast.parse(code, SOURCE, "exec")
     except SyntaxError as error:
@@ -200,7 +297,9 @@ def run_python(
     stdout, stderr = CappedText(STDOUT_KEPT), CappedText(STDERR_KEPT)
     saved = sys.stdin, sys.stdout, sys.stderr
     sys.stdin, sys.stdout, sys.stderr = io.StringIO(stdin), stdout, stderr
-    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    namespace = {"__name__": "__main__", "__builtins__": __builtins__,
+                 "tools": Tools(host.callable_tools()), "ToolCallError": ToolCallError,
+                 "help": _help}
     value = None
     if os.path.isdir(SCRATCH):
         os.chdir(SCRATCH)

@@ -23,7 +23,7 @@
 // a string or an Output (or a promise of one); throwing a ToolError fails the
 // call with its message, any other exception fails it with "Name: message".
 
-import * as wit from 'wasm-agent:tool/host@0.1.1';
+import * as wit from 'wasm-agent:tool/host@0.1.2';
 
 const NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const LEVELS = ['trace', 'debug', 'info', 'warn', 'error'];
@@ -35,6 +35,19 @@ export class ToolError extends Error {
     super(String(message));
     this.name = 'ToolError';
     this.kind = 'failed';
+  }
+}
+
+/** A call of another tool (host.callTool) that did not succeed; `errorKind`
+ * is the host's kind (capability_denied, invalid_arguments, denied, failed,
+ * timeout, ...). Thrown on, it fails this tool's call with its message. */
+export class ToolCallError extends ToolError {
+  constructor(tool, errorKind, message) {
+    super(`${tool}: ${errorKind}: ${message}`);
+    this.name = 'ToolCallError';
+    this.tool = tool;
+    this.errorKind = errorKind;
+    this.detail = message;
   }
 }
 
@@ -295,6 +308,42 @@ export const host = {
   /** True once the call was cancelled or hit its deadline; check it in long loops. */
   cancelled() {
     return wit.cancelled();
+  },
+
+  /** The host's tools this tool may call with callTool (those its policy
+   * grants in call_tools): `{ name, description, parameters, annotations }`. */
+  callableTools() {
+    return wit.callableTools().map((spec) => {
+      let parameters = {};
+      try {
+        parameters = JSON.parse(spec.parameters);
+      } catch {
+        // A host always sends JSON; keep going with no schema otherwise.
+      }
+      const flags = spec.annotations ?? {};
+      return {
+        name: spec.name,
+        description: spec.description,
+        parameters,
+        annotations: ANNOTATIONS.filter((key) => flags[key]),
+      };
+    });
+  },
+
+  /** Calls the host's tool `name` with `args` (an object) on the path a call
+   * from the agent takes (validation, approval, that tool's policy); returns
+   * `{ content, artifacts }` or throws a ToolCallError. */
+  callTool(name, args = {}) {
+    let output;
+    try {
+      output = wit.callTool(name, toJson(args, `the arguments for tool ${JSON.stringify(name)}`));
+    } catch (error) {
+      if (error && Object.hasOwn(error, 'payload')) {
+        throw new ToolCallError(name, error.payload.kind, error.payload.message);
+      }
+      throw error;
+    }
+    return { content: output.content, artifacts: output.artifacts };
   },
 
   /** Hands a sub-task to the host's agent `agent`; returns its answer or throws

@@ -49,7 +49,7 @@ except ImportError:  # Plain CPython, e.g. unit tests.
 
 __all__ = [
     "tool", "FunctionTool", "Toolkit", "Output", "Artifact", "ToolError",
-    "InvalidArguments", "Context", "host", "coerce",
+    "ToolCallError", "InvalidArguments", "Context", "host", "coerce",
 ]
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
@@ -67,6 +67,19 @@ class ToolError(Exception):
     def __init__(self, message):
         super().__init__(message)
         self.message = str(message)
+
+
+class ToolCallError(ToolError):
+    """A call of another tool (:meth:`host.call_tool <_Host.call_tool>`) that
+    did not succeed. ``error_kind`` is the host's kind (``capability_denied``,
+    ``invalid_arguments``, ``denied``, ``failed``, ``timeout``, ...); raised
+    on, it fails this tool's call with its message."""
+
+    def __init__(self, tool, error_kind, message):
+        super().__init__(f"{tool}: {error_kind}: {message}")
+        self.tool = tool
+        self.error_kind = error_kind
+        self.detail = message
 
 
 class InvalidArguments(ToolError):
@@ -467,11 +480,16 @@ class Toolkit:
         return toolkit if _exports is None else _exported_class(toolkit)
 
 
+def _annotation_flags():
+    """The WIT annotation flags by the names tools use for them."""
+    return {"read_only": _wit.Annotations.READ_ONLY,
+            "destructive": _wit.Annotations.DESTRUCTIVE,
+            "idempotent": _wit.Annotations.IDEMPOTENT,
+            "open_world": _wit.Annotations.OPEN_WORLD}
+
+
 def _exported_class(toolkit):
-    flags = {"read_only": _wit.Annotations.READ_ONLY,
-             "destructive": _wit.Annotations.DESTRUCTIVE,
-             "idempotent": _wit.Annotations.IDEMPOTENT,
-             "open_world": _wit.Annotations.OPEN_WORLD}
+    flags = _annotation_flags()
     specs = []
     for item in toolkit.tools.values():
         annotations = _wit.Annotations(0)
@@ -603,6 +621,42 @@ class _Host:
             if _Err is not None and isinstance(error, _Err):
                 raise ToolError(str(error.value)) from None
             raise
+
+
+    def callable_tools(self):
+        """The host's tools this tool may call with :meth:`call_tool` (those its
+        policy grants in ``call_tools``), as dicts with ``name``,
+        ``description``, ``parameters`` (the JSON Schema) and ``annotations``."""
+        specs = []
+        for spec in _wit_host_or_fail().callable_tools():
+            try:
+                parameters = json.loads(spec.parameters)
+            except ValueError:
+                parameters = {}
+            flags = spec.annotations
+            names = [name for name, flag in _annotation_flags().items() if flags & flag]
+            specs.append({"name": spec.name, "description": spec.description,
+                          "parameters": parameters, "annotations": names})
+        return specs
+
+    def call_tool(self, name, arguments=None, **kwargs):
+        """Calls the host's tool ``name`` with ``arguments`` (a dict) or keyword
+        arguments, on the path a call from the agent takes (validation,
+        approval, that tool's policy); returns its :class:`Output`. Raises
+        :class:`ToolCallError` (with the host's ``error_kind``) when it fails or
+        this tool's policy does not grant it."""
+        arguments = dict(arguments or {}, **kwargs)
+        text = json.dumps(arguments, ensure_ascii=False, allow_nan=False)
+        try:
+            output = _wit_host_or_fail().call_tool(name, text)
+        except Exception as error:
+            if _Err is not None and isinstance(error, _Err):
+                raise ToolCallError(name, error.value.kind, error.value.message) from None
+            raise
+        result = Output(output.content)
+        for artifact in output.artifacts:
+            result.artifacts.append(Artifact(artifact.kind, artifact.data, artifact.mime_type))
+        return result
 
 
 host = _Host()

@@ -5,6 +5,7 @@
 mod agent;
 mod agent_cli;
 mod cli;
+mod code_mode;
 mod common;
 mod concurrency;
 mod hardening;

@@ -7,7 +7,7 @@ from __future__ import annotations
 import mcp_types as types
 import pytest
 
-from conftest import REPO_ROOT, dump, text_of
+from conftest import REPO_ROOT, dump, text_of, wasm
 
 pytestmark = pytest.mark.anyio
 
@@ -55,3 +55,55 @@ async def test_hostile_code_is_an_error_result_and_the_server_goes_on(open_sessi
         again = await session.call_tool(tool, {"code": "1 + 1"})
         assert again.is_error is False, dump(again)
         assert text_of(again) == "value:\n2", dump(again)
+
+
+@pytest.fixture
+def code_config(tmp_path):
+    """run_python may call calculate, which needs approval, and echo, which does not."""
+    path = tmp_path / "wasm-agent.toml"
+    path.write_text(
+        f"""
+[tools.run_python]
+component = "{PYTHON}"
+call_tools = ["calculate", "echo"]
+
+[tools.calc]
+component = "{wasm('calculator')}"
+
+[tools.echo]
+component = "{wasm('echo_tool')}"
+
+[agent.tools.calculate]
+requires_approval = "always"
+"""
+    )
+    return path
+
+
+CALLS_BOTH = (
+    "print(tools.echo(text='hi'))\n"
+    "try:\n"
+    "    print(tools.calculate(expression='6 * 7'))\n"
+    "except ToolCallError as error:\n"
+    "    print(error.error_kind, error.detail)\n"
+)
+
+
+async def test_code_mode_calls_take_the_approval_step_of_direct_calls(open_session, code_config):
+    async with open_session("--config", code_config) as session:
+        result = await session.call_tool("run_python", {"code": CALLS_BOTH})
+        assert result.is_error is False, dump(result)
+        text = text_of(result)
+        assert text.startswith("stdout:\nhi\ndenied"), text
+        assert "--approve calculate" in text, text
+    async with open_session("--config", code_config, "--approve", "calculate") as session:
+        result = await session.call_tool("run_python", {"code": CALLS_BOTH})
+        assert text_of(result) == "stdout:\nhi\n42", dump(result)
+
+
+async def test_code_mode_refuses_a_tool_the_policy_does_not_grant(open_session, code_config):
+    async with open_session("--config", code_config) as session:
+        result = await session.call_tool("run_python", {"code": "tools.json_query(document='{}', path='a')"})
+        assert result.is_error is True, dump(result)
+        assert result.structured_content["error"]["kind"] == "capability_denied", dump(result)
+        assert "--allow-call-tool json_query" in text_of(result), dump(result)

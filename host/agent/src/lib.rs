@@ -41,6 +41,7 @@ pub mod provider;
 pub mod router;
 mod run;
 mod tool;
+mod tool_calls;
 
 pub use context::ToolContext;
 pub use limit::OverflowStrategy;

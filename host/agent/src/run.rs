@@ -8,6 +8,7 @@ use serde::{Serialize, Serializer};
 use tokio::sync::mpsc;
 
 use super::tool::AgentTool;
+use super::tool_calls::RunToolCaller;
 use super::{Agent, AgentError};
 use crate::provider::{ChatRequest, Message, ToolCallRequest, ToolResultMessage, Usage};
 use wasm_agent_sandbox::approval::ApprovalRequest;
@@ -221,8 +222,17 @@ impl Agent {
             .max_tool_roundtrips
             .unwrap_or(self.inner.options.max_tool_roundtrips);
         let mut usage = Usage::default();
+        let all_tools: Arc<[AgentTool]> = self.tools_for(&context).into();
+        // Tools the run's tools call (`host.call-tool`) take the path of the
+        // model's own calls, among all the run's tools.
+        let context = context.tool_caller(Arc::new(RunToolCaller {
+            agent: self.clone(),
+            tools: all_tools.clone(),
+            events: events.cloned(),
+            made: Default::default(),
+        }));
         let tools = tokio::select! {
-            tools = self.route(input, self.tools_for(&context), &mut usage) => tools,
+            tools = self.route(input, all_tools.to_vec(), &mut usage) => tools,
             // Cancelled while routing: the loop below stops at once.
             () = context.cancellation.cancelled() => Vec::new(),
         };

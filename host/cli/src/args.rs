@@ -57,6 +57,10 @@ pub enum Command {
         /// Metadata given to the tool (a JSON object).
         #[arg(long, value_name = "JSON")]
         metadata: Option<String>,
+        /// Also load these components, folders or config aliases, so the tool
+        /// can call their tools (with --allow-call-tool: code mode).
+        #[arg(long = "with", value_name = "COMPONENT|DIR", num_args = 1..)]
+        with: Vec<String>,
         #[command(flatten)]
         host: HostFlags,
     },
@@ -284,6 +288,10 @@ pub struct PolicyFlags {
     /// (default 64MiB).
     #[arg(long, value_name = "SIZE")]
     pub max_write: Option<ByteSize>,
+    /// Let the tool call the host's tools matching PATTERN with
+    /// host.call-tool (repeatable; `json_*`, `*` for all). Code mode.
+    #[arg(long = "allow-call-tool", value_name = "PATTERN")]
+    pub call_tools: Vec<String>,
     /// Give each call a fresh, empty read-write folder at /scratch, removed
     /// when the call ends (run_python returns the files left in it).
     #[arg(long)]
@@ -312,6 +320,7 @@ impl PolicyFlags {
             max_description: self.max_description,
             max_schema: self.max_schema,
             max_write: self.max_write,
+            call_tools: self.call_tools.clone(),
             scratch: self.scratch.then_some(true),
             http_headers: self.http_headers.iter().fold(
                 BTreeMap::<String, BTreeMap<String, String>>::new(),
@@ -421,6 +430,8 @@ mod tests {
             "--max-write",
             "1MiB",
             "--scratch",
+            "--allow-call-tool",
+            "calculate",
         ])
         .unwrap();
         let Command::Call { host, .. } = cli.command else {

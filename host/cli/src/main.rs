@@ -176,6 +176,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             user,
             tenant,
             metadata,
+            with,
             host,
         } => {
             let arguments = read_arguments(arguments)?;
@@ -188,13 +189,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             let config = host.load_config()?;
             let store = Arc::new(run::open_store(host.data_dir.clone()).await?);
-            let tool_host = load_targets_with(
-                std::slice::from_ref(&component),
-                &host,
-                config.as_ref(),
-                store,
-            )
-            .await?;
+            let targets: Vec<String> = std::iter::once(component).chain(with).collect();
+            let tool_host = load_targets_with(&targets, &host, config.as_ref(), store).await?;
             // Ctrl-C stops the sandboxed call cleanly instead of killing the host.
             let cancellation = context.cancellation.clone();
             tokio::spawn(async move {
@@ -202,6 +198,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     cancellation.cancel();
                 }
             });
+            // Tools it calls (code mode) run straight through the host, as
+            // this call does.
+            let context = context.tool_caller(Arc::new(tool_host.clone()));
             let result = tool_host.call(&tool, &arguments, &context).await;
             output::print_call(&result, json)?;
             Ok(if result.is_ok() {

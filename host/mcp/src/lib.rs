@@ -8,6 +8,7 @@
 
 #![warn(missing_docs)]
 
+mod caller;
 mod content;
 mod dispatch;
 mod drain;

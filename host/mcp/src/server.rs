@@ -1,5 +1,6 @@
 //! The MCP server: a [`ToolHost`]'s tools behind rmcp's `ServerHandler`.
 
+use crate::caller::{ClientToolCaller, refusal};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -19,12 +20,10 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::content;
 use super::drain::{Drain, SHUTDOWN_GRACE};
-use wasm_agent_sandbox::approval::{
-    self, Approval, ApprovalHandler, ApprovalRequest, DenyAll, Verdict,
-};
+use wasm_agent_sandbox::approval::{Approval, ApprovalHandler, DenyAll, Verdict};
 use wasm_agent_sandbox::context::CallContext;
 use wasm_agent_sandbox::host::ToolHost;
-use wasm_agent_sandbox::result::{CallError, ErrorKind, ToolCallResult};
+use wasm_agent_sandbox::result::ErrorKind;
 
 /// How long a `tools/list` or `tools/call` waits for tools still loading
 /// by default (see [`McpServerBuilder::loading`]); then it is answered with
@@ -67,16 +66,16 @@ pub struct McpServer {
     _close_on_drop: DropGuard,
 }
 
-struct Shared {
-    host: ToolHost,
+pub(crate) struct Shared {
+    pub(crate) host: ToolHost,
     /// False while the host's first components are still loading.
     loaded: watch::Receiver<bool>,
     /// Longest a request waits for them.
     load_wait: Duration,
     /// Set when a listing was answered before they were all in.
     listed_early: Arc<AtomicBool>,
-    approvals: BTreeMap<String, Approval>,
-    approver: Arc<dyn ApprovalHandler>,
+    pub(crate) approvals: BTreeMap<String, Approval>,
+    pub(crate) approver: Arc<dyn ApprovalHandler>,
     tools_changed: ToolsChanged,
     progress_every: Duration,
     /// Calls in flight, for a graceful stop.
@@ -130,8 +129,8 @@ pub struct McpServerBuilder {
     loaded: watch::Receiver<bool>,
     load_wait: Duration,
     listed_early: Arc<AtomicBool>,
-    approvals: BTreeMap<String, Approval>,
-    approver: Arc<dyn ApprovalHandler>,
+    pub(crate) approvals: BTreeMap<String, Approval>,
+    pub(crate) approver: Arc<dyn ApprovalHandler>,
     progress_every: Duration,
 }
 
@@ -330,33 +329,6 @@ impl McpServer {
         }
     }
 
-    /// Whether a call may run: the approval step the agent loop takes too.
-    async fn approved(
-        &self,
-        tool: &str,
-        arguments: &Value,
-        request_id: &str,
-        cancellation: &CancellationToken,
-    ) -> Verdict {
-        let Some(approval) = self.shared.approvals.get(tool) else {
-            return Verdict::NotNeeded;
-        };
-        let request = || ApprovalRequest {
-            run_id: self.session_id.clone(),
-            call_id: request_id.to_string(),
-            tool: tool.to_string(),
-            arguments: arguments.clone(),
-        };
-        approval::decide(
-            approval,
-            arguments,
-            request,
-            self.shared.approver.as_ref(),
-            cancellation,
-        )
-        .await
-    }
-
     /// A `tools/call`, whichever transport it came on: the lookup, the
     /// approval step, the call, and its result as MCP content. Progress goes
     /// to `progress` when the client asked for it.
@@ -383,7 +355,14 @@ impl McpServer {
         }
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         match self
-            .approved(name, &arguments, &request_id, &cancellation)
+            .shared
+            .approved(
+                &self.session_id,
+                name,
+                &arguments,
+                &request_id,
+                &cancellation,
+            )
             .await
         {
             Verdict::NotNeeded | Verdict::Approved => {}
@@ -392,7 +371,13 @@ impl McpServer {
                 return Ok(content::call_result(&refused).into());
             }
         }
-        let mut call_context = CallContext::new().session(self.session_id.clone());
+        let mut call_context = CallContext::new()
+            .session(self.session_id.clone())
+            .tool_caller(Arc::new(ClientToolCaller {
+                shared: self.shared.clone(),
+                session_id: self.session_id.clone(),
+                request_id: request_id.clone(),
+            }));
         call_context.cancellation = cancellation;
         let call = self.shared.host.call_json(name, &arguments, &call_context);
         let result = match progress {
@@ -487,34 +472,6 @@ async fn report_progress(
         let update = ProgressNotificationParam::new(token.clone(), seconds)
             .with_message(format!("running for {seconds:.0} s"));
         send(update);
-    }
-}
-
-/// The result of a call refused for want of approval (or cancelled while
-/// waiting for it).
-fn refusal(tool: &str, call_id: String, cancelled: bool) -> ToolCallResult {
-    let error = if cancelled {
-        CallError::new(
-            ErrorKind::Cancelled,
-            format!("the call to {tool:?} was cancelled while waiting for approval"),
-        )
-    } else {
-        CallError::new(
-            ErrorKind::Denied,
-            format!(
-                "tool {tool:?} requires approval, which an MCP client cannot give; \
-                 the server's operator can allow it with `wasm-agent serve --approve {tool}` \
-                 (or `--approve all`)"
-            ),
-        )
-    };
-    ToolCallResult {
-        tool: tool.to_string(),
-        call_id,
-        content: String::new(),
-        artifacts: Vec::new(),
-        error: Some(error),
-        duration: Duration::ZERO,
     }
 }
 

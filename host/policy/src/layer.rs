@@ -77,6 +77,9 @@ pub struct PolicyLayer {
     /// See [`Policy::max_write`](super::Policy::max_write).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_write: Option<ByteSize>,
+    /// Added to the base policy's tool-call grants.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub call_tools: Vec<String>,
     /// See [`Policy::scratch`](super::Policy::scratch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scratch: Option<bool>,
@@ -103,6 +106,7 @@ pub const LAYER_KEYS: &[&str] = &[
     "max_description",
     "max_schema",
     "max_write",
+    "call_tools",
     "scratch",
 ];
 
@@ -135,6 +139,7 @@ impl PolicyLayer {
             max_description,
             max_schema,
             max_write,
+            call_tools,
             scratch,
         } = self;
         if let Some(timeout) = timeout {
@@ -160,6 +165,7 @@ impl PolicyLayer {
             policy.max_requests = *max_requests;
         }
         policy.delegate.extend(delegate.iter().cloned());
+        policy.call_tools.extend(call_tools.iter().cloned());
         replace(&mut policy.max_arguments, max_arguments);
         replace(&mut policy.max_artifacts, max_artifacts);
         replace(&mut policy.max_resources, max_resources);
@@ -215,6 +221,7 @@ mod tests {
             max_description: Some(ByteSize(1)),
             max_schema: Some(ByteSize(1)),
             max_write: Some(ByteSize(1)),
+            call_tools: vec!["json_*".into()],
             scratch: Some(true),
         };
         let layer = serde_json::to_value(full_layer).unwrap();

@@ -10,6 +10,7 @@ mod config;
 mod dirs;
 mod headers;
 mod layer;
+mod names;
 mod network;
 #[cfg(test)]
 mod proptests;
@@ -26,14 +27,10 @@ pub use config::{ConfigError, ConfigFile, ToolConfig};
 pub use dirs::{DirGrant, DirMode};
 pub use headers::{CredentialHeaders, HeaderTarget};
 pub use layer::{LAYER_KEYS, PolicyLayer};
+pub use names::{delegation_allowed, tool_call_allowed};
 pub use network::{HostPattern, NetworkGrant, PortPattern, default_port};
 pub use size::ByteSize;
 pub use valid::{Resolved, Unresolved, ValidPolicy};
-
-/// Whether a `delegate` list (agent names, or `*` for any) admits `agent`.
-pub fn delegation_allowed(allowed: &[String], agent: &str) -> bool {
-    allowed.iter().any(|a| a == "*" || a == agent)
-}
 
 /// The largest linear memory a 32-bit WebAssembly guest can address.
 pub const MAX_MEMORY: ByteSize = ByteSize::gib(4);
@@ -90,6 +87,10 @@ pub struct Policy {
     /// Bytes one call may write into its read-write folders in all (default
     /// 64 MiB).
     pub max_write: ByteSize,
+    /// Tools of the host this tool may call with `host.call-tool` (names or
+    /// `*` patterns: `calculate`, `json_*`, `*`); none by default. Such
+    /// calls take the path a call from the agent or client takes.
+    pub call_tools: Vec<String>,
     /// A fresh, empty read-write folder at `/scratch` for each call, removed
     /// when the call ends (its writes count against `max_write`); off by
     /// default.
@@ -124,6 +125,7 @@ impl std::fmt::Debug for Policy {
             .field("max_description", &self.max_description)
             .field("max_schema", &self.max_schema)
             .field("max_write", &self.max_write)
+            .field("call_tools", &self.call_tools)
             .field("scratch", &self.scratch)
             .finish()
     }
@@ -151,6 +153,7 @@ impl Default for Policy {
             max_description: ByteSize::kib(16),
             max_schema: ByteSize::kib(64),
             max_write: ByteSize::mib(64),
+            call_tools: Vec::new(),
             scratch: false,
         }
     }
@@ -244,6 +247,12 @@ pub enum PolicyError {
     /// An environment variable name is unusable.
     #[error("env: {0:?} is not a valid variable name (non-empty, no '=' or NUL)")]
     EnvName(String),
+    /// A `call_tools` pattern can match no tool name.
+    #[error(
+        "call_tools: {0:?} is not a tool name or pattern (1-64 characters of [a-zA-Z0-9_-], \
+         with `*` for any run of them)"
+    )]
+    CallToolPattern(String),
 }
 
 impl Policy {
@@ -356,6 +365,12 @@ impl Policy {
     /// Sets how many bytes one call may write into its read-write folders.
     pub fn max_write(mut self, max_write: ByteSize) -> Self {
         self.max_write = max_write;
+        self
+    }
+    /// Lets the tool call the host's tools matching `pattern` (`calculate`,
+    /// `json_*`, `*`) with `host.call-tool`.
+    pub fn allow_call_tool(mut self, pattern: impl Into<String>) -> Self {
+        self.call_tools.push(pattern.into());
         self
     }
     /// Gives each call a fresh, empty read-write folder at `/scratch`.

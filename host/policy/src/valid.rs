@@ -133,6 +133,13 @@ impl Policy {
         {
             return Err(PolicyError::EnvName(key.clone()));
         }
+        if let Some(pattern) = self
+            .call_tools
+            .iter()
+            .find(|p| !crate::names::valid_tool_pattern(p))
+        {
+            return Err(PolicyError::CallToolPattern(pattern.clone()));
+        }
         headers::check(&self.http_headers)?;
         dirs::check(&self.dirs)?;
         Ok(ValidPolicy {

@@ -6,6 +6,8 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::bindings::types;
+use crate::registry::ToolInfo;
+use crate::result::{Artifact, CallError};
 
 /// The run context of a call, given to the tool as `call-context`.
 #[derive(Clone, Debug)]
@@ -26,6 +28,51 @@ pub struct CallContext {
     pub(crate) delegation_depth: u32,
     /// Who runs `host.delegate` for sandboxed tools (set by the agent loop).
     pub(crate) delegator: Option<DelegatorHandle>,
+    /// How many tool calls deep this call is (0: called by the agent or
+    /// client; 1: called by a tool with `host.call-tool`).
+    pub(crate) tool_call_depth: u32,
+    /// Who runs `host.call-tool` for sandboxed tools (set by the agent loop,
+    /// the MCP server and the CLI).
+    pub(crate) tool_caller: Option<ToolCallerHandle>,
+}
+
+/// Runs the calls sandboxed tools make of other tools (`host.call-tool`),
+/// on the path the entry point's own calls take: validation, approval,
+/// limits, cancellation, events. The agent loop, the MCP server and the CLI
+/// each set one on the contexts of their calls ([`CallContext::tool_caller`]).
+#[async_trait::async_trait]
+pub trait ToolCaller: Send + Sync + 'static {
+    /// The tools calls may be made of (their specs are shown to the tool).
+    fn tools(&self) -> Vec<ToolInfo>;
+
+    /// Calls `name` with `arguments` within `context`, a context one level
+    /// deeper than the calling tool's (same run, session, user, tenant;
+    /// cancelled with it). Its error kinds are those of a direct call.
+    async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Value,
+        context: &CallContext,
+    ) -> Result<ToolOutput, CallError>;
+}
+
+/// What a tool called by another tool returned.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ToolOutput {
+    /// The text for the model (here: for the calling tool).
+    pub content: String,
+    /// Structured data.
+    pub artifacts: Vec<Artifact>,
+}
+
+/// A shared [`ToolCaller`] (opaque in debug output).
+#[derive(Clone)]
+pub(crate) struct ToolCallerHandle(pub Arc<dyn ToolCaller>);
+
+impl std::fmt::Debug for ToolCallerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ToolCaller")
+    }
 }
 
 /// Runs a named agent on behalf of a tool (`host.delegate`). The agent loop
@@ -68,6 +115,8 @@ impl Default for CallContext {
             cancellation: CancellationToken::new(),
             delegation_depth: 0,
             delegator: None,
+            tool_call_depth: 0,
+            tool_caller: None,
         }
     }
 }
@@ -107,6 +156,30 @@ impl CallContext {
     pub fn delegator(mut self, delegator: Arc<dyn Delegator>) -> Self {
         self.delegator = Some(DelegatorHandle(delegator));
         self
+    }
+
+    /// Lets sandboxed tools call other tools through `caller` (their policy
+    /// must still grant each name in `call_tools`).
+    pub fn tool_caller(mut self, caller: Arc<dyn ToolCaller>) -> Self {
+        self.tool_caller = Some(ToolCallerHandle(caller));
+        self
+    }
+
+    /// How many tool calls deep this call is: 0 when the agent or client
+    /// made it, 1 when a tool made it with `host.call-tool`.
+    pub fn tool_call_depth(&self) -> u32 {
+        self.tool_call_depth
+    }
+
+    /// The context of a call a tool makes of another tool: the same run,
+    /// session, user, tenant, metadata and callers, cancelled with this
+    /// one, one level deeper.
+    pub(crate) fn tool_called(&self) -> Self {
+        Self {
+            cancellation: self.cancellation.child_token(),
+            tool_call_depth: self.tool_call_depth.saturating_add(1),
+            ..self.clone()
+        }
     }
 
     /// A context for work done on behalf of this one: a new run id, the same

@@ -32,7 +32,7 @@ pub mod runtime;
 pub mod specs;
 pub mod text;
 
-pub use context::{CallContext, Delegator};
+pub use context::{CallContext, Delegator, ToolCaller};
 pub use events::{EventBus, ToolEvent};
 pub use host::{ComponentSource, HostError, LoadOptions, LoadReport, ToolHost, ToolHostBuilder};
 pub use registry::{Annotations, ToolInfo};

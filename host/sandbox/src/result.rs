@@ -146,6 +146,17 @@ pub struct ToolCallResult {
 }
 
 impl ToolCallResult {
+    /// The output, or the error.
+    pub fn into_output(self) -> Result<crate::context::ToolOutput, CallError> {
+        match self.error {
+            None => Ok(crate::context::ToolOutput {
+                content: self.content,
+                artifacts: self.artifacts,
+            }),
+            Some(error) => Err(error),
+        }
+    }
+
     /// True when the call succeeded.
     pub fn is_ok(&self) -> bool {
         self.error.is_none()

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::sync::broadcast;
 
-use crate::context::CallContext;
+use crate::context::{CallContext, ToolCaller, ToolOutput};
 use crate::events::{EventBus, ToolEvent};
 use crate::registry::{ComponentEntry, Registry, ToolEntry, ToolInfo};
 use crate::result::{CallError, ErrorKind, ToolCallResult};
@@ -297,10 +297,19 @@ impl ToolHost {
             run_id: context.run_id.clone(),
             session_id: context.session_id.clone(),
         });
+        // A call dropped before it ends (its caller was cancelled and went
+        // away) still reports that it finished, as cancelled.
+        let unfinished = Unfinished {
+            events: &self.inner.events,
+            call_id: &call_id,
+            tool: name,
+            started,
+        };
         let outcome = match entry {
             None => Err(self.unknown_tool(name)),
             Some(entry) => self.run_call(&entry, &call_id, arguments, context).await,
         };
+        std::mem::forget(unfinished);
         match outcome {
             Ok(output) => {
                 result.content = output.content;
@@ -395,6 +404,49 @@ impl ToolHost {
             self.inner.sessions.clone(),
             self.inner.events.clone(),
         )
+    }
+}
+
+/// Publishes a cancelled `Finished` for a call whose future is dropped
+/// before it ends (forgotten once it does end).
+struct Unfinished<'a> {
+    events: &'a EventBus,
+    call_id: &'a str,
+    tool: &'a str,
+    started: Instant,
+}
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        self.events.publish_with(|| ToolEvent::Finished {
+            call_id: self.call_id.to_string(),
+            tool: self.tool.to_string(),
+            duration_ms: self.started.elapsed().as_secs_f64() * 1000.0,
+            error: Some(ErrorKind::Cancelled),
+        });
+    }
+}
+
+/// The host itself as the [`ToolCaller`] of its tools' `host.call-tool`:
+/// each call goes straight to [`ToolHost::call_json`], with no approval
+/// step (an entry point with approvals, like the agent loop or the MCP
+/// server, sets its own caller). Use it with
+/// `CallContext::new().tool_caller(Arc::new(host.clone()))`.
+#[async_trait::async_trait]
+impl ToolCaller for ToolHost {
+    fn tools(&self) -> Vec<ToolInfo> {
+        ToolHost::tools(self)
+    }
+
+    async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Value,
+        context: &CallContext,
+    ) -> Result<ToolOutput, CallError> {
+        self.call_json(name, &arguments, context)
+            .await
+            .into_output()
     }
 }
 

@@ -34,12 +34,15 @@ fn base_config() -> Config {
 }
 
 fn pooling(concurrency: u32) -> PoolingAllocationConfig {
+    // Each call slot may hold a second instance: a tool it called
+    // (`host.call-tool`, one level deep), which runs in its caller's slot.
+    let instances = concurrency.saturating_mul(1 + super::MAX_TOOL_CALL_DEPTH);
     let mut pool = PoolingAllocationConfig::new();
-    pool.total_component_instances(concurrency)
-        .total_core_instances(concurrency.saturating_mul(32))
-        .total_memories(concurrency.saturating_mul(4))
-        .total_tables(concurrency.saturating_mul(16))
-        .total_stacks(concurrency)
+    pool.total_component_instances(instances)
+        .total_core_instances(instances.saturating_mul(32))
+        .total_memories(instances.saturating_mul(4))
+        .total_tables(instances.saturating_mul(16))
+        .total_stacks(instances)
         .max_core_instances_per_component(64)
         .max_memories_per_component(8)
         .max_tables_per_component(32)

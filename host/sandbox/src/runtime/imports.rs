@@ -15,6 +15,7 @@ use super::emit::Emitter;
 use super::log::ToolLog;
 use super::session_state::SessionState;
 use super::store::CallState;
+use super::tool_calls::ToolCalls;
 use crate::bindings::imported::{self, Level};
 use crate::context::CallContext;
 use crate::events::EventBus;
@@ -48,6 +49,9 @@ pub struct HostImports {
     state: SessionState,
     emitter: Emitter,
     delegation: Delegation,
+    tool_calls: ToolCalls,
+    /// Whether a tool made this call (it then runs in its caller's slot).
+    pub(super) called_by_tool: bool,
     dependencies: Arc<BTreeMap<String, String>>,
     pub(super) cancellation: CancellationToken,
     pub(super) deadline: Instant,
@@ -73,6 +77,8 @@ impl HostImports {
             state: SessionState::new(sessions, session_id, state_scope),
             emitter: Emitter::new(events, call.clone()),
             delegation: Delegation::new(call.clone(), policy.delegate.clone(), context),
+            tool_calls: ToolCalls::new(call.clone(), policy.call_tools.clone(), context),
+            called_by_tool: context.tool_call_depth > 0,
             dependencies,
             cancellation: context.cancellation.child_token(),
             // The policy bounds the timeout (a day), so this cannot overflow;
@@ -130,6 +136,19 @@ impl imported::Host for CallState {
     ) -> wasmtime::Result<Result<String, String>> {
         let denials = self.denials.clone();
         Ok(self.host.delegation.delegate(agent, input, &denials).await)
+    }
+
+    fn callable_tools(&mut self) -> wasmtime::Result<Vec<crate::bindings::types::ToolSpec>> {
+        Ok(self.host.tool_calls.callable())
+    }
+
+    async fn call_tool(
+        &mut self,
+        name: String,
+        arguments: String,
+    ) -> wasmtime::Result<Result<crate::bindings::types::ToolOutput, imported::ToolCallError>> {
+        let denials = self.denials.clone();
+        Ok(self.host.tool_calls.call(name, arguments, &denials).await)
     }
 }
 

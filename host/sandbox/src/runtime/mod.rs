@@ -19,6 +19,7 @@ mod returned;
 mod scratch;
 mod session_state;
 mod store;
+mod tool_calls;
 mod turns;
 mod wasi;
 mod writes;
@@ -38,6 +39,7 @@ pub use cache::{CacheOutcome, CompileCache};
 pub use engine::Allocator;
 pub use imports::{CallId, CallScope, HostImports};
 pub use output::Captured;
+pub use tool_calls::{MAX_TOOL_CALL_DEPTH, MAX_TOOL_CALLS};
 
 use crate::bindings::{ToolkitPre, types};
 use crate::result::{Artifact, CallError, ErrorKind};
@@ -363,11 +365,19 @@ impl Sandbox {
         let cancellation = host.cancellation.clone();
         let deadline = host.deadline;
         let timeout = policy.timeout;
-        let _slot = self
-            .admission
-            .admit(deadline, &cancellation)
-            .await
-            .map_err(|waited| waited.into_error(|| timed_out(timeout)))?;
+        // A call made by a tool runs in its caller's slot: the caller waits
+        // for it in a host call. (Waiting for a slot of its own could
+        // deadlock, every slot held by a caller waiting.)
+        let _slot = if host.called_by_tool {
+            None
+        } else {
+            Some(
+                self.admission
+                    .admit(deadline, &cancellation)
+                    .await
+                    .map_err(|waited| waited.into_error(|| timed_out(timeout)))?,
+            )
+        };
         let (stdout, stderr) = (
             CappedOutput::new(CAPTURE_CAP),
             CappedOutput::new(CAPTURE_CAP),
