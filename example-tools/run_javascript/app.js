@@ -199,7 +199,12 @@ function toolFunctions() {
   // capability_denied, naming the grant that would allow it.
   return new Proxy(Object.freeze(tools), {
     get(target, name) {
-      if (name in target || typeof name !== 'string' || name === 'then') return target[name];
+      // Not a tool: what objects have (toJSON, toString, ...) and `then`
+      // (so that `await tools` does not call a tool).
+      if (name in target || typeof name !== 'string' || name in Object.prototype
+        || name === 'then' || name === 'toJSON') {
+        return target[name];
+      }
       return (args = {}) => host.callTool(name, args).content;
     },
   });

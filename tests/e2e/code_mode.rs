@@ -61,6 +61,15 @@ async fn code_calls_two_granted_tools_and_gets_their_results() {
     let result = run(&host, "run_javascript", js, CallContext::new()).await;
     assert!(result.is_ok(), "{result:?}");
     assert!(result.content.contains("42 3"), "{}", result.content);
+    // The tools object behaves as an object: no tool is called for
+    // `toJSON`, `toString` or `then`.
+    let js = "const t = await tools;\nreturn `${JSON.stringify(t)} ${String(t)} ${Object.keys(t).join(',')}`";
+    let result = run(&host, "run_javascript", js, CallContext::new()).await;
+    assert_eq!(
+        result.content,
+        "value:\n\"{} [object Object] calculate,json_format,json_query,json_summarize\"",
+        "{result:?}"
+    );
 }
 
 #[tokio::test]
