@@ -49,7 +49,7 @@ $(JS_DEPS)/node_modules/.installed: $(JS_DEPS)/package-lock.json
 	npm ci --prefix $(JS_DEPS) --no-audit --no-fund --loglevel=error
 	touch $@
 
-PY_SDK := guest-sdk/python/wasm_agent_tool.py wit/world.wit
+PY_SDK := guest-sdk/python/wasm_agent_tool.py guest-sdk/python/wasm_agent_schema.py wit/world.wit
 JS_SDK := guest-sdk/js/wasm-agent-tool.js wit/world.wit
 
 $(POLY)/textstats.wasm: example-tools/textstats/app.py $(PY_SDK) $(PY_VENV)/.installed
@@ -63,7 +63,7 @@ $(POLY)/mdtable.wasm: example-tools/mdtable/app.js $(JS_SDK) $(JS_DEPS)/node_mod
 $(POLY)/fixture-js.wasm: tests/fixture-js/app.js $(JS_SDK) $(JS_DEPS)/node_modules/.installed
 	$(call componentize-js,tests/fixture-js/app.js)
 $(POLY)/run_javascript.wasm: example-tools/run_javascript/app.js $(JS_SDK) $(JS_DEPS)/node_modules/.installed
-	$(call componentize-js,example-tools/run_javascript/app.js)
+	$(call componentize-js,example-tools/run_javascript/app.js,fetch-event)
 
 # $(call componentize-py,FOLDER): FOLDER/app.py with the helper -> $@
 define componentize-py
@@ -71,11 +71,14 @@ define componentize-py
 	$(PY_VENV)/bin/componentize-py -d wit -w toolkit componentize app -p $(1) -p guest-sdk/python -o $@
 endef
 
-# $(call componentize-js,FILE): FILE without wasi:http -> $@ (run from the
-# root: componentize-js reads files only under its working directory).
+# $(call componentize-js,FILE[,DISABLED]): FILE -> $@, without the engine
+# features DISABLED (default: wasi:http and the incoming-request handler;
+# run_javascript keeps http for its fetch, which the host's network policy
+# governs). Run from the root: componentize-js reads files only under its
+# working directory.
 define componentize-js
 	@mkdir -p $(POLY)
-	$(JS_DEPS)/node_modules/.bin/componentize-js --wit wit --world-name toolkit --disable http fetch-event -o $@ $(1)
+	$(JS_DEPS)/node_modules/.bin/componentize-js --wit wit --world-name toolkit --disable $(or $(2),http fetch-event) -o $@ $(1)
 endef
 
 ## List the example tools, make a few calls, and show denied ones.
@@ -154,6 +157,7 @@ $(VENV)/.installed: tests/mcp/requirements.txt
 ## call; then the MCP server as the official Python SDK sees it over stdio.
 bench: setup mcp-venv
 	$(CARGO) bench -p wasm-agent-cli --bench calls
+	$(CARGO) bench -p wasm-agent-cli --bench code_mode
 	$(VENV)/bin/python tests/mcp/bench_mcp.py
 
 ## `wasm-agent serve` (stdio, then HTTP) through SOAK_CALLS mixed calls

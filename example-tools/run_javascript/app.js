@@ -2,13 +2,13 @@
 //
 // The code runs in SpiderMonkey (the componentize-js engine, interpreter
 // only) in a fresh instance per call, under the tool's policy like any other
-// tool: time, fuel, memory, output limits, no files but granted folders, no
-// network, no environment. The result is what the code logged (console.log,
-// info and debug as stdout; warn and error as stderr, each capped and marked
-// when cut) and the completion value of the script; an exception or a syntax
-// error fails the call with its message and stack. Code that uses top-level
-// `await` runs as the body of an async function: its value is what it
-// `return`s.
+// tool: time, fuel, memory, output limits, no files, network only to the
+// hosts granted (fetch over wasi:http), no environment. The result is what
+// the code logged (console.log, info and debug as stdout; warn and error as
+// stderr, each capped and marked when cut) and the completion value of the
+// script; an exception or a syntax error fails the call with its message and
+// stack. Code that uses top-level `await` runs as the body of an async
+// function: its value is what it `return`s.
 //
 // Built with componentize-js (see README.md).
 
@@ -172,10 +172,9 @@ async function evaluate(code) {
  * refused before the code runs (a static `import` is a SyntaxError anyway). */
 const DYNAMIC_IMPORT = /\bimport\s*\(/;
 
-// There is no network: the engine's fetch has no wasi:http behind it.
-globalThis.fetch = async () => {
-  throw new TypeError('fetch is not available: run_javascript has no network access');
-};
+// `fetch` is the engine's, over wasi:http: the host lets a request through
+// only to hosts the policy grants (`network`), within `max_requests` and
+// `max_response`; any other is refused before it leaves.
 
 /** The host's tools this code may call, as functions of one object argument
  * that return the tool's text (`tools.calculate({ expression: '2+2' })`;
@@ -215,7 +214,8 @@ const runJavascript = defineTool({
   description: 'Run JavaScript in a sandbox and return what it logged (console.log) and the value '
     + 'of its last expression. Top-level await works (then return the value). Standard '
     + 'built-ins (JSON, Math, Date, RegExp, Map, Set, typed arrays, BigInt) are available; '
-    + 'there is no Intl, no network, no file system and no require or import. The host\'s tools '
+    + 'fetch reaches only the hosts the policy grants; there is no Intl, no file system and no '
+    + 'require or import. The host\'s tools '
     + 'granted to it are functions of `tools` (`tools.calculate({expression: "2+2"})` returns the '
     + 'tool\'s text; a failure throws ToolCallError). An exception or a syntax error fails the '
     + 'call with its message and stack.',

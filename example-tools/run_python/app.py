@@ -82,8 +82,15 @@ SCRATCH = "/scratch"
 #: Files, and bytes in all, returned from the scratch folder.
 MAX_FILES = 32
 MAX_FILE_BYTES = 512 * 1024
-#: The file name tracebacks show for the code.
+#: The file name tracebacks show for the code (``<code #2>``, ... for later
+#: calls of a kept instance).
 SOURCE = "<code>"
+#: The code's globals. A fresh instance per call starts with none; under the
+#: host's ``keep_instance`` the instance, and so these, serve every call of
+#: one session, like a notebook's.
+SESSION = {"__name__": "__main__", "__builtins__": __builtins__}
+#: Calls this instance has run.
+CALLS = [0]
 #: Files whose frames tracebacks leave out.
 OWN_FILES = ("app.py", "wasm_agent_tool.py")
 
@@ -128,7 +135,8 @@ def _split_last_expression(tree):
 def _user_traceback(error):
     """The traceback of ``error`` from the first frame of the model's code on."""
     frames = traceback.extract_tb(error.__traceback__)
-    first = next((i for i, f in enumerate(frames) if f.filename == SOURCE), len(frames))
+    first = next((i for i, f in enumerate(frames) if f.filename.startswith(SOURCE[:-1])),
+                 len(frames))
     # Frames of this tool and its helper (a tool function's) are noise to the model.
     ours = [f for f in frames[first:] if not f.filename.endswith(OWN_FILES)]
     shown = traceback.TracebackException.from_exception(error)
@@ -147,16 +155,37 @@ def _report(stdout, stderr, value=None):
     return "\n\n".join(parts)
 
 
-def _scratch_files():
-    """The files under the scratch folder, as (relative path, bytes) up to the caps."""
+def _scratch_listing():
+    """Each file under the scratch folder: its relative path, and its size and
+    modification time (to tell what a call wrote from what was there)."""
+    listing = {}
+    if not os.path.isdir(SCRATCH):
+        return listing
+    for folder, _dirs, files in os.walk(SCRATCH):
+        for name in files:
+            path = os.path.join(folder, name)
+            try:
+                stat = os.stat(path)
+            except OSError:
+                continue
+            listing[os.path.relpath(path, SCRATCH)] = (stat.st_size, stat.st_mtime_ns)
+    return listing
+
+
+def _scratch_files(before):
+    """The files under the scratch folder that are new or changed since
+    ``before``, as (relative path, bytes) up to the caps."""
     if not os.path.isdir(SCRATCH):
         return [], []
     found, skipped, total = [], [], 0
+    now = _scratch_listing()
     for folder, dirs, files in os.walk(SCRATCH):
         dirs.sort()
         for name in sorted(files):
             path = os.path.join(folder, name)
             relative = os.path.relpath(path, SCRATCH)
+            if relative in before and before[relative] == now.get(relative):
+                continue
             try:
                 size = os.path.getsize(path)
                 if len(found) >= MAX_FILES or total + size > MAX_FILE_BYTES:
@@ -172,8 +201,8 @@ def _scratch_files():
     return found, skipped
 
 
-def _with_files(output):
-    files, skipped = _scratch_files()
+def _with_files(output, before):
+    files, skipped = _scratch_files(before)
     lines = [f"- {name} ({len(data):,} bytes)" for name, data in files]
     lines += [f"- {name} (not returned: over {MAX_FILES} files or {MAX_FILE_BYTES // 1024} KiB)"
               for name in skipped]
@@ -206,6 +235,8 @@ def _tool_function(spec):
     required = set(schema.get("required") or [])
 
     def call(arguments=None, /, **kwargs):
+        # An optional parameter left at its None default is not sent.
+        kwargs = {key: value for key, value in kwargs.items() if value is not None}
         output = host.call_tool(name, arguments, **kwargs)
         result = ToolResult(output.content)
         result.artifacts = tuple(output.artifacts)
@@ -288,25 +319,27 @@ def run_python(
     (``tools.calculate(expression="2+2")`` returns the tool's text; a failure
     raises ToolCallError). An exception or a syntax error fails the call with
     its traceback."""
+    CALLS[0] += 1
+    source = SOURCE if CALLS[0] == 1 else f"<code #{CALLS[0]}>"
     try:
-        tree = ast.parse(code, SOURCE, "exec")
+        tree = ast.parse(code, source, "exec")
     except SyntaxError as error:
         raise ToolError("".join(traceback.format_exception_only(error)).rstrip("\n")) from None
-    linecache.cache[SOURCE] = (len(code), None, code.splitlines(True), SOURCE)
+    linecache.cache[source] = (len(code), None, code.splitlines(True), source)
     body, last = _split_last_expression(tree)
     stdout, stderr = CappedText(STDOUT_KEPT), CappedText(STDERR_KEPT)
     saved = sys.stdin, sys.stdout, sys.stderr
     sys.stdin, sys.stdout, sys.stderr = io.StringIO(stdin), stdout, stderr
-    namespace = {"__name__": "__main__", "__builtins__": __builtins__,
-                 "tools": Tools(host.callable_tools()), "ToolCallError": ToolCallError,
-                 "help": _help}
+    namespace = SESSION
+    namespace.update(tools=Tools(host.callable_tools()), ToolCallError=ToolCallError, help=_help)
     value = None
+    before = _scratch_listing()
     if os.path.isdir(SCRATCH):
         os.chdir(SCRATCH)
     try:
-        exec(compile(body, SOURCE, "exec"), namespace)
+        exec(compile(body, source, "exec"), namespace)
         if last is not None:
-            result = eval(compile(last, SOURCE, "eval"), namespace)
+            result = eval(compile(last, source, "eval"), namespace)
             if result is not None:
                 value = CappedText(VALUE_KEPT)
                 value.write(repr(result))
@@ -322,7 +355,7 @@ def run_python(
         raise ToolError(f"{report}\n\n{trace}" if report else trace) from None
     finally:
         sys.stdin, sys.stdout, sys.stderr = saved
-    return _with_files(Output(_report(stdout, stderr, value) or "(no output)"))
+    return _with_files(Output(_report(stdout, stderr, value) or "(no output)"), before)
 
 
 Tool = Toolkit.export()

@@ -154,10 +154,20 @@ async fn cancelling_the_call_stops_the_script_and_its_inner_call() {
         "{:?}",
         started.elapsed()
     );
+    assert_inner_call_cancelled(&mut events, "sleep");
+}
+
+/// Asserts that the last call of `tool` among `events` ended cancelled.
+pub fn assert_inner_call_cancelled(
+    events: &mut tokio::sync::broadcast::Receiver<ToolEvent>,
+    tool: &str,
+) {
     let mut inner = None;
     while let Ok(event) = events.try_recv() {
-        if let ToolEvent::Finished { tool, error, .. } = event
-            && tool == "sleep"
+        if let ToolEvent::Finished {
+            tool: name, error, ..
+        } = event
+            && name == tool
         {
             inner = Some(error);
         }
@@ -165,6 +175,6 @@ async fn cancelling_the_call_stops_the_script_and_its_inner_call() {
     assert_eq!(
         inner,
         Some(Some(ErrorKind::Cancelled)),
-        "the inner call ended cancelled"
+        "the inner call of {tool} ended cancelled"
     );
 }

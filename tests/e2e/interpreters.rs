@@ -264,8 +264,8 @@ const JAVASCRIPT_CASES: &[Case] = &[
     ),
     (
         "await fetch('http://127.0.0.1:9/')",
-        Some(ErrorKind::Failed),
-        "no network access",
+        Some(ErrorKind::CapabilityDenied),
+        "--allow-host http://127.0.0.1:9",
     ),
     ("import('fs')", Some(ErrorKind::Failed), "no modules"),
     (

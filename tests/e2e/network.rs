@@ -434,3 +434,58 @@ async fn weather_uses_the_configured_api() {
         "{value}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_javascript_fetch_reaches_only_granted_hosts() {
+    let granted = Server::start(Behaviour::Hello).await;
+    let other = Server::start(Behaviour::Hello).await;
+    let host = crate::common::host();
+    host.load_with(
+        crate::polyglot::polyglot("run_javascript"),
+        wasm_agent::LoadOptions::new(policy(&[granted.grant()])).name("run_javascript"),
+    )
+    .await
+    .unwrap();
+    let run = |code: String| {
+        let host = host.clone();
+        async move {
+            host.call(
+                "run_javascript",
+                &json!({ "code": code }).to_string(),
+                &CallContext::new(),
+            )
+            .await
+        }
+    };
+    let code = format!(
+        "const r = await fetch({:?});\nreturn `${{r.status}} ${{await r.text()}}`",
+        granted.url("/js")
+    );
+    let result = run(code).await;
+    assert_eq!(
+        result.content, "value:\n\"200 hello from /js\"",
+        "{result:?}"
+    );
+    // Not granted: refused before connecting; caught, the code goes on.
+    let code = format!(
+        "try {{ await fetch({:?}); }} catch (e) {{ return e.name; }}",
+        other.url("/")
+    );
+    let result = run(code).await;
+    assert_eq!(result.content, "value:\n\"TypeError\"", "{result:?}");
+    // Uncaught, the call is capability_denied naming the grant.
+    let result = run(format!("await fetch({:?})", other.url("/"))).await;
+    let error = result.error.expect("refused");
+    assert_eq!(error.kind, ErrorKind::CapabilityDenied, "{error}");
+    assert!(
+        error
+            .message
+            .contains(&format!("--allow-host {}", other.grant())),
+        "{error}"
+    );
+    assert_eq!(
+        other.connections(),
+        0,
+        "nothing reached the ungranted server"
+    );
+}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import mcp_types as types
 import pytest
 
-from conftest import REPO_ROOT, dump, text_of, wasm
+from conftest import REPO_ROOT, dump, http_session, text_of, wasm
 
 pytestmark = pytest.mark.anyio
 
@@ -44,7 +44,7 @@ async def test_code_runs_and_its_output_value_and_files_come_back(open_session):
         ("run_python", "import socket", "No module named 'socket'"),
         ("run_python", "x = bytearray(1 << 30)", "memory"),
         ("run_javascript", "while (true) {}", "timeout"),
-        ("run_javascript", "await fetch('http://127.0.0.1:9/')", "no network access"),
+        ("run_javascript", "await fetch('http://127.0.0.1:9/')", "--allow-host http://127.0.0.1:9"),
     ],
 )
 async def test_hostile_code_is_an_error_result_and_the_server_goes_on(open_session, tool, code, needle):
@@ -107,3 +107,17 @@ async def test_code_mode_refuses_a_tool_the_policy_does_not_grant(open_session, 
         assert result.is_error is True, dump(result)
         assert result.structured_content["error"]["kind"] == "capability_denied", dump(result)
         assert "--allow-call-tool json_query" in text_of(result), dump(result)
+
+
+async def test_notebook_sessions_keep_variables_per_mcp_session(launch_http):
+    """With --keep-instance, each MCP session's interpreter keeps its variables;
+    another session starts empty."""
+    server = launch_http("--tools", PYTHON, "--keep-instance")
+    async with http_session(server.url) as first, http_session(server.url) as second:
+        result = await first.call_tool("run_python", {"code": "data = [3, 1, 4, 1, 5]"})
+        assert result.is_error is False, dump(result)
+        result = await first.call_tool("run_python", {"code": "import statistics\nstatistics.median(data)"})
+        assert text_of(result) == "value:\n3", dump(result)
+        result = await second.call_tool("run_python", {"code": "data"})
+        assert result.is_error is True, dump(result)
+        assert "NameError" in text_of(result), dump(result)

@@ -7,6 +7,7 @@
 //! instructions = "Answer briefly."
 //! max_tool_roundtrips = 8
 //! router = { kind = "lexical", max_tools = 8 }
+//! # code_mode = "python"
 //!
 //! [agent.tools.query_db]
 //! requires_approval = { pointer = "/table", in = ["users", "orders"] }
@@ -45,6 +46,9 @@ pub struct AgentConfig {
     pub summarizer: Option<String>,
     /// Narrow the tools offered per run.
     pub router: Option<RouterConfig>,
+    /// Code mode: `"python"` or `"javascript"` (one `run_code` tool whose
+    /// code calls the other tools).
+    pub code_mode: Option<super::code_mode::Language>,
     /// Per-tool settings, by public tool name.
     #[serde(default)]
     pub tools: BTreeMap<String, ToolConfig>,

@@ -165,8 +165,8 @@ impl Agent {
             return Ok(hit);
         }
         let output = match &tool.runner {
-            Runner::Sandboxed(host) => {
-                let result = host.call_json(&tool.name, &arguments, context).await;
+            Runner::Sandboxed { host, tool: name } => {
+                let result = host.call_json(name, &arguments, context).await;
                 match result.error {
                     None => Ok(ToolOutput {
                         content: result.content,

@@ -28,6 +28,7 @@
 pub use wasm_agent_sandbox::approval;
 mod bm25;
 pub mod cache;
+pub mod code_mode;
 pub mod config;
 mod context;
 mod execute;
@@ -43,6 +44,7 @@ mod run;
 mod tool;
 mod tool_calls;
 
+pub use code_mode::{CodeMode, Language};
 pub use context::ToolContext;
 pub use limit::OverflowStrategy;
 pub use router::{LexicalRouter, ModelRouter, RouterError, RouterSettings, ToolRouter};
@@ -142,6 +144,7 @@ struct Inner {
     tools: RwLock<BTreeMap<String, AgentTool>>,
     resolver: Option<ToolResolver>,
     router: Option<RouterSettings>,
+    code_mode: Option<CodeMode>,
     approval: Arc<dyn ApprovalHandler>,
     cache: ResultCache<ToolOutput>,
     sessions: Arc<dyn SessionStore>,
@@ -160,6 +163,7 @@ pub struct AgentBuilder {
     tools: Vec<AgentTool>,
     resolver: Option<ToolResolver>,
     router: Option<RouterSettings>,
+    code_mode: Option<CodeMode>,
     approval: Arc<dyn ApprovalHandler>,
     cache_capacity: usize,
     sessions: Option<Arc<dyn SessionStore>>,
@@ -214,6 +218,14 @@ impl AgentBuilder {
             max_tools: max_tools.max(1),
             min_tools,
         });
+        self
+    }
+    /// Code mode: the model is offered one `run_code` tool (the `mode`'s
+    /// interpreter) whose code calls the other tools as functions, instead
+    /// of every tool's schema. The interpreter's policy decides which
+    /// (`call_tools`); the router is not used.
+    pub fn code_mode(mut self, mode: CodeMode) -> Self {
+        self.code_mode = Some(mode);
         self
     }
     /// Who approves calls that need it (default: [`DenyAll`]).
@@ -275,6 +287,12 @@ impl AgentBuilder {
             }
             tools.insert(tool.name.clone(), tool);
         }
+        if let Some(mode) = &self.code_mode
+            && self.resolver.is_none()
+        {
+            let listed: Vec<AgentTool> = tools.values().cloned().collect();
+            mode.run_code_tool(&listed)?;
+        }
         let agents = self
             .agents
             .into_iter()
@@ -289,6 +307,7 @@ impl AgentBuilder {
                 tools: RwLock::new(tools),
                 resolver: self.resolver,
                 router: self.router,
+                code_mode: self.code_mode,
                 approval: self.approval,
                 cache: ResultCache::new(self.cache_capacity),
                 sessions: self
@@ -314,6 +333,7 @@ impl Agent {
             tools: Vec::new(),
             resolver: None,
             router: None,
+            code_mode: None,
             approval: Arc::new(DenyAll),
             cache_capacity: 1024,
             sessions: None,

@@ -231,10 +231,14 @@ impl Agent {
             events: events.cloned(),
             made: Default::default(),
         }));
-        let tools = tokio::select! {
-            tools = self.route(input, all_tools.to_vec(), &mut usage) => tools,
-            // Cancelled while routing: the loop below stops at once.
-            () = context.cancellation.cancelled() => Vec::new(),
+        let tools = match &self.inner.code_mode {
+            // One tool whose code calls the others.
+            Some(mode) => vec![mode.run_code_tool(&all_tools)?],
+            None => tokio::select! {
+                tools = self.route(input, all_tools.to_vec(), &mut usage) => tools,
+                // Cancelled while routing: the loop below stops at once.
+                () = context.cancellation.cancelled() => Vec::new(),
+            },
         };
         let mut output = RunOutput {
             run_id: context.run_id.clone(),

@@ -47,8 +47,9 @@ type HostFn = Arc<dyn Fn(Value, ToolContext) -> HostFuture + Send + Sync>;
 /// How a tool runs.
 #[derive(Clone)]
 pub(crate) enum Runner {
-    /// A component's tool, called through its host (isolated, policy-bound).
-    Sandboxed(ToolHost),
+    /// A component's tool, called through its host (isolated, policy-bound)
+    /// by the name the host knows it by.
+    Sandboxed { host: ToolHost, tool: String },
     /// A trusted closure in this process; arguments checked by the agent.
     Host(HostFn, Arc<jsonschema::Validator>),
 }
@@ -84,11 +85,14 @@ impl AgentTool {
     /// A sandboxed tool from `host`, as listed by [`ToolHost::tools`].
     pub fn sandboxed(host: &ToolHost, info: ToolInfo) -> Self {
         Self {
+            runner: Runner::Sandboxed {
+                host: host.clone(),
+                tool: info.name.clone(),
+            },
             name: info.name,
             description: info.description,
             parameters: info.parameters,
             annotations: info.annotations,
-            runner: Runner::Sandboxed(host.clone()),
             settings: ToolSettings::default(),
         }
     }
@@ -160,7 +164,7 @@ impl AgentTool {
 
     /// Whether it runs in the sandbox.
     pub fn is_sandboxed(&self) -> bool {
-        matches!(self.runner, Runner::Sandboxed(_))
+        matches!(self.runner, Runner::Sandboxed { .. })
     }
 
     /// Caches successful results for `ttl`.

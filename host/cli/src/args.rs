@@ -179,6 +179,18 @@ pub struct RunArgs {
     /// Tool calls of one turn run in parallel batches of N (default 5).
     #[arg(long, value_name = "N")]
     pub parallel: Option<usize>,
+    /// Code mode: offer the model one run_code tool whose code calls the
+    /// other tools as functions (--code-mode=python|javascript; alone: the
+    /// interpreter that is loaded). The interpreter may call every tool
+    /// unless its config or --allow-call-tool names which.
+    #[arg(
+        long,
+        value_name = "LANGUAGE",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "auto"
+    )]
+    pub code_mode: Option<String>,
     /// Print the whole run (text, tool calls, usage) as one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -204,6 +216,10 @@ pub struct HostFlags {
     /// Sandboxed calls that may run at once; more wait their turn.
     #[arg(long, value_name = "N")]
     pub max_concurrency: Option<u32>,
+    /// Instances tools with --keep-instance may keep between calls, in all
+    /// (default 16).
+    #[arg(long, value_name = "N")]
+    pub max_kept_instances: Option<u32>,
     #[command(flatten)]
     pub policy: PolicyFlags,
 }
@@ -296,6 +312,13 @@ pub struct PolicyFlags {
     /// when the call ends (run_python returns the files left in it).
     #[arg(long)]
     pub scratch: bool,
+    /// Keep the tool's instance for the next call of the same session, so
+    /// its variables persist (run_python, run_javascript as notebooks).
+    #[arg(long)]
+    pub keep_instance: bool,
+    /// Drop a kept instance after this long unused (default 10m).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub kept_idle: Option<Duration>,
 }
 
 impl PolicyFlags {
@@ -322,6 +345,8 @@ impl PolicyFlags {
             max_write: self.max_write,
             call_tools: self.call_tools.clone(),
             scratch: self.scratch.then_some(true),
+            keep_instance: self.keep_instance.then_some(true),
+            kept_idle: self.kept_idle,
             http_headers: self.http_headers.iter().fold(
                 BTreeMap::<String, BTreeMap<String, String>>::new(),
                 |mut all, (pattern, name, value)| {
@@ -432,6 +457,9 @@ mod tests {
             "--scratch",
             "--allow-call-tool",
             "calculate",
+            "--keep-instance",
+            "--kept-idle",
+            "5m",
         ])
         .unwrap();
         let Command::Call { host, .. } = cli.command else {

@@ -1,6 +1,7 @@
 //! The `wasm-agent` command line.
 
 mod args;
+mod code_mode;
 mod new;
 mod output;
 mod run;
@@ -263,19 +264,22 @@ async fn load_targets_with(
     config: Option<&ConfigFile>,
     sessions: Arc<dyn SessionStore>,
 ) -> anyhow::Result<ToolHost> {
-    load_folders(targets, flags, config, sessions, false).await
+    load_targets_adjusted(targets, flags, config, sessions, |_, _| {}).await
 }
 
-/// [`load_targets_with`], where `may_be_empty` lets folders hold no
-/// components yet (they are watched for some).
-async fn load_folders(
+/// [`load_targets_with`], after `adjust` has seen each target's name and
+/// policy (as the config gives it, before the flags).
+async fn load_targets_adjusted(
     targets: &[String],
     flags: &HostFlags,
     config: Option<&ConfigFile>,
     sessions: Arc<dyn SessionStore>,
-    may_be_empty: bool,
+    adjust: impl Fn(&str, &mut Policy),
 ) -> anyhow::Result<ToolHost> {
-    let resolved = resolve_targets(targets, config, may_be_empty)?;
+    let mut resolved = resolve_targets(targets, config, false)?;
+    for target in &mut resolved {
+        adjust(&target.name, &mut target.policy);
+    }
     let host = build_host(flags, sessions)?;
     host.load_all(load_list(resolved, flags)).await?;
     Ok(host)
@@ -286,6 +290,9 @@ fn build_host(flags: &HostFlags, sessions: Arc<dyn SessionStore>) -> anyhow::Res
     let mut builder = ToolHost::builder().session_store(sessions);
     if let Some(calls) = flags.max_concurrency {
         builder = builder.max_concurrency(calls);
+    }
+    if let Some(instances) = flags.max_kept_instances {
+        builder = builder.max_kept_instances(instances);
     }
     if flags.no_cache {
         builder = builder.no_cache();

@@ -48,6 +48,10 @@ const PYTHON: &[File] = &[
         "wasm_agent_tool.py",
         include_str!("../../../guest-sdk/python/wasm_agent_tool.py"),
     ),
+    (
+        "wasm_agent_schema.py",
+        include_str!("../../../guest-sdk/python/wasm_agent_schema.py"),
+    ),
     ("build.sh", include_str!("../templates/python/build.sh")),
     (
         "requirements.txt",

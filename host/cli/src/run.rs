@@ -9,14 +9,16 @@ use anyhow::Context;
 use wasm_agent::agent::config::{AgentConfig, RouterKind};
 use wasm_agent::agent::{
     Agent, AgentError, AgentEvent, AgentTool, ApprovalHandler, ApprovalRequest, ApproveTools,
-    LexicalRouter, ModelRouter, RunOptions, RunOutput, StopReason, ToolCallRecord, ToolRouter,
+    CodeMode, LexicalRouter, ModelRouter, RunOptions, RunOutput, StopReason, ToolCallRecord,
+    ToolRouter,
 };
 use wasm_agent::provider::{HttpProvider, Message, ModelSpec, Provider};
 use wasm_agent::session::SqliteSessionStore;
 use wasm_agent::{CallContext, CancellationToken, ToolHost};
 
 use super::args::RunArgs;
-use super::{EXIT_CALL_FAILED, load_targets_with};
+use super::code_mode::CodeModeChoice;
+use super::{EXIT_CALL_FAILED, load_targets_adjusted};
 
 /// Runs the agent once (PROMPT) or as a chat (no PROMPT).
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -38,17 +40,35 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let spec: ModelSpec = model.parse()?;
     let provider = provider_for(&spec, base_url.as_deref())?;
 
+    let code_mode = CodeModeChoice::of(args.code_mode.as_deref(), settings.code_mode)?;
+
     let store = Arc::new(open_store(args.host.data_dir.clone()).await?);
     let host = if args.tools.is_empty() && config.is_none() {
         None
     } else {
-        Some(load_targets_with(&args.tools, &args.host, config.as_ref(), store.clone()).await?)
+        let grant_all = args.host.policy.call_tools.is_empty();
+        let host = load_targets_adjusted(
+            &args.tools,
+            &args.host,
+            config.as_ref(),
+            store.clone(),
+            |name, policy| {
+                // Code mode's interpreter may call the run's tools, unless
+                // the config or the flags say which.
+                if grant_all && policy.call_tools.is_empty() && code_mode.may_run_with(name) {
+                    policy.call_tools.push("*".into());
+                }
+            },
+        )
+        .await?;
+        Some(host)
     };
+    let code_mode = code_mode.resolve(host.as_ref())?;
     let agent = build_agent(
         &args,
         &settings,
         (&spec, provider),
-        host.as_ref(),
+        (host.as_ref(), code_mode),
         store.clone(),
     )?;
     let interrupts = Interrupts::listen();
@@ -350,7 +370,7 @@ fn build_agent(
     args: &RunArgs,
     settings: &AgentConfig,
     (spec, provider): (&ModelSpec, Arc<dyn Provider>),
-    host: Option<&ToolHost>,
+    (host, code_mode): (Option<&ToolHost>, Option<CodeMode>),
     store: Arc<SqliteSessionStore>,
 ) -> anyhow::Result<Agent> {
     let mut tools = host.map(AgentTool::all_from).unwrap_or_default();
@@ -365,6 +385,9 @@ fn build_agent(
         .tools(tools)
         .session_store(store)
         .approval_handler(Arc::new(TerminalApproval::new(&args.approve)));
+    if let Some(mode) = code_mode {
+        builder = builder.code_mode(mode);
+    }
     if let Some(instructions) = args.instructions.clone().or(settings.instructions.clone()) {
         builder = builder.instructions(instructions);
     }

@@ -83,6 +83,16 @@ pub struct PolicyLayer {
     /// See [`Policy::scratch`](super::Policy::scratch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scratch: Option<bool>,
+    /// See [`Policy::keep_instance`](super::Policy::keep_instance).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_instance: Option<bool>,
+    /// See [`Policy::kept_idle`](super::Policy::kept_idle).
+    #[serde(
+        default,
+        with = "super::duration_text::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub kept_idle: Option<Duration>,
 }
 
 /// Every key a [`PolicyLayer`] accepts (config sections are checked against it).
@@ -108,6 +118,8 @@ pub const LAYER_KEYS: &[&str] = &[
     "max_write",
     "call_tools",
     "scratch",
+    "keep_instance",
+    "kept_idle",
 ];
 
 impl PolicyLayer {
@@ -141,6 +153,8 @@ impl PolicyLayer {
             max_write,
             call_tools,
             scratch,
+            keep_instance,
+            kept_idle,
         } = self;
         if let Some(timeout) = timeout {
             policy.timeout = *timeout;
@@ -174,6 +188,8 @@ impl PolicyLayer {
         replace(&mut policy.max_schema, max_schema);
         replace(&mut policy.max_write, max_write);
         replace(&mut policy.scratch, scratch);
+        replace(&mut policy.keep_instance, keep_instance);
+        replace(&mut policy.kept_idle, kept_idle);
         for (pattern, headers) in http_headers {
             policy
                 .http_headers
@@ -223,6 +239,8 @@ mod tests {
             max_write: Some(ByteSize(1)),
             call_tools: vec!["json_*".into()],
             scratch: Some(true),
+            keep_instance: Some(true),
+            kept_idle: Some(Duration::from_secs(60)),
         };
         let layer = serde_json::to_value(full_layer).unwrap();
         let mut layer_keys: Vec<_> = layer.as_object().unwrap().keys().cloned().collect();

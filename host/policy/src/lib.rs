@@ -95,6 +95,16 @@ pub struct Policy {
     /// when the call ends (its writes count against `max_write`); off by
     /// default.
     pub scratch: bool,
+    /// Keep the instance after a call for the next call of the same session
+    /// (tenant, user and session id), so what it holds in memory (an
+    /// interpreter's variables) persists, like a notebook; off by default.
+    /// A kept instance stays within `memory`, is dropped when a call of it
+    /// fails or after `kept_idle` unused, and the host keeps a bounded number.
+    pub keep_instance: bool,
+    /// How long a kept instance may go unused before it is dropped (default
+    /// 10 min).
+    #[serde(with = "duration_text")]
+    pub kept_idle: Duration,
 }
 
 impl std::fmt::Debug for Policy {
@@ -127,6 +137,8 @@ impl std::fmt::Debug for Policy {
             .field("max_write", &self.max_write)
             .field("call_tools", &self.call_tools)
             .field("scratch", &self.scratch)
+            .field("keep_instance", &self.keep_instance)
+            .field("kept_idle", &self.kept_idle)
             .finish()
     }
 }
@@ -155,6 +167,8 @@ impl Default for Policy {
             max_write: ByteSize::mib(64),
             call_tools: Vec::new(),
             scratch: false,
+            keep_instance: false,
+            kept_idle: Duration::from_secs(600),
         }
     }
 }
@@ -166,7 +180,7 @@ pub mod bounds {
 
     use super::ByteSize;
 
-    /// Longest `timeout`.
+    /// Longest `timeout`, and longest `kept_idle`.
     pub const TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
     /// Largest `max_output`.
     pub const MAX_OUTPUT: ByteSize = ByteSize::gib(1);
@@ -373,6 +387,14 @@ impl Policy {
         self.call_tools.push(pattern.into());
         self
     }
+    /// Keeps the instance for the next call of the same session, dropped
+    /// after `idle` unused (see [`Policy::keep_instance`]).
+    pub fn keep_instance(mut self, idle: Duration) -> Self {
+        self.keep_instance = true;
+        self.kept_idle = idle;
+        self
+    }
+
     /// Gives each call a fresh, empty read-write folder at `/scratch`.
     pub fn scratch(mut self, scratch: bool) -> Self {
         self.scratch = scratch;

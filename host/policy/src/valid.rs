@@ -94,6 +94,15 @@ impl Policy {
                 ),
             ));
         }
+        if self.kept_idle < std::time::Duration::from_secs(1) || self.kept_idle > bounds::TIMEOUT {
+            return Err(limit(
+                "kept_idle",
+                format!(
+                    "{} is outside 1s..=24h",
+                    humantime::format_duration(self.kept_idle)
+                ),
+            ));
+        }
         within_size("max_output", self.max_output, 1, bounds::MAX_OUTPUT)?;
         within_size("max_response", self.max_response, 1, bounds::MAX_RESPONSE)?;
         within_size(

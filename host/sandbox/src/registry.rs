@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::bindings::types;
-use crate::runtime::{CallPolicy, LoadedComponent};
+use crate::runtime::{CallPolicy, KeptInstances, LoadedComponent};
 
 /// Hints about a tool's behaviour (mirroring MCP tool annotations).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -59,6 +59,8 @@ pub(crate) struct ComponentEntry {
     pub loaded: LoadedComponent,
     pub policy: CallPolicy,
     pub dependencies: Arc<BTreeMap<String, String>>,
+    /// Its instances kept between calls, per session (`keep_instance`).
+    pub kept: Option<Arc<KeptInstances>>,
 }
 
 /// One callable tool.

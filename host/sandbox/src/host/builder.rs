@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use super::{DEFAULT_CONCURRENCY, Inner, ToolHost};
+use super::{DEFAULT_CONCURRENCY, DEFAULT_KEPT_INSTANCES, Inner, ToolHost};
 use crate::events::EventBus;
 use crate::registry::Registry;
 use crate::runtime::{CompileCache, LoadError, Sandbox};
@@ -13,6 +13,7 @@ use wasm_agent_session::{InMemorySessionStore, SessionStore};
 /// Builds a [`ToolHost`].
 pub struct ToolHostBuilder {
     concurrency: u32,
+    kept: u32,
     pooling: bool,
     cache_dir: Option<PathBuf>,
     sessions: Option<Arc<dyn SessionStore>>,
@@ -23,6 +24,7 @@ impl Default for ToolHostBuilder {
     fn default() -> Self {
         Self {
             concurrency: DEFAULT_CONCURRENCY,
+            kept: DEFAULT_KEPT_INSTANCES,
             pooling: true,
             cache_dir: CompileCache::default_dir(),
             sessions: None,
@@ -35,6 +37,13 @@ impl ToolHostBuilder {
     /// How many calls may run at once (default 128); also the pool size.
     pub fn max_concurrency(mut self, calls: u32) -> Self {
         self.concurrency = calls.max(1);
+        self
+    }
+    /// How many instances tools with `keep_instance` may keep between calls,
+    /// across all sessions and components (default 16); each holds up to its
+    /// policy's `memory`.
+    pub fn max_kept_instances(mut self, instances: u32) -> Self {
+        self.kept = instances;
         self
     }
     /// Whether to try the pooling allocator (default yes, with fallback).
@@ -66,6 +75,7 @@ impl ToolHostBuilder {
     pub fn build(self) -> Result<ToolHost, LoadError> {
         let sandbox = Sandbox::new(
             self.concurrency,
+            self.kept,
             self.pooling,
             CompileCache::new(self.cache_dir),
         )?;

@@ -12,7 +12,8 @@ use crate::events::{EventBus, ToolEvent};
 use crate::registry::{ComponentEntry, Registry, ToolEntry, ToolInfo};
 use crate::result::{CallError, ErrorKind, ToolCallResult};
 use crate::runtime::{
-    Allocator, CallId, CallPolicy, CallScope, HostImports, LoadError, LoadFileError, Sandbox,
+    Allocator, CallId, CallPolicy, CallScope, HostImports, KeptInstances, LoadError, LoadFileError,
+    Sandbox,
 };
 use crate::specs;
 use wasm_agent_policy::{Policy, ValidPolicy};
@@ -22,7 +23,10 @@ mod builder;
 mod options;
 
 pub use builder::ToolHostBuilder;
-pub use options::{ComponentSource, DEFAULT_CONCURRENCY, HostError, LoadOptions, LoadReport};
+pub use options::{
+    ComponentSource, DEFAULT_CONCURRENCY, DEFAULT_KEPT_INSTANCES, HostError, LoadOptions,
+    LoadReport,
+};
 
 /// A call's arguments as the caller has them.
 #[derive(Clone, Copy)]
@@ -175,6 +179,9 @@ impl ToolHost {
             state_scope,
             loaded,
             dependencies: Arc::new(policy.dependencies.clone()),
+            kept: policy
+                .keep_instance
+                .then(|| KeptInstances::new(policy.kept_idle, self.inner.sandbox.kept_budget())),
             policy: CallPolicy::new(policy),
         });
         let imports = self.host_imports(
@@ -225,6 +232,16 @@ impl ToolHost {
     /// The tool with this public name, if the host offers it.
     pub fn tool(&self, name: &str) -> Option<ToolInfo> {
         self.inner.tools.get(name).map(|t| t.info.clone())
+    }
+
+    /// Whether the policy of tool `caller` lets it call tool `callee`
+    /// (`call_tools`; a tool never calls itself). Whether a call is then
+    /// made depends on the entry point's [`ToolCaller`].
+    pub fn may_call(&self, caller: &str, callee: &str) -> bool {
+        caller != callee
+            && self.inner.tools.get(caller).is_some_and(|entry| {
+                wasm_agent_policy::tool_call_allowed(&entry.component.policy.call_tools, callee)
+            })
     }
 
     /// Every tool the host offers, by name.
@@ -352,13 +369,16 @@ impl ToolHost {
             }
         };
         let arguments = text.as_ref();
-        let imports = self.host_imports(
+        let mut imports = self.host_imports(
             &entry.component,
             &entry.info.name,
             context.session_id.clone(),
             call_id,
             context,
         );
+        if let Some(kept) = &entry.component.kept {
+            imports = imports.keeping(kept.clone(), context);
+        }
         self.inner
             .sandbox
             .call(

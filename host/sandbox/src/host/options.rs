@@ -14,6 +14,9 @@ use wasm_agent_policy::{Policy, PolicyError};
 /// Default number of calls that may run at once (and instance-pool slots).
 pub const DEFAULT_CONCURRENCY: u32 = 128;
 
+/// Instances kept between calls at most, by default (`keep_instance`).
+pub const DEFAULT_KEPT_INSTANCES: u32 = 16;
+
 /// Why a component could not be added to the host.
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {

@@ -41,6 +41,13 @@ impl Denials {
         }
     }
 
+    /// Forgets every refusal (a kept instance's next call starts clean).
+    pub fn clear(&self) {
+        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.first.clear();
+        kept.more = false;
+    }
+
     /// The first refusal, if any.
     pub fn first(&self) -> Option<Denial> {
         self.0

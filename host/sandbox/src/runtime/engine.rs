@@ -33,10 +33,13 @@ fn base_config() -> Config {
     config
 }
 
-fn pooling(concurrency: u32) -> PoolingAllocationConfig {
+fn pooling(concurrency: u32, kept: u32) -> PoolingAllocationConfig {
     // Each call slot may hold a second instance: a tool it called
     // (`host.call-tool`, one level deep), which runs in its caller's slot.
-    let instances = concurrency.saturating_mul(1 + super::MAX_TOOL_CALL_DEPTH);
+    // Kept instances (`keep_instance`) hold theirs between calls.
+    let instances = concurrency
+        .saturating_mul(1 + super::MAX_TOOL_CALL_DEPTH)
+        .saturating_add(kept);
     let mut pool = PoolingAllocationConfig::new();
     pool.total_component_instances(instances)
         .total_core_instances(instances.saturating_mul(32))
@@ -57,12 +60,20 @@ fn pooling(concurrency: u32) -> PoolingAllocationConfig {
     pool
 }
 
-/// Builds the engine, with a pool of `concurrency` instance slots when
-/// `want_pooling` and the system can reserve it, on-demand otherwise.
-pub fn build(concurrency: u32, want_pooling: bool) -> wasmtime::Result<(Engine, Allocator)> {
+/// Builds the engine, with a pool of instance slots for `concurrency` calls
+/// and `kept` kept instances when `want_pooling` and the system can reserve
+/// it, on-demand otherwise.
+pub fn build(
+    concurrency: u32,
+    kept: u32,
+    want_pooling: bool,
+) -> wasmtime::Result<(Engine, Allocator)> {
     if want_pooling {
         let mut config = base_config();
-        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(concurrency)));
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(
+            concurrency,
+            kept,
+        )));
         match Engine::new(&config) {
             Ok(engine) => return Ok((engine, Allocator::Pooling)),
             Err(e) => tracing::warn!(

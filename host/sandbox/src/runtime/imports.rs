@@ -12,6 +12,7 @@ use wasm_agent_session::SessionStore;
 use super::CallPolicy;
 use super::delegate::Delegation;
 use super::emit::Emitter;
+use super::kept::{KeptInstances, SessionKey};
 use super::log::ToolLog;
 use super::session_state::SessionState;
 use super::store::CallState;
@@ -55,6 +56,8 @@ pub struct HostImports {
     dependencies: Arc<BTreeMap<String, String>>,
     pub(super) cancellation: CancellationToken,
     pub(super) deadline: Instant,
+    /// Where the session's instance is kept, under `keep_instance`.
+    pub(super) keep: Option<(Arc<KeptInstances>, SessionKey)>,
 }
 
 impl HostImports {
@@ -86,8 +89,16 @@ impl HostImports {
             deadline: Instant::now()
                 .checked_add(policy.timeout)
                 .unwrap_or_else(far_future),
+            keep: None,
             call,
         }
+    }
+
+    /// Runs the call on the instance `kept` holds for the session of
+    /// `context` (made and kept there if it has none).
+    pub fn keeping(mut self, kept: Arc<KeptInstances>, context: &CallContext) -> Self {
+        self.keep = Some((kept, SessionKey::of(context)));
+        self
     }
 
     /// True once the call was cancelled or ran past its deadline.

@@ -28,6 +28,12 @@ impl CallLimiter {
     pub fn refused_growth(&self) -> Option<usize> {
         self.refused
     }
+
+    /// Forgets a refused growth (a kept instance's next call starts clean;
+    /// its memory stays counted).
+    pub fn forget_refusal(&mut self) {
+        self.refused = None;
+    }
 }
 
 impl ResourceLimiter for CallLimiter {

@@ -11,11 +11,13 @@ mod engine;
 mod epoch;
 mod http;
 mod imports;
+mod kept;
 mod limits;
 mod log;
 mod net;
 mod output;
 mod returned;
+mod run;
 mod scratch;
 mod session_state;
 mod store;
@@ -30,14 +32,15 @@ use std::time::{Duration, Instant};
 use std::sync::Arc;
 
 use sha2::Digest as _;
-use wasmtime::component::{Component, Linker, ResourceTable};
-use wasmtime::{Engine, Store, UpdateDeadline};
+use wasmtime::Engine;
+use wasmtime::component::{Component, Linker};
 
 pub use admission::raise_open_file_limit;
 use cache::CacheFolder;
 pub use cache::{CacheOutcome, CompileCache};
 pub use engine::Allocator;
 pub use imports::{CallId, CallScope, HostImports};
+pub use kept::{KeptBudget, KeptInstances, SessionKey};
 pub use output::Captured;
 pub use tool_calls::{MAX_TOOL_CALL_DEPTH, MAX_TOOL_CALLS};
 
@@ -46,8 +49,7 @@ use crate::result::{Artifact, CallError, ErrorKind};
 use classify::{
     Interrupted, cancelled, classify, denied_error, memory_limit, timed_out, tool_error,
 };
-use limits::CallLimiter;
-use output::CappedOutput;
+use run::After;
 use store::CallState;
 use wasm_agent_policy::{Policy, ValidPolicy};
 
@@ -175,13 +177,20 @@ pub struct Sandbox {
     admission: admission::Admission,
     ticker: epoch::EpochTicker,
     turns: turns::Turns,
+    kept: Arc<KeptBudget>,
 }
 
 impl Sandbox {
-    /// Builds the engine (pooling when possible) with `concurrency` slots.
-    pub fn new(concurrency: u32, pooling: bool, cache: CompileCache) -> Result<Self, LoadError> {
+    /// Builds the engine (pooling when possible) with `concurrency` call
+    /// slots and room for `kept` instances kept between calls.
+    pub fn new(
+        concurrency: u32,
+        kept: u32,
+        pooling: bool,
+        cache: CompileCache,
+    ) -> Result<Self, LoadError> {
         let engine_err = |e: wasmtime::Error| LoadError::Engine(e.into());
-        let (engine, allocator) = engine::build(concurrency, pooling).map_err(engine_err)?;
+        let (engine, allocator) = engine::build(concurrency, kept, pooling).map_err(engine_err)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_err)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(engine_err)?;
@@ -200,7 +209,13 @@ impl Sandbox {
             admission: admission::Admission::new(concurrency),
             ticker,
             turns: turns::Turns::for_this_machine(),
+            kept: KeptBudget::new(kept),
         })
+    }
+
+    /// The host-wide bound on instances kept between calls.
+    pub fn kept_budget(&self) -> Arc<KeptBudget> {
+        self.kept.clone()
     }
 
     /// How instances are allocated.
@@ -352,156 +367,6 @@ impl Sandbox {
                 .collect(),
         })
     }
-
-    /// Instantiates the component in a fresh store and runs `body` under the
-    /// policy's limits, turning every way it can end into a typed result.
-    async fn run<R>(
-        &self,
-        component: &LoadedComponent,
-        policy: &CallPolicy,
-        host: HostImports,
-        body: impl AsyncFnOnce(&crate::bindings::Toolkit, &mut Store<CallState>) -> wasmtime::Result<R>,
-    ) -> Result<(R, After), CallError> {
-        let cancellation = host.cancellation.clone();
-        let deadline = host.deadline;
-        let timeout = policy.timeout;
-        // A call made by a tool runs in its caller's slot: the caller waits
-        // for it in a host call. (Waiting for a slot of its own could
-        // deadlock, every slot held by a caller waiting.)
-        let _slot = if host.called_by_tool {
-            None
-        } else {
-            Some(
-                self.admission
-                    .admit(deadline, &cancellation)
-                    .await
-                    .map_err(|waited| waited.into_error(|| timed_out(timeout)))?,
-            )
-        };
-        let (stdout, stderr) = (
-            CappedOutput::new(CAPTURE_CAP),
-            CappedOutput::new(CAPTURE_CAP),
-        );
-        let log_target = (host.call.tool.clone(), host.call.call_id.clone());
-        let denials = denials::Denials::default();
-        let mut store = self.new_store(policy, host, &stdout, &stderr, denials.clone())?;
-        let _active = self.ticker.activate();
-
-        let outcome = {
-            let held_turn = store.data().turn.held();
-            let run = held_turn.releasing(async {
-                let toolkit = component.pre.instantiate_async(&mut store).await?;
-                body(&toolkit, &mut store).await
-            });
-            tokio::select! {
-                result = run => Some(result),
-                _ = cancellation.cancelled() => None,
-                _ = tokio::time::sleep_until(deadline.into()) => None,
-            }
-        };
-        forward_output(&log_target.0, &log_target.1, "stdout", &stdout.captured());
-        let stderr = stderr.captured();
-        forward_output(&log_target.0, &log_target.1, "stderr", &stderr);
-
-        match outcome {
-            Some(Ok(value)) => Ok((
-                value,
-                After {
-                    denied: denials.first(),
-                    memory: store.data().limiter.refused_growth(),
-                },
-            )),
-            _ if cancellation.is_cancelled() => Err(cancelled()),
-            None => Err(timed_out(timeout)),
-            Some(Err(error)) => Err(classify(&error, &store, policy, &stderr)),
-        }
-        .map_err(|error| match denials.first() {
-            Some(denied) if matches!(error.kind, ErrorKind::Trap) => denied_error(&denied),
-            _ => error,
-        })
-    }
-
-    fn new_store(
-        &self,
-        policy: &CallPolicy,
-        host: HostImports,
-        stdout: &CappedOutput,
-        stderr: &CappedOutput,
-        denials: denials::Denials,
-    ) -> Result<Store<CallState>, CallError> {
-        let scratch = policy
-            .scratch
-            .then(scratch::Scratch::create)
-            .transpose()
-            .map_err(|e| {
-                CallError::new(
-                    ErrorKind::CapabilityDenied,
-                    format!("the host cannot create the call's scratch folder: {e}"),
-                )
-            })?;
-        let wasi = wasi::build(
-            policy,
-            policy.network.clone(),
-            stdout.clone(),
-            stderr.clone(),
-            denials.clone(),
-            scratch.as_ref(),
-        )
-        .map_err(|e| CallError::new(ErrorKind::CapabilityDenied, e))?;
-        let deadline = host.deadline;
-        let mut table = ResourceTable::new();
-        table.set_max_capacity(self.admission.resource_limit(policy) as usize);
-        let mut http = wasmtime_wasi_http::WasiHttpCtx::new();
-        http.set_field_size_limit(FIELD_SIZE_LIMIT);
-        let state = CallState {
-            wasi,
-            table,
-            limiter: CallLimiter::new(policy.memory.bytes()),
-            host,
-            http,
-            writes: writes::WriteBudget::new(policy.max_write, denials.clone()),
-            turn: self.turns.for_call(),
-            http_hooks: http::PolicyHooks {
-                policy: policy.network.clone(),
-                denials: denials.clone(),
-                deadline,
-                max_response: policy.max_response.bytes(),
-                max_requests: policy.max_requests,
-                sent: 0,
-                credentials: policy.policy.clone(),
-            },
-            denials,
-            _scratch: scratch,
-        };
-        let mut store = Store::new(&self.engine, state);
-        store.limiter(|state| &mut state.limiter);
-        let fuel = policy.fuel.unwrap_or(u64::MAX);
-        store
-            .set_fuel(fuel)
-            .map_err(|e| CallError::new(ErrorKind::Trap, e.to_string()))?;
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |mut ctx| {
-            if ctx.data().host.cancellation.is_cancelled() {
-                return Err(wasmtime::Error::new(Interrupted::Cancelled));
-            }
-            if Instant::now() >= deadline {
-                return Err(wasmtime::Error::new(Interrupted::Deadline));
-            }
-            // A long call takes turns with the others (see `turns`).
-            Ok(match ctx.data_mut().turn.tick() {
-                None => UpdateDeadline::Yield(1),
-                Some(next_turn) => UpdateDeadline::YieldCustom(1, next_turn),
-            })
-        });
-        Ok(store)
-    }
-}
-
-/// What the sandbox refused a guest run that returned: the first denied
-/// capability, and the memory size it could not grow to.
-struct After {
-    denied: Option<denials::Denial>,
-    memory: Option<usize>,
 }
 
 /// Why [`Sandbox::load_file`] failed.
@@ -534,23 +399,6 @@ fn first_line(error: &wasmtime::Error) -> String {
         .next()
         .unwrap_or_default()
         .to_string()
-}
-
-fn forward_output(tool: &str, call_id: &str, stream: &'static str, captured: &Captured) {
-    for line in String::from_utf8_lossy(&captured.kept).lines() {
-        let line = crate::text::one_line(line);
-        tracing::info!(target: "wasm_agent::tool", tool, call_id, stream, "{line}");
-    }
-    if captured.dropped > 0 {
-        tracing::warn!(
-            target: "wasm_agent::tool",
-            tool,
-            call_id,
-            stream,
-            "the tool wrote {} more bytes to {stream} than the {CAPTURE_CAP} kept; they were dropped",
-            captured.dropped
-        );
-    }
 }
 
 #[cfg(test)]

@@ -42,6 +42,13 @@ impl CappedOutput {
             .clone()
     }
 
+    /// Empties the sink (a kept instance's next call starts clean).
+    pub fn reset(&self) {
+        let mut captured = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        captured.kept.clear();
+        captured.dropped = 0;
+    }
+
     fn push(&self, bytes: &[u8]) {
         let mut captured = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         let room = captured.cap.saturating_sub(captured.kept.len());

@@ -32,6 +32,19 @@ pub struct CallState {
     pub(super) _scratch: Option<Scratch>,
 }
 
+impl CallState {
+    /// Makes a kept store this call's: its imports, turn, write budget and
+    /// request count start afresh; memory, instance and open resources stay.
+    pub(super) fn renew(&mut self, host: HostImports, turn: CallTurn, policy: &super::CallPolicy) {
+        self.http_hooks.deadline = host.deadline;
+        self.http_hooks.sent = 0;
+        self.host = host;
+        self.turn = turn;
+        self.writes = WriteBudget::new(policy.max_write, self.denials.clone());
+        self.limiter.forget_refusal();
+    }
+}
+
 impl WasiHttpView for CallState {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
         WasiHttpCtxView {

@@ -1,0 +1,377 @@
+//! Code mode: instead of every tool's schema, the model is offered one
+//! `run_code` tool, a sandboxed interpreter (`run_python` or
+//! `run_javascript`) whose description lists the run's other tools as
+//! functions its code can call (`host.call-tool`). A task of several
+//! dependent steps then takes one model roundtrip instead of one per step,
+//! and every request carries one schema instead of all of them.
+//!
+//! What the code may call is still the interpreter's policy (`call_tools`);
+//! each call it makes takes the path of the model's own calls (validation,
+//! approval, cache, events) through the run's tool caller.
+
+use std::fmt::Write as _;
+use std::str::FromStr;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::AgentError;
+use super::tool::{AgentTool, Runner};
+
+/// The name of the one tool the model is offered in code mode.
+pub const RUN_CODE: &str = "run_code";
+
+/// The longest tool description repeated in the `run_code` listing, in
+/// characters (longer ones are cut at a sentence or word).
+const MAX_DESCRIPTION_CHARS: usize = 240;
+
+/// The language the model writes in code mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Language {
+    /// CPython, with the tools as `tools.NAME(key=value)`.
+    Python,
+    /// JavaScript, with the tools as `tools.NAME({ key: value })`.
+    #[serde(alias = "js")]
+    JavaScript,
+}
+
+impl Language {
+    /// The interpreter tool of this language among the example tools.
+    pub fn interpreter(self) -> &'static str {
+        match self {
+            Language::Python => "run_python",
+            Language::JavaScript => "run_javascript",
+        }
+    }
+}
+
+impl FromStr for Language {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.to_ascii_lowercase().as_str() {
+            "python" | "py" => Ok(Language::Python),
+            "javascript" | "js" => Ok(Language::JavaScript),
+            _ => Err(format!(
+                "{text:?} is not a code-mode language: use python or javascript"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Language {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Language::Python => "python",
+            Language::JavaScript => "javascript",
+        })
+    }
+}
+
+/// Code mode's settings: the language and the interpreter tool that runs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodeMode {
+    language: Language,
+    interpreter: String,
+}
+
+impl CodeMode {
+    /// Python through the `run_python` tool.
+    pub fn python() -> Self {
+        Self::new(Language::Python)
+    }
+
+    /// JavaScript through the `run_javascript` tool.
+    pub fn javascript() -> Self {
+        Self::new(Language::JavaScript)
+    }
+
+    /// `language` through its usual interpreter tool.
+    pub fn new(language: Language) -> Self {
+        Self {
+            language,
+            interpreter: language.interpreter().to_string(),
+        }
+    }
+
+    /// Runs the code with the tool named `tool` instead (one loaded with a
+    /// prefix or under another name).
+    pub fn interpreter(mut self, tool: impl Into<String>) -> Self {
+        self.interpreter = tool.into();
+        self
+    }
+
+    /// The language.
+    pub fn language(&self) -> Language {
+        self.language
+    }
+
+    /// The interpreter tool's name.
+    pub fn interpreter_name(&self) -> &str {
+        &self.interpreter
+    }
+
+    /// The `run_code` tool of a run with `tools`: the interpreter, renamed,
+    /// with a description listing the tools its policy lets it call.
+    pub(crate) fn run_code_tool(&self, tools: &[AgentTool]) -> Result<AgentTool, AgentError> {
+        let interpreter = tools
+            .iter()
+            .find(|tool| tool.name == self.interpreter)
+            .ok_or_else(|| {
+                AgentError::BadTool(format!(
+                    "code mode runs {} code with tool {:?}, which this agent does not have; \
+                     load the interpreter component (e.g. run_python.wasm or \
+                     run_javascript.wasm)",
+                    self.language, self.interpreter
+                ))
+            })?;
+        let Runner::Sandboxed { host, tool } = &interpreter.runner else {
+            return Err(AgentError::BadTool(format!(
+                "code mode needs a sandboxed interpreter; tool {:?} is a host tool",
+                self.interpreter
+            )));
+        };
+        let callable: Vec<&AgentTool> = tools
+            .iter()
+            .filter(|other| other.name != interpreter.name && host.may_call(tool, &other.name))
+            .collect();
+        if callable.is_empty() {
+            tracing::warn!(
+                interpreter = %self.interpreter,
+                "code mode: the interpreter's policy lets it call none of the run's tools \
+                 (grant them with call_tools or --allow-call-tool)"
+            );
+        }
+        let mut run_code = interpreter.clone();
+        run_code.name = RUN_CODE.to_string();
+        run_code.description = describe(self.language, &callable);
+        Ok(run_code)
+    }
+}
+
+/// What the model reads about `run_code`: how to use it, then each tool as
+/// a function with its signature and a short description.
+pub(crate) fn describe(language: Language, tools: &[&AgentTool]) -> String {
+    let mut text = match language {
+        Language::Python => String::from(
+            "Run Python 3 code in a sandbox and get back what it prints (stdout, then \
+             stderr) and the value of its last expression. Do whole tasks in one script: \
+             the tools below are functions of `tools`, called with keyword arguments; \
+             each returns the tool's result text (json.loads it when it is JSON) and \
+             raises ToolCallError when the tool fails. Print only what you need.",
+        ),
+        Language::JavaScript => String::from(
+            "Run JavaScript in a sandbox and get back what it logs (console.log) and the \
+             value of its last expression (with top-level await, `return` the value). Do \
+             whole tasks in one script: the tools below are functions of `tools`, called \
+             with one object argument; each returns the tool's result text (JSON.parse it \
+             when it is JSON) and throws ToolCallError when the tool fails. Log only what \
+             you need.",
+        ),
+    };
+    if tools.is_empty() {
+        text.push_str("\n\nNo tools are available to the code.");
+        return text;
+    }
+    text.push_str("\n\nTools:");
+    for tool in tools {
+        let _ = write!(
+            text,
+            "\n- {}\n  {}",
+            signature(language, &tool.name, &tool.parameters),
+            short(&tool.description)
+        );
+    }
+    text
+}
+
+/// `tools.calculate(expression: str) -> str` or
+/// `tools.calculate({ expression: string }) -> string`.
+fn signature(language: Language, name: &str, schema: &Value) -> String {
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|names| names.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let properties = schema.get("properties").and_then(Value::as_object);
+    let parameters = properties.into_iter().flatten().map(|(key, property)| {
+        let optional = !required.contains(&key.as_str());
+        (key.as_str(), type_name(language, property), optional)
+    });
+    match language {
+        Language::Python => {
+            let mut listed = Vec::new();
+            let mut odd_names = false;
+            for (key, kind, optional) in parameters {
+                if !is_identifier(key) {
+                    odd_names = true;
+                    continue;
+                }
+                listed.push(if optional {
+                    format!("{key}: {kind} = None")
+                } else {
+                    format!("{key}: {kind}")
+                });
+            }
+            if odd_names {
+                listed.push("**arguments".into());
+            }
+            let function = if is_identifier(name) {
+                format!("tools.{name}")
+            } else {
+                format!("tools[{name:?}]")
+            };
+            format!("{function}({}) -> str", listed.join(", "))
+        }
+        Language::JavaScript => {
+            let fields: Vec<String> = parameters
+                .map(|(key, kind, optional)| {
+                    let key = if is_identifier(key) {
+                        key.to_string()
+                    } else {
+                        format!("{key:?}")
+                    };
+                    format!("{key}{}: {kind}", if optional { "?" } else { "" })
+                })
+                .collect();
+            let function = if is_identifier(name) {
+                format!("tools.{name}")
+            } else {
+                format!("tools[{name:?}]")
+            };
+            if fields.is_empty() {
+                format!("{function}() -> string")
+            } else {
+                format!("{function}({{ {} }}) -> string", fields.join(", "))
+            }
+        }
+    }
+}
+
+/// A JSON Schema type as the language writes it.
+fn type_name(language: Language, property: &Value) -> String {
+    let one = |kind: &str| -> &'static str {
+        match (language, kind) {
+            (Language::Python, "string") => "str",
+            (Language::Python, "integer") => "int",
+            (Language::Python, "number") => "float",
+            (Language::Python, "boolean") => "bool",
+            (Language::Python, "array") => "list",
+            (Language::Python, "object") => "dict",
+            (Language::Python, "null") => "None",
+            (Language::JavaScript, "string") => "string",
+            (Language::JavaScript, "integer" | "number") => "number",
+            (Language::JavaScript, "boolean") => "boolean",
+            (Language::JavaScript, "array") => "array",
+            (Language::JavaScript, "object") => "object",
+            (Language::JavaScript, "null") => "null",
+            (Language::Python, _) => "Any",
+            (Language::JavaScript, _) => "any",
+        }
+    };
+    let any = match language {
+        Language::Python => "Any",
+        Language::JavaScript => "any",
+    };
+    match property.get("type") {
+        Some(Value::String(kind)) => one(kind).to_string(),
+        Some(Value::Array(kinds)) => {
+            let names: Vec<&str> = kinds.iter().filter_map(Value::as_str).map(one).collect();
+            if names.is_empty() {
+                any.to_string()
+            } else {
+                names.join(" | ")
+            }
+        }
+        _ => any.to_string(),
+    }
+}
+
+/// Whether `text` can be written as a name in both languages.
+fn is_identifier(text: &str) -> bool {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The first paragraph of a description, on one line, cut to
+/// [`MAX_DESCRIPTION_CHARS`] at a sentence or word end.
+fn short(description: &str) -> String {
+    let paragraph = description.split("\n\n").next().unwrap_or_default();
+    let line = paragraph.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() <= MAX_DESCRIPTION_CHARS {
+        return line;
+    }
+    let cut: String = line.chars().take(MAX_DESCRIPTION_CHARS).collect();
+    match cut.rfind(". ") {
+        Some(end) if end > MAX_DESCRIPTION_CHARS / 2 => cut[..=end].to_string(),
+        _ => {
+            let end = cut.rfind(' ').unwrap_or(cut.len());
+            format!("{}…", &cut[..end])
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema() -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "expression": {"type": "string"},
+                "precision": {"type": ["integer", "null"]},
+                "odd-key": {"type": "boolean"}
+            },
+            "required": ["expression"]
+        })
+    }
+
+    #[test]
+    fn signatures_follow_the_schema_in_each_language() {
+        assert_eq!(
+            signature(Language::Python, "calculate", &schema()),
+            "tools.calculate(expression: str, precision: int | None = None, **arguments) -> str"
+        );
+        assert_eq!(
+            signature(Language::JavaScript, "calculate", &schema()),
+            "tools.calculate({ expression: string, precision?: number | null, \"odd-key\"?: boolean }) -> string"
+        );
+        assert_eq!(
+            signature(Language::Python, "json-query", &json!({})),
+            "tools[\"json-query\"]() -> str"
+        );
+        assert_eq!(
+            signature(Language::JavaScript, "now", &json!({"type": "object"})),
+            "tools.now() -> string"
+        );
+    }
+
+    #[test]
+    fn long_descriptions_are_cut_at_a_sentence() {
+        let long = format!("{}. {}", "a".repeat(150), "b ".repeat(100));
+        let cut = short(&long);
+        assert_eq!(cut, format!("{}.", "a".repeat(150)));
+        assert_eq!(short("One.\n\nTwo."), "One.");
+        let words = "word ".repeat(100);
+        let cut = short(&words);
+        assert!(cut.ends_with('…') && cut.chars().count() <= MAX_DESCRIPTION_CHARS + 1);
+    }
+
+    #[test]
+    fn languages_parse_from_their_names() {
+        assert_eq!("Python".parse(), Ok(Language::Python));
+        assert_eq!("js".parse(), Ok(Language::JavaScript));
+        assert!(
+            "ruby"
+                .parse::<Language>()
+                .unwrap_err()
+                .contains("python or javascript")
+        );
+    }
+}

@@ -1,0 +1,269 @@
+//! One guest run: a call slot, a store (fresh, or the session's kept one),
+//! the instance, the body under the policy's limits, and every way it can
+//! end turned into a typed result.
+
+use std::time::Instant;
+
+use wasmtime::component::ResourceTable;
+use wasmtime::{Store, UpdateDeadline};
+
+use super::kept::{KeptParts, Turn};
+use super::output::{CappedOutput, Captured};
+use super::store::CallState;
+use super::{
+    CAPTURE_CAP, CallPolicy, FIELD_SIZE_LIMIT, HostImports, LoadedComponent, Sandbox, denials,
+    http, scratch, wasi, writes,
+};
+use super::{Interrupted, cancelled, classify, denied_error, limits::CallLimiter, timed_out};
+use crate::bindings::Toolkit;
+use crate::result::{CallError, ErrorKind};
+
+/// What the sandbox refused a guest run that returned: the first denied
+/// capability, and the memory size it could not grow to.
+pub(super) struct After {
+    pub denied: Option<denials::Denial>,
+    pub memory: Option<usize>,
+}
+
+/// A store ready to run, with the handles its WASI context writes through
+/// and its instance when it was kept from an earlier call.
+struct Ready {
+    store: Store<CallState>,
+    toolkit: Option<Toolkit>,
+    stdout: CappedOutput,
+    stderr: CappedOutput,
+    denials: denials::Denials,
+}
+
+impl Sandbox {
+    /// Runs `body` on the component's instance under the policy's limits:
+    /// a fresh instance, or, under `keep_instance`, the session's kept one
+    /// (kept again afterwards unless the run trapped, timed out or was
+    /// cancelled).
+    pub(super) async fn run<R>(
+        &self,
+        component: &LoadedComponent,
+        policy: &CallPolicy,
+        mut host: HostImports,
+        body: impl AsyncFnOnce(&Toolkit, &mut Store<CallState>) -> wasmtime::Result<R>,
+    ) -> Result<(R, After), CallError> {
+        let cancellation = host.cancellation.clone();
+        let deadline = host.deadline;
+        let timeout = policy.timeout;
+        // One call of a session at a time, waited for within the deadline.
+        let keep = host.keep.take();
+        let mut turn: Option<Turn> = match &keep {
+            None => None,
+            Some((kept, key)) => tokio::select! {
+                turn = kept.enter(key) => Some(turn),
+                () = cancellation.cancelled() => return Err(cancelled()),
+                () = tokio::time::sleep_until(deadline.into()) => return Err(timed_out(timeout)),
+            },
+        };
+        // A call made by a tool runs in its caller's slot: the caller waits
+        // for it in a host call. (Waiting for a slot of its own could
+        // deadlock, every slot held by a caller waiting.)
+        let _slot = if host.called_by_tool {
+            None
+        } else {
+            Some(
+                self.admission
+                    .admit(deadline, &cancellation)
+                    .await
+                    .map_err(|waited| waited.into_error(|| timed_out(timeout)))?,
+            )
+        };
+        let log_target = (host.call.tool.clone(), host.call.call_id.clone());
+        let Ready {
+            mut store,
+            toolkit,
+            stdout,
+            stderr,
+            denials,
+        } = match turn.as_mut().and_then(Turn::take) {
+            Some(kept) => self.renew(kept, policy, host)?,
+            None => self.fresh(policy, host)?,
+        };
+        let _active = self.ticker.activate();
+
+        let outcome = {
+            let held_turn = store.data().turn.held();
+            let run = held_turn.releasing(async {
+                let toolkit = match toolkit {
+                    Some(toolkit) => toolkit,
+                    None => component.pre.instantiate_async(&mut store).await?,
+                };
+                let value = body(&toolkit, &mut store).await?;
+                Ok((value, toolkit))
+            });
+            tokio::select! {
+                result = run => Some(result),
+                _ = cancellation.cancelled() => None,
+                _ = tokio::time::sleep_until(deadline.into()) => None,
+            }
+        };
+        forward_output(&log_target.0, &log_target.1, "stdout", &stdout.captured());
+        let stderr_text = stderr.captured();
+        forward_output(&log_target.0, &log_target.1, "stderr", &stderr_text);
+
+        match outcome {
+            Some(Ok((value, toolkit))) => {
+                let after = After {
+                    denied: denials.first(),
+                    memory: store.data().limiter.refused_growth(),
+                };
+                if let (Some((kept, _)), Some(turn)) = (&keep, turn.as_mut()) {
+                    let parts = KeptParts {
+                        store,
+                        toolkit,
+                        stdout,
+                        stderr,
+                        denials: denials.clone(),
+                    };
+                    kept.keep(turn, parts);
+                }
+                Ok((value, after))
+            }
+            _ if cancellation.is_cancelled() => Err(cancelled()),
+            None => Err(timed_out(timeout)),
+            Some(Err(error)) => Err(classify(&error, &store, policy, &stderr_text)),
+        }
+        .map_err(|error| match denials.first() {
+            Some(denied) if matches!(error.kind, ErrorKind::Trap) => denied_error(&denied),
+            _ => error,
+        })
+    }
+
+    /// A kept store made ready for this call: its imports, budgets, fuel
+    /// and output are this call's; its memory and instance are the session's.
+    fn renew(
+        &self,
+        kept: super::kept::Kept,
+        policy: &CallPolicy,
+        host: HostImports,
+    ) -> Result<Ready, CallError> {
+        let super::kept::Kept {
+            mut store,
+            toolkit,
+            stdout,
+            stderr,
+            denials,
+            ..
+        } = kept;
+        stdout.reset();
+        stderr.reset();
+        denials.clear();
+        let turn = self.turns.for_call();
+        store.data_mut().renew(host, turn, policy);
+        set_fuel(&mut store, policy)?;
+        Ok(Ready {
+            store,
+            toolkit: Some(toolkit),
+            stdout,
+            stderr,
+            denials,
+        })
+    }
+
+    /// A fresh store for one call, with exactly the granted capabilities.
+    fn fresh(&self, policy: &CallPolicy, host: HostImports) -> Result<Ready, CallError> {
+        let (stdout, stderr) = (
+            CappedOutput::new(CAPTURE_CAP),
+            CappedOutput::new(CAPTURE_CAP),
+        );
+        let denials = denials::Denials::default();
+        let scratch = policy
+            .scratch
+            .then(scratch::Scratch::create)
+            .transpose()
+            .map_err(|e| {
+                CallError::new(
+                    ErrorKind::CapabilityDenied,
+                    format!("the host cannot create the call's scratch folder: {e}"),
+                )
+            })?;
+        let wasi = wasi::build(
+            policy,
+            policy.network.clone(),
+            stdout.clone(),
+            stderr.clone(),
+            denials.clone(),
+            scratch.as_ref(),
+        )
+        .map_err(|e| CallError::new(ErrorKind::CapabilityDenied, e))?;
+        let deadline = host.deadline;
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(self.admission.resource_limit(policy) as usize);
+        let mut http = wasmtime_wasi_http::WasiHttpCtx::new();
+        http.set_field_size_limit(FIELD_SIZE_LIMIT);
+        let state = CallState {
+            wasi,
+            table,
+            limiter: CallLimiter::new(policy.memory.bytes()),
+            host,
+            http,
+            writes: writes::WriteBudget::new(policy.max_write, denials.clone()),
+            turn: self.turns.for_call(),
+            http_hooks: http::PolicyHooks {
+                policy: policy.network.clone(),
+                denials: denials.clone(),
+                deadline,
+                max_response: policy.max_response.bytes(),
+                max_requests: policy.max_requests,
+                sent: 0,
+                credentials: policy.policy.clone(),
+            },
+            denials: denials.clone(),
+            _scratch: scratch,
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|state| &mut state.limiter);
+        set_fuel(&mut store, policy)?;
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |mut ctx| {
+            let host = &ctx.data().host;
+            if host.cancellation.is_cancelled() {
+                return Err(wasmtime::Error::new(Interrupted::Cancelled));
+            }
+            // The deadline of the call running now (a kept store serves many).
+            if Instant::now() >= host.deadline {
+                return Err(wasmtime::Error::new(Interrupted::Deadline));
+            }
+            // A long call takes turns with the others (see `turns`).
+            Ok(match ctx.data_mut().turn.tick() {
+                None => UpdateDeadline::Yield(1),
+                Some(next_turn) => UpdateDeadline::YieldCustom(1, next_turn),
+            })
+        });
+        Ok(Ready {
+            store,
+            toolkit: None,
+            stdout,
+            stderr,
+            denials,
+        })
+    }
+}
+
+fn set_fuel(store: &mut Store<CallState>, policy: &CallPolicy) -> Result<(), CallError> {
+    store
+        .set_fuel(policy.fuel.unwrap_or(u64::MAX))
+        .map_err(|e| CallError::new(ErrorKind::Trap, e.to_string()))
+}
+
+fn forward_output(tool: &str, call_id: &str, stream: &'static str, captured: &Captured) {
+    for line in String::from_utf8_lossy(&captured.kept).lines() {
+        let line = crate::text::one_line(line);
+        tracing::info!(target: "wasm_agent::tool", tool, call_id, stream, "{line}");
+    }
+    if captured.dropped > 0 {
+        tracing::warn!(
+            target: "wasm_agent::tool",
+            tool,
+            call_id,
+            stream,
+            "the tool wrote {} more bytes to {stream} than the {CAPTURE_CAP} kept; they were dropped",
+            captured.dropped
+        );
+    }
+}
