@@ -13,6 +13,8 @@ PYTHON  ?= python3
 POLY    := target/polyglot
 PY_VENV := target/py-venv
 JS_DEPS := example-tools/mdtable
+JS_WIT  := target/wit-run_javascript
+WASI_WIT := $(JS_DEPS)/node_modules/@bytecodealliance/jco/lib/wit/builtin/0.2.12
 POLYGLOT := $(addprefix $(POLY)/,textstats.wasm fixture-py.wasm mdtable.wasm fixture-js.wasm \
 	run_python.wasm run_javascript.wasm)
 
@@ -62,8 +64,20 @@ $(POLY)/mdtable.wasm: example-tools/mdtable/app.js $(JS_SDK) $(JS_DEPS)/node_mod
 	$(call componentize-js,example-tools/mdtable/app.js)
 $(POLY)/fixture-js.wasm: tests/fixture-js/app.js $(JS_SDK) $(JS_DEPS)/node_modules/.installed
 	$(call componentize-js,tests/fixture-js/app.js)
-$(POLY)/run_javascript.wasm: example-tools/run_javascript/app.js $(JS_SDK) $(JS_DEPS)/node_modules/.installed
-	$(call componentize-js,example-tools/run_javascript/app.js,fetch-event)
+$(POLY)/run_javascript.wasm: example-tools/run_javascript/app.js example-tools/run_javascript/fs.js \
+		$(JS_SDK) $(JS_WIT)/.assembled
+	@mkdir -p $(POLY)
+	$(JS_DEPS)/node_modules/.bin/componentize-js --wit $(JS_WIT) --world-name js-interpreter \
+		--disable fetch-event -o $@ example-tools/run_javascript/app.js
+
+# run_javascript's world: the contract plus the wasi:filesystem imports its
+# `fs` uses (the engine imports them anyway), with their WIT from the pinned
+# jco package.
+$(JS_WIT)/.assembled: wit/world.wit example-tools/run_javascript/interpreter.wit $(JS_DEPS)/node_modules/.installed
+	rm -rf $(JS_WIT) && mkdir -p $(JS_WIT)/deps
+	cp wit/world.wit example-tools/run_javascript/interpreter.wit $(JS_WIT)/
+	cp -r $(WASI_WIT)/wasi-filesystem $(WASI_WIT)/wasi-io $(WASI_WIT)/wasi-clocks $(JS_WIT)/deps/
+	touch $@
 
 # $(call componentize-py,FOLDER): FOLDER/app.py with the helper -> $@
 define componentize-py
@@ -71,14 +85,13 @@ define componentize-py
 	$(PY_VENV)/bin/componentize-py -d wit -w toolkit componentize app -p $(1) -p guest-sdk/python -o $@
 endef
 
-# $(call componentize-js,FILE[,DISABLED]): FILE -> $@, without the engine
-# features DISABLED (default: wasi:http and the incoming-request handler;
-# run_javascript keeps http for its fetch, which the host's network policy
-# governs). Run from the root: componentize-js reads files only under its
-# working directory.
+# $(call componentize-js,FILE): FILE without wasi:http -> $@ (run from the
+# root: componentize-js reads files only under its working directory).
+# run_javascript, above, keeps http for its fetch, which the host's network
+# policy governs.
 define componentize-js
 	@mkdir -p $(POLY)
-	$(JS_DEPS)/node_modules/.bin/componentize-js --wit wit --world-name toolkit --disable $(or $(2),http fetch-event) -o $@ $(1)
+	$(JS_DEPS)/node_modules/.bin/componentize-js --wit wit --world-name toolkit --disable http fetch-event -o $@ $(1)
 endef
 
 ## List the example tools, make a few calls, and show denied ones.
@@ -99,8 +112,9 @@ demo: setup
 	@echo; echo "== run_python: code a model wrote, in the sandbox (files in /scratch come back) =="
 	@$(BIN) call $(POLY)/run_python.wasm run_python --scratch \
 	  '{"code": "import statistics\nxs = [3, 1, 4, 1, 5, 9, 2, 6]\nopen(\"sorted.txt\", \"w\").write(str(sorted(xs)))\nprint(\"mean\", statistics.mean(xs))\nstatistics.median(xs)"}'
-	@echo; echo "== run_javascript =="
-	@$(BIN) call $(POLY)/run_javascript.wasm run_javascript '{"code": "const words = \"the sandbox keeps the tool honest\".split(\" \");\nconsole.log(words.length, \"words\");\nwords.sort()"}'
+	@echo; echo "== run_javascript (fs sees /scratch and granted folders only) =="
+	@$(BIN) call $(POLY)/run_javascript.wasm run_javascript --scratch --allow-dir $(DEMO)/data:/data:ro \
+	  '{"code": "const words = fs.readFile(\"/data/notes.txt\").trim().split(\"\\n\");\nfs.writeFile(\"count.json\", JSON.stringify({ words: words.length }));\nconsole.log(words.length, \"words\");\nwords.sort().reverse()"}'
 	@echo; echo "== contained: model code that reads /etc/passwd, then loops forever =="
 	@$(BIN) call $(POLY)/run_python.wasm run_python '{"code": "open(\"/etc/passwd\").read()"}' || true
 	@$(BIN) call $(POLY)/run_javascript.wasm run_javascript '{"code": "while (true) {}"}' --timeout 300ms || true

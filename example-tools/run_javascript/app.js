@@ -2,8 +2,9 @@
 //
 // The code runs in SpiderMonkey (the componentize-js engine, interpreter
 // only) in a fresh instance per call, under the tool's policy like any other
-// tool: time, fuel, memory, output limits, no files, network only to the
-// hosts granted (fetch over wasi:http), no environment. The result is what
+// tool: time, fuel, memory, output limits, files only in granted folders and
+// /scratch (`fs`, see fs.js), network only to the hosts granted (fetch over
+// wasi:http), no environment. The result is what
 // the code logged (console.log, info and debug as stdout; warn and error as
 // stderr, each capped and marked when cut) and the completion value of the
 // script; an exception or a syntax error fails the call with its message and
@@ -15,12 +16,22 @@
 import {
   defineTool, exportTools, host, Output, ToolCallError, ToolError,
 } from '../../guest-sdk/js/wasm-agent-tool.js';
+import { fs, scratchListing } from './fs.js';
 
 /** Characters of stdout and of stderr kept (the rest is counted). */
 const STDOUT_KEPT = 32 * 1024;
 const STDERR_KEPT = 8 * 1024;
 /** Characters of the value's text kept. */
 const VALUE_KEPT = 8 * 1024;
+/** Files, and bytes in all, returned from the scratch folder. */
+const MAX_FILES = 32;
+const MAX_FILE_BYTES = 512 * 1024;
+/** Media types of the files returned, by extension. */
+const MEDIA_TYPES = {
+  txt: 'text/plain', md: 'text/markdown', csv: 'text/csv', json: 'application/json',
+  html: 'text/html', svg: 'image/svg+xml', xml: 'application/xml', js: 'text/javascript',
+  png: 'image/png', jpg: 'image/jpeg', jpeg: 'image/jpeg', gif: 'image/gif',
+};
 /** The file name stacks show for the code. */
 const SOURCE = 'code.js';
 
@@ -214,8 +225,10 @@ const runJavascript = defineTool({
   description: 'Run JavaScript in a sandbox and return what it logged (console.log) and the value '
     + 'of its last expression. Top-level await works (then return the value). Standard '
     + 'built-ins (JSON, Math, Date, RegExp, Map, Set, typed arrays, BigInt) are available; '
-    + 'fetch reaches only the hosts the policy grants; there is no Intl, no file system and no '
-    + 'require or import. The host\'s tools '
+    + 'fetch reaches only the hosts the policy grants; `fs` (readFile, writeFile, appendFile, '
+    + 'readdir, stat, exists, mkdir, rm) sees only granted folders and /scratch, the working '
+    + 'folder, whose new files come back with the result; there is no Intl and no require or '
+    + 'import. The host\'s tools '
     + 'granted to it are functions of `tools` (`tools.calculate({expression: "2+2"})` returns the '
     + 'tool\'s text; a failure throws ToolCallError). An exception or a syntax error fails the '
     + 'call with its message and stack.',
@@ -243,6 +256,8 @@ const runJavascript = defineTool({
     globalThis.stdin = stdin;
     globalThis.tools = toolFunctions();
     globalThis.ToolCallError = ToolCallError;
+    globalThis.fs = fs;
+    const before = scratchListing();
     let value;
     try {
       const result = await evaluate(code);
@@ -261,8 +276,34 @@ const runJavascript = defineTool({
     } finally {
       restore();
     }
-    return new Output(report(stdout, stderr, value) || '(no output)');
+    return withFiles(new Output(report(stdout, stderr, value) || '(no output)'), before);
   },
 });
+
+/** `output` with the scratch files new or changed since `before` as
+ * artifacts (`file:PATH`), up to the caps, and listed in its text. */
+function withFiles(output, before) {
+  const lines = [];
+  let total = 0;
+  let returned = 0;
+  for (const [name, key] of [...scratchListing()].sort(([a], [b]) => (a < b ? -1 : 1))) {
+    if (before.get(name) === key) continue;
+    const data = returned < MAX_FILES ? fs.readFile(name, null) : null;
+    if (data === null || total + data.length > MAX_FILE_BYTES) {
+      lines.push(`- ${name} (not returned: over ${MAX_FILES} files or ${MAX_FILE_BYTES / 1024} KiB)`);
+      continue;
+    }
+    total += data.length;
+    returned += 1;
+    lines.push(`- ${name} (${data.length.toLocaleString('en-US')} bytes)`);
+    const extension = name.includes('.') ? name.split('.').pop().toLowerCase() : '';
+    output.withBytes(`file:${name}`, MEDIA_TYPES[extension] ?? 'application/octet-stream', data);
+  }
+  if (lines.length) {
+    const listing = `files in /scratch:\n${lines.join('\n')}`;
+    output.content = output.content === '(no output)' ? listing : `${output.content}\n\n${listing}`;
+  }
+  return output;
+}
 
 export const tool = exportTools([runJavascript]);

@@ -208,7 +208,8 @@ def _with_files(output, before):
               for name in skipped]
     if lines:
         listing = "files in /scratch:\n" + "\n".join(lines)
-        output.content = f"{output.content}\n\n{listing}" if output.content else listing
+        shown = output.content not in ("", "(no output)")
+        output.content = f"{output.content}\n\n{listing}" if shown else listing
     for name, data in files:
         mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
         output.with_bytes(f"file:{name}", mime, data)

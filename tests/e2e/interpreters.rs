@@ -338,22 +338,44 @@ async fn granted_folders_only_and_never_out_of_them() {
     std::fs::write(data.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
     std::os::unix::fs::symlink("/etc/passwd", data.path().join("link")).unwrap();
     let policy = Policy::default().allow_dir(data.path(), "/data", DirMode::Ro);
-    let host = interpreter(PYTHON, policy).await;
-    let read = run(&host, PYTHON, "open('/data/notes.txt').read().split()").await;
-    assert_eq!(read.content, "value:\n['alpha', 'beta']", "{read:?}");
-    for (code, needle) in [
-        ("open('/data/../../etc/passwd').read()", "PermissionError"),
-        ("open('/data/link').read()", "PermissionError"),
-        ("open('/data/new.txt', 'w')", "PermissionError"),
-    ] {
-        let result = run(&host, PYTHON, code).await;
-        let error = result.error.unwrap_or_else(|| panic!("{code:?} must fail"));
-        assert_eq!(error.kind, ErrorKind::Failed, "{code:?}");
-        assert!(
-            error.message.contains(needle),
-            "{code:?}: {}",
-            error.message
-        );
+    let cases = [
+        (
+            PYTHON,
+            "open('/data/notes.txt').read().split()",
+            "value:\n['alpha', 'beta']",
+            [
+                ("open('/data/../../etc/passwd').read()", "PermissionError"),
+                ("open('/data/link').read()", "PermissionError"),
+                ("open('/data/new.txt', 'w')", "PermissionError"),
+                ("open('/etc/passwd').read()", "FileNotFoundError"),
+            ],
+        ),
+        (
+            JAVASCRIPT,
+            "fs.readFile('/data/notes.txt').split('\\n').filter(Boolean)",
+            "value:\n[\"alpha\", \"beta\"]",
+            [
+                ("fs.readFile('/data/../../etc/passwd')", "ENOENT"),
+                ("fs.readFile('/data/link')", "EPERM"),
+                ("fs.writeFile('/data/new.txt', 'x')", "EPERM"),
+                ("fs.readFile('/proc/self/status')", "ENOENT"),
+            ],
+        ),
+    ];
+    for (interp, read, expected, refused) in cases {
+        let host = interpreter(interp, policy.clone()).await;
+        let result = run(&host, interp, read).await;
+        assert_eq!(result.content, expected, "{result:?}");
+        for (code, needle) in refused {
+            let result = run(&host, interp, code).await;
+            let error = result.error.unwrap_or_else(|| panic!("{code:?} must fail"));
+            assert_eq!(error.kind, ErrorKind::Failed, "{code:?}");
+            assert!(
+                error.message.contains(needle),
+                "{code:?}: {}",
+                error.message
+            );
+        }
     }
     assert!(!data.path().join("new.txt").exists());
 }
@@ -361,43 +383,71 @@ async fn granted_folders_only_and_never_out_of_them() {
 #[tokio::test]
 async fn files_left_in_scratch_come_back_and_each_call_starts_empty() {
     let policy = Policy::default().scratch(true).max_write(ByteSize::mib(1));
-    let host = interpreter(PYTHON, policy).await;
-    let code = "import os, json\nprint(sorted(os.listdir('.')))\n\
-                open('report.csv', 'w').write('a,b\\n1,2\\n')\n\
-                os.mkdir('out')\njson.dump({'ok': True}, open('out/data.json', 'w'))";
-    for _ in 0..2 {
-        let result = run(&host, PYTHON, code).await;
-        assert!(result.is_ok(), "{result:?}");
-        assert!(
-            result.content.starts_with("stdout:\n[]"),
-            "a fresh folder: {}",
-            result.content
-        );
-        assert!(
-            result.content.contains("report.csv (8 bytes)"),
-            "{}",
-            result.content
-        );
-        let kinds: Vec<_> = result.artifacts.iter().map(|a| a.kind.as_str()).collect();
-        assert_eq!(kinds, ["file:report.csv", "file:out/data.json"]);
-        assert_eq!(result.artifacts[0].data, b"a,b\n1,2\n");
+    let cases = [
+        (
+            PYTHON,
+            "import os, json\nprint(sorted(os.listdir('.')))\n\
+             open('report.csv', 'w').write('a,b\\n1,2\\n')\n\
+             os.mkdir('out')\njson.dump({'ok': True}, open('out/data.json', 'w'))",
+            "open('big', 'wb').write(b'x' * (4 << 20))",
+            "open('/scratch/x', 'w')",
+        ),
+        (
+            JAVASCRIPT,
+            "console.log(JSON.stringify(fs.readdir('.')));\n\
+             fs.writeFile('report.csv', 'a,b\\n1,2\\n');\n\
+             fs.mkdir('out'); fs.writeFile('out/data.json', JSON.stringify({ ok: true }));",
+            "fs.writeFile('big', new Uint8Array(4 << 20))",
+            "fs.writeFile('/scratch/x', 'x')",
+        ),
+    ];
+    for (interp, code, flood, without_scratch) in cases {
+        let host = interpreter(interp, policy.clone()).await;
+        for _ in 0..2 {
+            let result = run(&host, interp, code).await;
+            assert!(result.is_ok(), "{result:?}");
+            assert!(
+                result.content.starts_with("stdout:\n[]"),
+                "a fresh folder: {}",
+                result.content
+            );
+            assert!(
+                result.content.contains("report.csv (8 bytes)"),
+                "{}",
+                result.content
+            );
+            let mut kinds: Vec<_> = result.artifacts.iter().map(|a| a.kind.as_str()).collect();
+            kinds.sort();
+            assert_eq!(kinds, ["file:out/data.json", "file:report.csv"]);
+            let report = result
+                .artifacts
+                .iter()
+                .find(|a| a.kind == "file:report.csv");
+            assert_eq!(report.unwrap().data, b"a,b\n1,2\n");
+            let data = result
+                .artifacts
+                .iter()
+                .find(|a| a.kind == "file:out/data.json");
+            assert_eq!(data.unwrap().mime_type.as_deref(), Some("application/json"));
+        }
+        let flood = run(&host, interp, flood).await;
+        let error = flood.error.expect("writing past max_write fails");
         assert_eq!(
-            result.artifacts[1].mime_type.as_deref(),
-            Some("application/json")
+            error.kind,
+            ErrorKind::CapabilityDenied,
+            "{}: {error}",
+            interp.1
+        );
+        assert!(error.message.contains("max_write"), "{}", error.message);
+
+        let without = interpreter(interp, Policy::default()).await;
+        let result = run(&without, interp, without_scratch).await;
+        assert_eq!(
+            result.error.map(|e| e.kind),
+            Some(ErrorKind::Failed),
+            "no scratch unless granted"
         );
     }
-    let flood = run(&host, PYTHON, "open('big', 'wb').write(b'x' * (4 << 20))").await;
-    let error = flood.error.expect("writing past max_write fails");
-    assert_eq!(error.kind, ErrorKind::CapabilityDenied);
-    assert!(error.message.contains("max_write"), "{}", error.message);
-
-    let without = interpreter(PYTHON, Policy::default()).await;
-    let result = run(&without, PYTHON, "open('/scratch/x', 'w')").await;
-    assert_eq!(
-        result.error.map(|e| e.kind),
-        Some(ErrorKind::Failed),
-        "no scratch unless granted"
-    );
 }
 
 #[test]
