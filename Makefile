@@ -14,6 +14,7 @@ POLY    := target/polyglot
 PY_VENV := target/py-venv
 JS_DEPS := example-tools/mdtable
 JS_WIT  := target/wit-run_javascript
+PY_WIT  := target/wit-run_python
 WASI_WIT := $(JS_DEPS)/node_modules/@bytecodealliance/jco/lib/wit/builtin/0.2.12
 POLYGLOT := $(addprefix $(POLY)/,textstats.wasm fixture-py.wasm mdtable.wasm fixture-js.wasm \
 	run_python.wasm run_javascript.wasm)
@@ -58,8 +59,20 @@ $(POLY)/textstats.wasm: example-tools/textstats/app.py $(PY_SDK) $(PY_VENV)/.ins
 	$(call componentize-py,example-tools/textstats)
 $(POLY)/fixture-py.wasm: tests/fixture-py/app.py $(PY_SDK) $(PY_VENV)/.installed
 	$(call componentize-py,tests/fixture-py)
-$(POLY)/run_python.wasm: example-tools/run_python/app.py $(PY_SDK) $(PY_VENV)/.installed
-	$(call componentize-py,example-tools/run_python)
+$(POLY)/run_python.wasm: example-tools/run_python/app.py example-tools/run_python/wasi_fetch.py \
+		$(PY_SDK) $(PY_VENV)/.installed $(PY_WIT)/.assembled
+	@mkdir -p $(POLY)
+	$(PY_VENV)/bin/componentize-py -d $(PY_WIT) -w py-interpreter componentize app \
+		-p example-tools/run_python -p guest-sdk/python -o $@
+
+# run_python's world: the contract plus wasi:http's outgoing handler for its
+# fetch, with the WASI WIT from the pinned jco package.
+$(PY_WIT)/.assembled: wit/world.wit example-tools/run_python/interpreter.wit $(JS_DEPS)/node_modules/.installed
+	rm -rf $(PY_WIT) && mkdir -p $(PY_WIT)/deps
+	cp wit/world.wit example-tools/run_python/interpreter.wit $(PY_WIT)/
+	cd $(WASI_WIT) && cp -r wasi-http wasi-io wasi-clocks wasi-cli wasi-random wasi-filesystem \
+		wasi-sockets $(CURDIR)/$(PY_WIT)/deps/
+	touch $@
 $(POLY)/mdtable.wasm: example-tools/mdtable/app.js $(JS_SDK) $(JS_DEPS)/node_modules/.installed
 	$(call componentize-js,example-tools/mdtable/app.js)
 $(POLY)/fixture-js.wasm: tests/fixture-js/app.js $(JS_SDK) $(JS_DEPS)/node_modules/.installed

@@ -3,7 +3,8 @@
 The code runs in CPython (componentize-py's runtime) in a fresh instance per
 call, under the tool's policy like any other tool: time, fuel, memory, output
 and write limits, files only where granted, network only where granted, no
-environment. The result is what the code printed (stdout, then stderr, each
+environment (``fetch`` is the code's way to the network, over wasi:http).
+The result is what the code printed (stdout, then stderr, each
 capped and marked when cut) and the value of its last expression; an
 exception or a syntax error fails the call with the traceback, so the model
 can fix its code. With a scratch folder granted (``--scratch``), the code
@@ -70,6 +71,7 @@ from typing import Annotated
 
 import inspect
 
+from wasi_fetch import FetchError, Response, fetch
 from wasm_agent_tool import Output, ToolCallError, ToolError, host, tool, Toolkit
 
 #: Characters of stdout and of stderr kept (the rest is counted).
@@ -315,7 +317,10 @@ def run_python(
     """Run Python code in a sandbox and return what it printed and the value of
     its last expression. Standard modules such as json, re, math, statistics,
     datetime, collections, itertools, decimal, csv and random are available;
-    there is no network, no subprocess and no file outside granted folders.
+    ``fetch(url, method="GET", headers=None, body=None)`` reaches only the hosts
+    the policy grants (returns a Response with ``status``, ``headers``,
+    ``text()``, ``json()``); there is no subprocess and no file outside granted
+    folders.
     The host's tools granted to it are functions of ``tools``
     (``tools.calculate(expression="2+2")`` returns the tool's text; a failure
     raises ToolCallError). An exception or a syntax error fails the call with
@@ -332,7 +337,8 @@ def run_python(
     saved = sys.stdin, sys.stdout, sys.stderr
     sys.stdin, sys.stdout, sys.stderr = io.StringIO(stdin), stdout, stderr
     namespace = SESSION
-    namespace.update(tools=Tools(host.callable_tools()), ToolCallError=ToolCallError, help=_help)
+    namespace.update(tools=Tools(host.callable_tools()), ToolCallError=ToolCallError, help=_help,
+                     fetch=fetch, FetchError=FetchError, Response=Response)
     value = None
     before = _scratch_listing()
     if os.path.isdir(SCRATCH):

@@ -42,8 +42,11 @@ from wasm_agent_schema import coerce, docstring, json_type, signature_schema, un
 try:  # Present only when componentize-py builds the component.
     from wit_world import exports as _exports
     from wit_world.imports import host as _wit_host
-    from wit_world.imports import types as _wit
     from componentize_py_types import Err as _Err
+    try:
+        from wit_world.imports import types as _wit
+    except ImportError:  # A world with another `types` (wasi:http's) names ours in full.
+        from wit_world.imports import wasm_agent_tool_types as _wit
 except ImportError:  # Plain CPython, e.g. unit tests.
     _exports = _wit_host = _wit = _Err = None
 

@@ -161,6 +161,11 @@ type Case = (&'static str, Option<ErrorKind>, &'static str);
 const PYTHON_CASES: &[Case] = &[
     ("while True: pass", Some(ErrorKind::Timeout), "time limit"),
     (
+        "fetch('http://127.0.0.1:9/')",
+        Some(ErrorKind::CapabilityDenied),
+        "--allow-host http://127.0.0.1:9",
+    ),
+    (
         "x = bytearray(200 * 2**20)",
         Some(ErrorKind::MemoryLimit),
         "64MiB",

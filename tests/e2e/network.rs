@@ -435,54 +435,78 @@ async fn weather_uses_the_configured_api() {
     );
 }
 
+/// How each interpreter fetches (`URL` stands for the quoted address): the
+/// status and body, as the result shows them; a refused request caught,
+/// and what it prints; an uncaught one.
+struct Fetching {
+    tool: &'static str,
+    get: &'static str,
+    got: &'static str,
+    caught: &'static str,
+    printed: &'static str,
+    uncaught: &'static str,
+}
+
+const FETCHING: [Fetching; 2] = [
+    Fetching {
+        tool: "run_python",
+        get: "r = fetch(URL)\nf'{r.status} {r.text()}'",
+        got: "value:\n'200 hello from /code'",
+        caught: "try:\n    fetch(URL)\nexcept FetchError as e:\n    print(type(e).__name__)",
+        printed: "stdout:\nFetchError",
+        uncaught: "fetch(URL)",
+    },
+    Fetching {
+        tool: "run_javascript",
+        get: "const r = await fetch(URL);\nreturn `${r.status} ${await r.text()}`",
+        got: "value:\n\"200 hello from /code\"",
+        caught: "try { await fetch(URL); } catch (e) { console.log(e.name); }",
+        printed: "stdout:\nTypeError",
+        uncaught: "await fetch(URL)",
+    },
+];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn run_javascript_fetch_reaches_only_granted_hosts() {
+async fn interpreters_fetch_only_from_granted_hosts() {
     let granted = Server::start(Behaviour::Hello).await;
     let other = Server::start(Behaviour::Hello).await;
-    let host = crate::common::host();
-    host.load_with(
-        crate::polyglot::polyglot("run_javascript"),
-        wasm_agent::LoadOptions::new(policy(&[granted.grant()])).name("run_javascript"),
-    )
-    .await
-    .unwrap();
-    let run = |code: String| {
-        let host = host.clone();
-        async move {
-            host.call(
-                "run_javascript",
-                &json!({ "code": code }).to_string(),
-                &CallContext::new(),
-            )
+    for case in FETCHING {
+        let host = crate::common::host();
+        host.load_with(
+            crate::polyglot::polyglot(case.tool),
+            wasm_agent::LoadOptions::new(policy(&[granted.grant()])).name(case.tool),
+        )
+        .await
+        .unwrap();
+        let run = async |template: &str, url: String| {
+            let code = template.replace("URL", &format!("{url:?}"));
+            let arguments = json!({ "code": code }).to_string();
+            host.call(case.tool, &arguments, &CallContext::new()).await
+        };
+        let result = run(case.get, granted.url("/code")).await;
+        assert_eq!(result.content, case.got, "{}: {result:?}", case.tool);
+        // Not granted: refused before connecting; caught, the code goes on.
+        let result = run(case.caught, other.url("/")).await;
+        assert_eq!(result.content, case.printed, "{}: {result:?}", case.tool);
+        // Uncaught, the call is capability_denied naming the grant.
+        let error = run(case.uncaught, other.url("/"))
             .await
-        }
-    };
-    let code = format!(
-        "const r = await fetch({:?});\nreturn `${{r.status}} ${{await r.text()}}`",
-        granted.url("/js")
-    );
-    let result = run(code).await;
-    assert_eq!(
-        result.content, "value:\n\"200 hello from /js\"",
-        "{result:?}"
-    );
-    // Not granted: refused before connecting; caught, the code goes on.
-    let code = format!(
-        "try {{ await fetch({:?}); }} catch (e) {{ return e.name; }}",
-        other.url("/")
-    );
-    let result = run(code).await;
-    assert_eq!(result.content, "value:\n\"TypeError\"", "{result:?}");
-    // Uncaught, the call is capability_denied naming the grant.
-    let result = run(format!("await fetch({:?})", other.url("/"))).await;
-    let error = result.error.expect("refused");
-    assert_eq!(error.kind, ErrorKind::CapabilityDenied, "{error}");
-    assert!(
-        error
-            .message
-            .contains(&format!("--allow-host {}", other.grant())),
-        "{error}"
-    );
+            .error
+            .expect("refused");
+        assert_eq!(
+            error.kind,
+            ErrorKind::CapabilityDenied,
+            "{}: {error}",
+            case.tool
+        );
+        assert!(
+            error
+                .message
+                .contains(&format!("--allow-host {}", other.grant())),
+            "{}: {error}",
+            case.tool
+        );
+    }
     assert_eq!(
         other.connections(),
         0,
