@@ -192,31 +192,44 @@ const DYNAMIC_IMPORT = /\bimport\s*\(/;
  * `await` works too). A failure throws a ToolCallError. `tools.help` lists
  * them with their descriptions and parameters. */
 function toolFunctions() {
-  const specs = host.callableTools();
-  const tools = {};
-  for (const spec of specs) {
-    const call = (args = {}) => host.callTool(spec.name, args).content;
-    Object.defineProperty(call, 'name', { value: spec.name });
-    call.description = spec.description;
-    call.parameters = spec.parameters;
-    tools[spec.name] = call;
-  }
-  Object.defineProperty(tools, 'help', {
-    enumerable: false,
-    value: specs.map((spec) => `${spec.name}(${JSON.stringify(spec.parameters)}): ${spec.description}`).join('\n'),
-  });
-  // A tool not granted is still asked for: the host refuses it with
-  // capability_denied, naming the grant that would allow it.
-  return new Proxy(Object.freeze(tools), {
+  // The host is asked for the tools on first use only.
+  let tools;
+  const load = () => {
+    if (tools) return tools;
+    const specs = host.callableTools();
+    tools = {};
+    for (const spec of specs) {
+      const call = (args = {}) => host.callTool(spec.name, args).content;
+      Object.defineProperty(call, 'name', { value: spec.name });
+      call.description = spec.description;
+      call.parameters = spec.parameters;
+      tools[spec.name] = call;
+    }
+    Object.defineProperty(tools, 'help', {
+      enumerable: false,
+      configurable: true,
+      value: specs.map((spec) => `${spec.name}(${JSON.stringify(spec.parameters)}): ${spec.description}`).join('\n'),
+    });
+    return tools;
+  };
+  // Not a tool: what objects have (toJSON, toString, ...) and `then` (so
+  // that `await tools` does not call a tool).
+  const notATool = (name) => typeof name !== 'string' || name in Object.prototype
+    || name === 'then' || name === 'toJSON';
+  return new Proxy({}, {
     get(target, name) {
-      // Not a tool: what objects have (toJSON, toString, ...) and `then`
-      // (so that `await tools` does not call a tool).
-      if (name in target || typeof name !== 'string' || name in Object.prototype
-        || name === 'then' || name === 'toJSON') {
-        return target[name];
-      }
-      return (args = {}) => host.callTool(name, args).content;
+      if (notATool(name)) return target[name];
+      const loaded = load();
+      // A tool not granted is still asked for: the host refuses it with
+      // capability_denied, naming the grant that would allow it.
+      return name in loaded ? loaded[name] : (args = {}) => host.callTool(name, args).content;
     },
+    has: (target, name) => typeof name === 'string' && name in load(),
+    ownKeys: () => Reflect.ownKeys(load()),
+    getOwnPropertyDescriptor: (target, name) => Reflect.getOwnPropertyDescriptor(load(), name),
+    set: () => false,
+    defineProperty: () => false,
+    deleteProperty: () => false,
   });
 }
 

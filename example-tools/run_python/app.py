@@ -283,12 +283,17 @@ def _help(thing=None):
 class Tools:
     """The host's tools this code may call: ``tools.calculate(expression="2+2")``,
     or ``tools["json-query"](...)`` for names that are not identifiers.
-    ``help(tools.calculate)`` shows a tool's description and parameters."""
+    ``help(tools.calculate)`` shows a tool's description and parameters. The
+    host is asked for them on first use only."""
 
-    def __init__(self, specs):
-        self._functions = {spec["name"]: _tool_function(spec) for spec in specs}
-        for name, function in self._functions.items():
-            setattr(self, name.replace("-", "_"), function)
+    def __init__(self, load):
+        self._load, self._loaded = load, None
+
+    @property
+    def _functions(self):
+        if self._loaded is None:
+            self._loaded = {spec["name"]: _tool_function(spec) for spec in self._load()}
+        return self._loaded
 
     def __getitem__(self, name):
         return self._functions.get(name) or _tool_function(
@@ -299,7 +304,12 @@ class Tools:
         # capability_denied, naming the grant that would allow it.
         if name.startswith("_"):
             raise AttributeError(name)
-        return self[name]
+        functions = self._functions
+        found = next((f for n, f in functions.items() if n.replace("-", "_") == name), None)
+        return found or self[name]
+
+    def __dir__(self):
+        return [name.replace("-", "_") for name in self._functions]
 
     def __iter__(self):
         return iter(self._functions)
@@ -337,7 +347,7 @@ def run_python(
     saved = sys.stdin, sys.stdout, sys.stderr
     sys.stdin, sys.stdout, sys.stderr = io.StringIO(stdin), stdout, stderr
     namespace = SESSION
-    namespace.update(tools=Tools(host.callable_tools()), ToolCallError=ToolCallError, help=_help,
+    namespace.update(tools=Tools(host.callable_tools), ToolCallError=ToolCallError, help=_help,
                      fetch=fetch, FetchError=FetchError, Response=Response)
     value = None
     before = _scratch_listing()
