@@ -178,3 +178,30 @@ pub fn assert_inner_call_cancelled(
         "the inner call of {tool} ended cancelled"
     );
 }
+
+#[test]
+fn the_cli_loads_the_tools_a_script_calls_with_with() {
+    let python = polyglot("run_python").display().to_string();
+    let calculator = component("calculator").display().to_string();
+    let code = json!({"code": "float(tools.calculate(expression='6 * 7')) / 2"}).to_string();
+    let granted = crate::common::run(&[
+        "call",
+        &python,
+        "run_python",
+        &code,
+        "--with",
+        &calculator,
+        "--allow-call-tool",
+        "calculate",
+    ]);
+    assert!(
+        granted.status.success(),
+        "{}",
+        crate::common::stderr(&granted)
+    );
+    assert_eq!(crate::common::stdout(&granted).trim(), "value:\n21.0");
+    // Without the grant the same script is refused, naming it.
+    let refused =
+        crate::common::run(&["call", &python, "run_python", &code, "--with", &calculator]);
+    crate::common::assert_clean_failure(&refused, 1, "--allow-call-tool calculate");
+}
