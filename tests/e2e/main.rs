@@ -4,6 +4,7 @@
 
 mod agent;
 mod agent_cli;
+mod agent_runs;
 mod cli;
 mod code_mode;
 mod code_mode_run;
