@@ -45,6 +45,25 @@ def wasm(name: str) -> Path:
     return WASM_DIR / f"{name}.wasm"
 
 
+def approval_config(tmp_path: Path, extra: str = "") -> Path:
+    """A wasm-agent.toml with the calculator (its calculate needs approval),
+    the echo tool, and `extra` sections."""
+    path = tmp_path / "wasm-agent.toml"
+    path.write_text(
+        f"""{extra}
+[tools.calc]
+component = "{wasm('calculator')}"
+
+[tools.echo]
+component = "{wasm('echo_tool')}"
+
+[agent.tools.calculate]
+requires_approval = "always"
+"""
+    )
+    return path
+
+
 def text_of(result: types.CallToolResult) -> str:
     """All text blocks of a result, joined by newlines."""
     return "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))

@@ -6,27 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import dump, text_of, wasm
+from conftest import approval_config, dump, text_of
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
-    path = tmp_path / "wasm-agent.toml"
-    path.write_text(
-        f"""
-[tools.calc]
-component = "{wasm('calculator')}"
-
-[tools.echo]
-component = "{wasm('echo_tool')}"
-
-[agent.tools.calculate]
-requires_approval = "always"
-"""
-    )
-    return path
+    return approval_config(tmp_path)
 
 
 async def test_refused_without_approve(open_session, config):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import mcp_types as types
 import pytest
 
-from conftest import REPO_ROOT, dump, http_session, text_of, wasm
+from conftest import REPO_ROOT, approval_config, dump, http_session, text_of, wasm
 
 pytestmark = pytest.mark.anyio
 
@@ -60,24 +60,14 @@ async def test_hostile_code_is_an_error_result_and_the_server_goes_on(open_sessi
 @pytest.fixture
 def code_config(tmp_path):
     """run_python may call calculate, which needs approval, and echo, which does not."""
-    path = tmp_path / "wasm-agent.toml"
-    path.write_text(
+    return approval_config(
+        tmp_path,
         f"""
 [tools.run_python]
 component = "{PYTHON}"
 call_tools = ["calculate", "echo"]
-
-[tools.calc]
-component = "{wasm('calculator')}"
-
-[tools.echo]
-component = "{wasm('echo_tool')}"
-
-[agent.tools.calculate]
-requires_approval = "always"
-"""
+""",
     )
-    return path
 
 
 CALLS_BOTH = (
