@@ -7,7 +7,7 @@ from __future__ import annotations
 import mcp_types as types
 import pytest
 
-from conftest import REPO_ROOT, approval_config, dump, http_session, text_of, wasm
+from conftest import REPO_ROOT, approval_config, dump, http_session, text_of
 
 pytestmark = pytest.mark.anyio
 
