@@ -60,16 +60,6 @@ impl KeptBudget {
         })
     }
 
-    /// The most instances kept at once.
-    pub fn max(&self) -> u32 {
-        self.max
-    }
-
-    /// Instances kept now.
-    pub fn held(&self) -> u32 {
-        self.held.load(Ordering::Relaxed)
-    }
-
     fn acquire(self: &Arc<Self>) -> Option<BudgetToken> {
         self.held
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
@@ -89,14 +79,9 @@ impl Drop for BudgetToken {
     }
 }
 
-/// A store and instance between calls, with the handles its WASI context
-/// writes through.
+/// A store and instance between calls, holding its share of the budget.
 pub(super) struct Kept {
-    pub store: Store<CallState>,
-    pub toolkit: Toolkit,
-    pub stdout: CappedOutput,
-    pub stderr: CappedOutput,
-    pub denials: Denials,
+    pub parts: KeptParts,
     _share: BudgetToken,
 }
 
@@ -161,19 +146,8 @@ impl KeptInstances {
             );
             return;
         };
-        let KeptParts {
-            store,
-            toolkit,
-            stdout,
-            stderr,
-            denials,
-        } = parts;
         *turn.guard = Some(Kept {
-            store,
-            toolkit,
-            stdout,
-            stderr,
-            denials,
+            parts,
             _share: share,
         });
         *turn
@@ -217,19 +191,6 @@ impl KeptInstances {
     fn lock_sessions(&self) -> std::sync::MutexGuard<'_, HashMap<SessionKey, Arc<Slot>>> {
         self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
     }
-
-    /// Sessions with a kept instance now.
-    pub fn len(&self) -> usize {
-        self.lock_sessions()
-            .values()
-            .filter(|slot| slot.kept.try_lock().map_or(true, |kept| kept.is_some()))
-            .count()
-    }
-
-    /// Whether no session has a kept instance.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 impl Slot {
@@ -241,7 +202,8 @@ impl Slot {
     }
 }
 
-/// What a call's store is made of, to keep.
+/// A call's store and instance, with the handles its WASI context writes
+/// through.
 pub(super) struct KeptParts {
     pub store: Store<CallState>,
     pub toolkit: Toolkit,

@@ -40,7 +40,7 @@ use cache::CacheFolder;
 pub use cache::{CacheOutcome, CompileCache};
 pub use engine::Allocator;
 pub use imports::{CallId, CallScope, HostImports};
-pub use kept::{KeptBudget, KeptInstances, SessionKey};
+pub use kept::{KeptBudget, KeptInstances};
 pub use output::Captured;
 pub use tool_calls::{MAX_TOOL_CALL_DEPTH, MAX_TOOL_CALLS};
 

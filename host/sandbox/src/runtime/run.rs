@@ -142,14 +142,13 @@ impl Sandbox {
         policy: &CallPolicy,
         host: HostImports,
     ) -> Result<Ready, CallError> {
-        let super::kept::Kept {
+        let KeptParts {
             mut store,
             toolkit,
             stdout,
             stderr,
             denials,
-            ..
-        } = kept;
+        } = kept.parts;
         stdout.reset();
         stderr.reset();
         denials.clear();
