@@ -31,7 +31,11 @@ async fn run_context_reaches_sandboxed_and_host_tools() {
                 .set_state("seen", &json!(true))
                 .await
                 .map_err(|e| e.to_string())?;
-            let seen = context.get_state("seen").await.unwrap();
+            let seen = context
+                .get_state("seen")
+                .await
+                .map_err(|e| e.to_string())?
+                .unwrap();
             context.emit("asked", json!({"by": context.call.user_id}));
             Ok::<_, String>(format!(
                 "{} {} {:?} {} {}",

@@ -386,15 +386,17 @@ async fn state_is_scoped_by_digest_or_alias_never_by_file_name() {
     let set = call(&first, "state_set", json!({"key": "secret", "value": "s3"})).await;
     assert!(set.is_ok(), "{set:?}");
     let digest = sha256_of(&component("fixture_tool"));
-    let scope = format!("sha256:{digest}");
-    assert_eq!(
-        sessions.get("default", &scope, "secret").await.as_deref(),
-        Some("\"s3\"")
-    );
-    assert_eq!(
-        sessions.get("default", "fixture_tool", "secret").await,
-        None
-    );
+    let scope = |component: String| wasm_agent::session::StateScope {
+        owner: wasm_agent::session::Owner::default(),
+        session: "default".into(),
+        component: component.into(),
+    };
+    let stored = sessions
+        .get(&scope(format!("sha256:{digest}")), "secret")
+        .await;
+    assert_eq!(stored.unwrap().as_deref(), Some("\"s3\""));
+    let by_name = sessions.get(&scope("fixture_tool".into()), "secret").await;
+    assert_eq!(by_name.unwrap(), None);
 
     let stranger = host_with(sessions.clone());
     stranger
@@ -431,10 +433,8 @@ async fn state_is_scoped_by_digest_or_alias_never_by_file_name() {
         "null"
     );
     call(&aliased, "state_set", json!({"key": "k", "value": 1})).await;
-    assert_eq!(
-        sessions.get("default", "alias:calc", "k").await.as_deref(),
-        Some("1")
-    );
+    let aliased_state = sessions.get(&scope("alias:calc".into()), "k").await;
+    assert_eq!(aliased_state.unwrap().as_deref(), Some("1"));
 }
 
 fn sha256_of(path: &std::path::Path) -> String {

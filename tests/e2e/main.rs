@@ -20,7 +20,10 @@ mod network;
 mod notebook;
 mod policy;
 mod polyglot;
+#[path = "../support/postgres.rs"]
+mod postgres;
 mod provider_server;
 mod providers;
 mod sandbox;
 mod scaffold;
+mod shared_store;

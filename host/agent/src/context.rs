@@ -5,7 +5,7 @@ use serde_json::Value;
 use super::{Agent, AgentError};
 use wasm_agent_sandbox::context::CallContext;
 use wasm_agent_sandbox::events::ToolEvent;
-use wasm_agent_session::SessionError;
+use wasm_agent_session::{Owner, SessionError, StateScope};
 
 /// The run context of one host-tool call.
 #[derive(Clone)]
@@ -20,15 +20,11 @@ pub struct ToolContext {
 }
 
 impl ToolContext {
-    /// The tool's session state for `key` (scoped to this tool and session).
-    pub async fn get_state(&self, key: &str) -> Option<Value> {
-        let text = self
-            .agent
-            .inner
-            .sessions
-            .get(&self.call.session_id, &self.scope(), key)
-            .await?;
-        serde_json::from_str(&text).ok()
+    /// The tool's session state for `key` (scoped to this tool, session
+    /// and owner); `None` when unset or not JSON.
+    pub async fn get_state(&self, key: &str) -> Result<Option<Value>, SessionError> {
+        let text = self.agent.inner.sessions.get(&self.scope(), key).await?;
+        Ok(text.and_then(|text| serde_json::from_str(&text).ok()))
     }
 
     /// Sets the tool's session state for `key`.
@@ -36,7 +32,7 @@ impl ToolContext {
         self.agent
             .inner
             .sessions
-            .set(&self.call.session_id, &self.scope(), key, value.to_string())
+            .set(&self.scope(), key, value.to_string())
             .await
     }
 
@@ -68,7 +64,12 @@ impl ToolContext {
     }
 
     /// Host tools keep state apart from components of the same name.
-    fn scope(&self) -> String {
-        format!("host/{}", self.tool)
+    /// Host tools keep state under `host/NAME`, apart from every component.
+    fn scope(&self) -> StateScope {
+        StateScope {
+            owner: Owner::new(self.call.tenant_id.as_deref(), self.call.user_id.as_deref()),
+            session: self.call.session_id.clone(),
+            component: format!("host/{}", self.tool).into(),
+        }
     }
 }

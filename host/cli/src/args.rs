@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use super::new::Lang;
 use wasm_agent::agent::config::AgentConfig;
 use wasm_agent::policy::{ByteSize, ConfigError, ConfigFile, DirGrant, NetworkGrant, PolicyLayer};
+use wasm_agent::session::StoreUrl;
 
 /// Run LLM-agent tools as WebAssembly components under an enforced policy.
 #[derive(Debug, Parser)]
@@ -213,6 +214,10 @@ pub struct HostFlags {
     /// Where session state is kept (default ~/.local/share/wasm-agent).
     #[arg(long, value_name = "DIR", env = "WASM_AGENT_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
+    /// The session store: sqlite:PATH (default: sessions.db in the data
+    /// dir), postgres://USER@HOST:PORT/DB (shared by replicas) or memory:.
+    #[arg(long, value_name = "URL", env = "WASM_AGENT_STORE")]
+    pub store: Option<StoreUrl>,
     /// Sandboxed calls that may run at once; more wait their turn.
     #[arg(long, value_name = "N")]
     pub max_concurrency: Option<u32>,

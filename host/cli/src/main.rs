@@ -6,6 +6,7 @@ mod new;
 mod output;
 mod run;
 mod serve;
+mod store;
 mod watch;
 
 use std::io::Read;
@@ -189,7 +190,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     serde_json::from_str(&metadata).context("--metadata must be a JSON object")?;
             }
             let config = host.load_config()?;
-            let store = Arc::new(run::open_store(host.data_dir.clone()).await?);
+            let store = store::open_store(&host, config.as_ref()).await?;
             let targets: Vec<String> = std::iter::once(component).chain(with).collect();
             let tool_host = load_targets_with(&targets, &host, config.as_ref(), store).await?;
             // Ctrl-C stops the sandboxed call cleanly instead of killing the host.

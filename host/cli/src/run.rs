@@ -1,7 +1,6 @@
 //! `wasm-agent run`: an agent over the loaded tools, streamed to the terminal.
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -13,11 +12,12 @@ use wasm_agent::agent::{
     ToolRouter,
 };
 use wasm_agent::provider::{HttpProvider, Message, ModelSpec, Provider};
-use wasm_agent::session::SqliteSessionStore;
+use wasm_agent::session::{Owner, SessionStore};
 use wasm_agent::{CallContext, CancellationToken, ToolHost};
 
 use super::args::RunArgs;
 use super::code_mode::CodeModeChoice;
+use super::store::open_store;
 use super::{EXIT_CALL_FAILED, load_targets_adjusted};
 
 /// Runs the agent once (PROMPT) or as a chat (no PROMPT).
@@ -42,7 +42,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 
     let code_mode = CodeModeChoice::of(args.code_mode.as_deref(), settings.code_mode)?;
 
-    let store = Arc::new(open_store(args.host.data_dir.clone()).await?);
+    let store = open_store(&args.host, config.as_ref()).await?;
     let host = if args.tools.is_empty() && config.is_none() {
         None
     } else {
@@ -75,8 +75,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 
     let session = args.session.clone().unwrap_or_else(|| "default".into());
     // The conversation continues only in a session the operator named.
+    let owner = Owner::new(args.tenant.as_deref(), args.user.as_deref());
     let mut history = match &args.session {
-        Some(id) => load_history(&store, id).await,
+        Some(id) => load_history(&*store, &owner, id).await,
         None => Vec::new(),
     };
     let context = || {
@@ -87,7 +88,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
 
     let Some(prompt) = &args.prompt else {
-        return chat(&agent, &args, &store, history, context, &interrupts).await;
+        let saved = (&*store, &owner);
+        return chat(&agent, &args, saved, history, context, &interrupts).await;
     };
     let outcome = run_once(
         &agent,
@@ -106,7 +108,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     if let (Some(messages), Some(id)) = (conversation(&outcome), &args.session) {
         history = messages;
-        save_history(&store, id, &history).await;
+        save_history(&*store, &owner, id, &history).await;
     }
     Ok(code)
 }
@@ -157,7 +159,7 @@ impl Interrupts {
 async fn chat(
     agent: &Agent,
     args: &RunArgs,
-    store: &SqliteSessionStore,
+    (store, owner): (&dyn SessionStore, &Owner),
     mut history: Vec<Message>,
     context: impl Fn() -> CallContext,
     interrupts: &Interrupts,
@@ -191,7 +193,7 @@ async fn chat(
         if let Some(messages) = conversation(&outcome) {
             history = messages;
             if let Some(id) = &args.session {
-                save_history(store, id, &history).await;
+                save_history(store, owner, id, &history).await;
             }
         }
     }
@@ -371,7 +373,7 @@ fn build_agent(
     settings: &AgentConfig,
     (spec, provider): (&ModelSpec, Arc<dyn Provider>),
     (host, code_mode): (Option<&ToolHost>, Option<CodeMode>),
-    store: Arc<SqliteSessionStore>,
+    store: Arc<dyn SessionStore>,
 ) -> anyhow::Result<Agent> {
     let mut tools = host.map(AgentTool::all_from).unwrap_or_default();
     for (name, tool_settings) in &settings.tools {
@@ -485,23 +487,8 @@ async fn read_line() -> anyhow::Result<Option<String>> {
     .context("stdin reader stopped")?
 }
 
-/// The SQLite session store under the data dir.
-/// Opens the session store (on the blocking pool: it creates and reads files).
-pub async fn open_store(data_dir: Option<PathBuf>) -> anyhow::Result<SqliteSessionStore> {
-    tokio::task::spawn_blocking(move || open_store_blocking(data_dir)).await?
-}
-
-fn open_store_blocking(data_dir: Option<PathBuf>) -> anyhow::Result<SqliteSessionStore> {
-    let path = match data_dir {
-        Some(dir) => dir.join("sessions.db"),
-        None => SqliteSessionStore::default_path()
-            .context("cannot find a data directory: set --data-dir or WASM_AGENT_DATA_DIR")?,
-    };
-    Ok(SqliteSessionStore::open(&path)?)
-}
-
-async fn load_history(store: &SqliteSessionStore, session: &str) -> Vec<Message> {
-    match store.load_history(session).await {
+async fn load_history(store: &dyn SessionStore, owner: &Owner, session: &str) -> Vec<Message> {
+    match store.load_history(owner, session).await {
         Ok(Some(text)) => serde_json::from_str(&text).unwrap_or_else(|e| {
             tracing::warn!(
                 "session {session}: stored conversation unreadable ({e}); starting afresh"
@@ -516,10 +503,10 @@ async fn load_history(store: &SqliteSessionStore, session: &str) -> Vec<Message>
     }
 }
 
-async fn save_history(store: &SqliteSessionStore, session: &str, history: &[Message]) {
+async fn save_history(store: &dyn SessionStore, owner: &Owner, session: &str, history: &[Message]) {
     let saved = match serde_json::to_string(history) {
         Ok(text) => store
-            .save_history(session, &text)
+            .save_history(owner, session, &text)
             .await
             .map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),

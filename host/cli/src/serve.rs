@@ -13,8 +13,9 @@ use wasm_agent::policy::{ConfigError, ConfigFile};
 use wasm_agent::{CancellationToken, ToolHost};
 
 use super::args::ServeArgs;
+use super::store::open_store;
 use super::watch::Watcher;
-use super::{build_host, load_list, resolve_targets, run::open_store};
+use super::{build_host, load_list, resolve_targets};
 
 pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if args.token.as_deref().is_some_and(|t| t.trim().is_empty()) {
@@ -30,7 +31,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let config = args.host.load_config()?;
-    let store = Arc::new(open_store(args.host.data_dir.clone()).await?);
+    let store = open_store(&args.host, config.as_ref()).await?;
     // The first look at the folders comes before loading, so a file that
     // changes meanwhile is loaded again.
     let watched = args.watch.then(|| {

@@ -98,6 +98,10 @@ struct RawConfig {
     #[serde(default)]
     #[allow(dead_code)]
     agent: Option<IgnoredAny>,
+    /// The session store's URL, checked by its owner through [`ConfigFile::section`].
+    #[serde(default)]
+    #[allow(dead_code)]
+    store: Option<IgnoredAny>,
 }
 
 /// The keys of every `[tools.<alias>]` section, with where they are: serde
@@ -239,10 +243,11 @@ impl ConfigFile {
         })
     }
 
-    /// Reads a section that belongs to another layer (`agent`, the one
-    /// `RawConfig` admits besides the policy's; the file refuses any other
-    /// unknown section), or `T::default()` when the file has none. Errors
-    /// name the file, line and dotted key as those of the policy sections do.
+    /// Reads a section or top-level key that belongs to another layer
+    /// (`agent`, `store`: the ones `RawConfig` admits besides the policy's;
+    /// the file refuses any other unknown key), or `T::default()` when the
+    /// file has none. Errors name the file, line and dotted key as those of
+    /// the policy sections do.
     pub fn section<T: DeserializeOwned + Default>(&self, name: &str) -> Result<T, ConfigError> {
         let error = |span: Option<std::ops::Range<usize>>, key: Option<String>, message: String| {
             ConfigError {

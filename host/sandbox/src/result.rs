@@ -72,6 +72,8 @@ pub enum ErrorKind {
     Cancelled,
     /// The call needed approval and did not get it.
     Denied,
+    /// The session store failed or did not answer within the call's deadline.
+    StoreUnavailable,
 }
 
 impl ErrorKind {
@@ -90,6 +92,7 @@ impl ErrorKind {
             ErrorKind::CapabilityDenied => "capability_denied",
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::Denied => "denied",
+            ErrorKind::StoreUnavailable => "store_unavailable",
         }
     }
 }

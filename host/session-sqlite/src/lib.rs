@@ -10,19 +10,16 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
-use wasm_agent_session::{SessionError, SessionStore, within_bytes};
+use wasm_agent_session::{Owner, Quotas, SessionError, SessionStore, StateScope};
 
 /// The schema this code writes. Bump it with a migration step in `migrate`
 /// whenever a table changes; older binaries then refuse the file instead of
 /// misreading it.
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 /// How long a write waits for another process holding the file's write lock.
 /// Writes are tiny, so anything longer than this means a stuck peer.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
-// Same defaults as the in-memory store, so switching stores changes no limit.
-use wasm_agent_session::{DEFAULT_MAX_BYTES, DEFAULT_MAX_KEYS};
 
 const SCHEMA_V1: &str = "
     CREATE TABLE IF NOT EXISTS state (
@@ -48,6 +45,40 @@ const SCHEMA_V1: &str = "
 /// copy) no longer sees it unless the operator names it with that alias.
 const MIGRATE_V2: &str = "UPDATE state SET scope = 'alias:' || scope;";
 
+/// Version 3 puts the owner (tenant and principal) first in every key, so a
+/// session id alone never reaches anything. Rows written before belong to
+/// the owner with no tenant and no principal, which is who wrote them
+/// unless a caller named a tenant or user (state was not kept apart by
+/// those before).
+const MIGRATE_V3: &str = "
+    CREATE TABLE state_v3 (
+        tenant TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value TEXT NOT NULL,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (tenant, principal, session_id, scope, key)
+    ) WITHOUT ROWID;
+    INSERT INTO state_v3
+        SELECT '', '', session_id, scope, key, value, updated_at FROM state;
+    DROP TABLE state;
+    ALTER TABLE state_v3 RENAME TO state;
+    CREATE TABLE history_v3 (
+        tenant TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        messages TEXT NOT NULL,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (tenant, principal, session_id)
+    ) WITHOUT ROWID;
+    INSERT INTO history_v3
+        SELECT '', '', session_id, messages, updated_at FROM history;
+    DROP TABLE history;
+    ALTER TABLE history_v3 RENAME TO history;
+";
+
 /// Session state kept in a SQLite file, shared safely between processes.
 ///
 /// Several processes may open the same file: it runs in WAL mode, and writers
@@ -59,8 +90,7 @@ const MIGRATE_V2: &str = "UPDATE state SET scope = 'alias:' || scope;";
 #[derive(Debug)]
 pub struct SqliteSessionStore {
     db: Arc<Db>,
-    max_keys: usize,
-    max_bytes: usize,
+    quotas: Quotas,
 }
 
 /// The connection, shared with the blocking tasks that use it.
@@ -98,17 +128,10 @@ impl SqliteSessionStore {
         Db::init(conn, location, false)
     }
 
-    /// Caps how many keys one tool may keep in one session (default 1024).
-    /// Updating an existing key is always allowed.
-    pub fn with_max_keys(mut self, max_keys: usize) -> Self {
-        self.max_keys = max_keys;
-        self
-    }
-
-    /// Caps the bytes of values one tool may keep in one session (default
-    /// 16 MiB).
-    pub fn with_max_bytes(mut self, max_bytes: usize) -> Self {
-        self.max_bytes = max_bytes;
+    /// Holds each scope to `quotas` (default 1024 keys, 16 MiB, as every
+    /// store, so switching stores changes no limit).
+    pub fn with_quotas(mut self, quotas: Quotas) -> Self {
+        self.quotas = quotas;
         self
     }
 
@@ -120,54 +143,42 @@ impl SqliteSessionStore {
         default_path_from(|name| std::env::var_os(name))
     }
 
-    /// The conversation saved for `session_id`, as the JSON text given to
-    /// [`save_history`](Self::save_history), or `None` for a new session.
-    pub async fn load_history(&self, session_id: &str) -> Result<Option<String>, SessionError> {
-        let session_id = session_id.to_string();
-        self.on_blocking_pool(move |db| db.load_history(&session_id))
-            .await
-    }
-
-    /// Replaces the conversation saved for `session_id`.
-    pub async fn save_history(
+    /// [`SessionStore::load_history`], on the calling thread.
+    pub fn load_history_blocking(
         &self,
-        session_id: &str,
-        history_json: &str,
-    ) -> Result<(), SessionError> {
-        let (session_id, history_json) = (session_id.to_string(), history_json.to_string());
-        self.on_blocking_pool(move |db| db.save_history(&session_id, &history_json))
-            .await
+        owner: &Owner,
+        session: &str,
+    ) -> Result<Option<String>, SessionError> {
+        self.db.load_history(owner, session)
     }
 
-    /// [`load_history`](Self::load_history), on the calling thread.
-    pub fn load_history_blocking(&self, session_id: &str) -> Result<Option<String>, SessionError> {
-        self.db.load_history(session_id)
-    }
-
-    /// [`save_history`](Self::save_history), on the calling thread.
+    /// [`SessionStore::save_history`], on the calling thread.
     pub fn save_history_blocking(
         &self,
-        session_id: &str,
+        owner: &Owner,
+        session: &str,
         history_json: &str,
     ) -> Result<(), SessionError> {
-        self.db.save_history(session_id, history_json)
+        self.db.save_history(owner, session, history_json)
     }
 
-    /// Reads one value, on the calling thread.
-    pub fn get_blocking(&self, session_id: &str, scope: &str, key: &str) -> Option<String> {
-        self.db.get(session_id, scope, key)
+    /// [`SessionStore::get`], on the calling thread.
+    pub fn get_blocking(
+        &self,
+        scope: &StateScope,
+        key: &str,
+    ) -> Result<Option<String>, SessionError> {
+        self.db.get(scope, key)
     }
 
-    /// Writes one value, on the calling thread.
+    /// [`SessionStore::set`], on the calling thread.
     pub fn set_blocking(
         &self,
-        session_id: &str,
-        scope: &str,
+        scope: &StateScope,
         key: &str,
         value: String,
     ) -> Result<(), SessionError> {
-        self.db
-            .set(session_id, scope, key, value, self.max_keys, self.max_bytes)
+        self.db.set(scope, key, value, self.quotas)
     }
 
     /// Runs `work` with the connection on tokio's blocking pool.
@@ -194,25 +205,42 @@ impl SqliteSessionStore {
 }
 
 impl Db {
-    fn load_history(&self, session_id: &str) -> Result<Option<String>, SessionError> {
+    fn load_history(&self, owner: &Owner, session: &str) -> Result<Option<String>, SessionError> {
         self.lock()
-            .prepare_cached("SELECT messages FROM history WHERE session_id = ?1")
+            .prepare_cached(
+                "SELECT messages FROM history
+                 WHERE tenant = ?1 AND principal = ?2 AND session_id = ?3",
+            )
             .and_then(|mut stmt| {
-                stmt.query_row(params![session_id], |row| row.get(0))
-                    .optional()
+                stmt.query_row(params![owner.tenant, owner.principal, session], |row| {
+                    row.get(0)
+                })
+                .optional()
             })
             .map_err(|err| self.error("cannot read history", err))
     }
 
-    fn save_history(&self, session_id: &str, history_json: &str) -> Result<(), SessionError> {
+    fn save_history(
+        &self,
+        owner: &Owner,
+        session: &str,
+        history_json: &str,
+    ) -> Result<(), SessionError> {
         let conn = self.lock();
         conn.prepare_cached(
-            "INSERT INTO history (session_id, messages, updated_at)
-             VALUES (?1, ?2, unixepoch())
-             ON CONFLICT (session_id) DO UPDATE
+            "INSERT INTO history (tenant, principal, session_id, messages, updated_at)
+             VALUES (?1, ?2, ?3, ?4, unixepoch())
+             ON CONFLICT (tenant, principal, session_id) DO UPDATE
              SET messages = excluded.messages, updated_at = excluded.updated_at",
         )
-        .and_then(|mut stmt| stmt.execute(params![session_id, history_json]))
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                owner.tenant,
+                owner.principal,
+                session,
+                history_json
+            ])
+        })
         .map(drop)
         .map_err(|err| self.error("cannot save history", err))
     }
@@ -239,8 +267,7 @@ impl Db {
         db.migrate()?;
         Ok(SqliteSessionStore {
             db: Arc::new(db),
-            max_keys: DEFAULT_MAX_KEYS,
-            max_bytes: DEFAULT_MAX_BYTES,
+            quotas: Quotas::default(),
         })
     }
 
@@ -256,30 +283,16 @@ impl Db {
         // Again under the lock: another process may have migrated, or put
         // something else in the file, since `init` looked.
         let version = check_is_ours(&tx, &location)?;
-        if version < 1 {
-            tx.execute_batch(SCHEMA_V1).map_err(fail)?;
-        } else if version < 2 {
-            tx.execute_batch(MIGRATE_V2).map_err(fail)?;
+        for (step, sql) in [(1, SCHEMA_V1), (2, MIGRATE_V2), (3, MIGRATE_V3)] {
+            if version < step {
+                tx.execute_batch(sql).map_err(fail)?;
+            }
         }
         if version < SCHEMA_VERSION {
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)
                 .map_err(fail)?;
         }
         tx.commit().map_err(fail)
-    }
-
-    fn try_get(
-        &self,
-        session_id: &str,
-        scope: &str,
-        key: &str,
-    ) -> rusqlite::Result<Option<String>> {
-        self.lock()
-            .prepare_cached(
-                "SELECT value FROM state WHERE session_id = ?1 AND scope = ?2 AND key = ?3",
-            )?
-            .query_row(params![session_id, scope, key], |row| row.get(0))
-            .optional()
     }
 
     fn lock(&self) -> MutexGuard<'_, Connection> {
@@ -295,96 +308,124 @@ impl Db {
 
 #[async_trait::async_trait]
 impl SessionStore for SqliteSessionStore {
-    async fn get(&self, session_id: &str, scope: &str, key: &str) -> Option<String> {
-        let (session_id, scope, key) = (session_id.to_string(), scope.to_string(), key.to_string());
-        self.on_blocking_pool(move |db| Ok(db.get(&session_id, &scope, &key)))
-            .await
-            .unwrap_or_else(|err| {
-                tracing::warn!(error = %err, "cannot read session state; treating it as unset");
-                None
-            })
+    async fn get(&self, scope: &StateScope, key: &str) -> Result<Option<String>, SessionError> {
+        let (scope, key) = (scope.clone(), key.to_string());
+        self.on_blocking_pool(move |db| db.get(&scope, &key)).await
     }
 
-    async fn set(
+    async fn set(&self, scope: &StateScope, key: &str, value: String) -> Result<(), SessionError> {
+        let (scope, key) = (scope.clone(), key.to_string());
+        let quotas = self.quotas;
+        self.on_blocking_pool(move |db| db.set(&scope, &key, value, quotas))
+            .await
+    }
+
+    async fn load_history(
         &self,
-        session_id: &str,
-        scope: &str,
-        key: &str,
-        value: String,
+        owner: &Owner,
+        session: &str,
+    ) -> Result<Option<String>, SessionError> {
+        let (owner, session) = (owner.clone(), session.to_string());
+        self.on_blocking_pool(move |db| db.load_history(&owner, &session))
+            .await
+    }
+
+    async fn save_history(
+        &self,
+        owner: &Owner,
+        session: &str,
+        history_json: &str,
     ) -> Result<(), SessionError> {
-        let (session_id, scope, key) = (session_id.to_string(), scope.to_string(), key.to_string());
-        let (max_keys, max_bytes) = (self.max_keys, self.max_bytes);
-        self.on_blocking_pool(move |db| {
-            db.set(&session_id, &scope, &key, value, max_keys, max_bytes)
+        let (owner, session, history_json) =
+            (owner.clone(), session.to_string(), history_json.to_string());
+        self.on_blocking_pool(move |db| db.save_history(&owner, &session, &history_json))
+            .await
+    }
+
+    async fn check(&self) -> Result<(), SessionError> {
+        self.on_blocking_pool(|db| {
+            db.lock()
+                .query_row("SELECT 1", [], |_| Ok(()))
+                .map_err(|err| db.error("cannot read the file", err))
         })
         .await
+    }
+
+    fn location(&self) -> String {
+        self.db.location.clone()
     }
 }
 
 impl Db {
-    fn get(&self, session_id: &str, scope: &str, key: &str) -> Option<String> {
-        // The trait has no error channel for reads: a broken store reads as
-        // empty, and the log says why.
-        self.try_get(session_id, scope, key).unwrap_or_else(|err| {
-            tracing::warn!(
-                path = %self.location, session_id, scope, key, error = %err,
-                "cannot read session state; treating it as unset"
-            );
-            None
-        })
+    fn get(&self, scope: &StateScope, key: &str) -> Result<Option<String>, SessionError> {
+        let StateScope {
+            owner,
+            session,
+            component,
+        } = scope;
+        self.lock()
+            .prepare_cached(
+                "SELECT value FROM state WHERE tenant = ?1 AND principal = ?2
+                 AND session_id = ?3 AND scope = ?4 AND key = ?5",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row(
+                    params![owner.tenant, owner.principal, session, component, key],
+                    |row| row.get(0),
+                )
+                .optional()
+            })
+            .map_err(|err| self.error("cannot read session state", err))
     }
 
     fn set(
         &self,
-        session_id: &str,
-        scope: &str,
+        scope: &StateScope,
         key: &str,
         value: String,
-        max_keys: usize,
-        max_bytes: usize,
+        quotas: Quotas,
     ) -> Result<(), SessionError> {
+        let StateScope {
+            owner,
+            session,
+            component,
+        } = scope;
+        let (tenant, principal, component) = (&owner.tenant, &owner.principal, &**component);
         let mut conn = self.lock();
         let fail = |err: rusqlite::Error| self.error("cannot write session state", err);
-        // IMMEDIATE takes the write lock up front, so the count below cannot be
+        // IMMEDIATE takes the write lock up front, so the counts below cannot be
         // overtaken by another process inserting between the check and the write.
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(fail)?;
-        let exists: bool = tx
+        let (keys, exists, others): (i64, bool, i64) = tx
             .prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM state
-                 WHERE session_id = ?1 AND scope = ?2 AND key = ?3)",
+                "SELECT COUNT(*), COALESCE(MAX(key = ?5), 0),
+                        COALESCE(SUM(CASE WHEN key != ?5 THEN length(CAST(value AS BLOB)) END), 0)
+                 FROM state WHERE tenant = ?1 AND principal = ?2
+                 AND session_id = ?3 AND scope = ?4",
             )
-            .and_then(|mut stmt| stmt.query_row(params![session_id, scope, key], |r| r.get(0)))
+            .and_then(|mut stmt| {
+                stmt.query_row(params![tenant, principal, session, component, key], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+            })
             .map_err(fail)?;
-        if !exists {
-            let count: i64 = tx
-                .prepare_cached("SELECT COUNT(*) FROM state WHERE session_id = ?1 AND scope = ?2")
-                .and_then(|mut stmt| stmt.query_row(params![session_id, scope], |r| r.get(0)))
-                .map_err(fail)?;
-            if usize::try_from(count).unwrap_or(usize::MAX) >= max_keys {
-                return Err(SessionError::TooManyKeys { max: max_keys });
-            }
-        }
-        let others: i64 = tx
-            .prepare_cached(
-                "SELECT COALESCE(SUM(length(CAST(value AS BLOB))), 0) FROM state
-                 WHERE session_id = ?1 AND scope = ?2 AND key != ?3",
-            )
-            .and_then(|mut stmt| stmt.query_row(params![session_id, scope, key], |r| r.get(0)))
-            .map_err(fail)?;
-        within_bytes(
-            max_bytes,
+        quotas.admit(
+            usize::try_from(keys).unwrap_or(usize::MAX),
+            exists,
             usize::try_from(others).unwrap_or(usize::MAX),
             value.len(),
         )?;
         tx.prepare_cached(
-            "INSERT INTO state (session_id, scope, key, value, updated_at)
-             VALUES (?1, ?2, ?3, ?4, unixepoch())
-             ON CONFLICT (session_id, scope, key) DO UPDATE
+            "INSERT INTO state (tenant, principal, session_id, scope, key, value, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, unixepoch())
+             ON CONFLICT (tenant, principal, session_id, scope, key) DO UPDATE
              SET value = excluded.value, updated_at = excluded.updated_at",
         )
-        .and_then(|mut stmt| stmt.execute(params![session_id, scope, key, value]))
+        .and_then(|mut stmt| {
+            stmt.execute(params![tenant, principal, session, component, key, value])
+        })
         .map_err(fail)?;
         tx.commit().map_err(fail)
     }

@@ -21,6 +21,14 @@ fn backend_message(result: Result<SqliteSessionStore, SessionError>) -> String {
     }
 }
 
+fn scope(session: &str, component: &str) -> StateScope {
+    StateScope {
+        owner: Owner::default(),
+        session: session.to_string(),
+        component: Arc::from(component),
+    }
+}
+
 fn count_keys(store: &SqliteSessionStore, session_id: &str, scope: &str) -> i64 {
     store
         .lock()
@@ -33,57 +41,16 @@ fn count_keys(store: &SqliteSessionStore, session_id: &str, scope: &str) -> i64 
 }
 
 #[tokio::test]
-async fn is_usable_as_a_shared_session_store() {
-    let store: Arc<dyn SessionStore> = Arc::new(SqliteSessionStore::in_memory().unwrap());
-    store.set("s", "c", "k", "1".into()).await.unwrap();
-    assert_eq!(store.get("s", "c", "k").await.as_deref(), Some("1"));
-    assert!(matches!(
-        store.set("s", "c", "k", "x".repeat(17 << 20)).await,
-        Err(SessionError::TooManyBytes { .. })
-    ));
-}
-
-#[test]
-fn round_trips_and_overwrites() {
-    let store = SqliteSessionStore::in_memory().unwrap();
-    assert_eq!(store.get_blocking("s1", "calc", "ans"), None);
-    store
-        .set_blocking("s1", "calc", "ans", r#"{"n":1}"#.into())
-        .unwrap();
-    assert_eq!(
-        store.get_blocking("s1", "calc", "ans").as_deref(),
-        Some(r#"{"n":1}"#)
-    );
-    store.set_blocking("s1", "calc", "ans", "2".into()).unwrap();
-    assert_eq!(
-        store.get_blocking("s1", "calc", "ans").as_deref(),
-        Some("2")
-    );
-    assert_eq!(count_keys(&store, "s1", "calc"), 1);
-}
-
-#[test]
-fn scopes_and_sessions_do_not_leak() {
-    let store = SqliteSessionStore::in_memory().unwrap();
-    store.set_blocking("s1", "calc", "ans", "1".into()).unwrap();
-    store.set_blocking("s2", "calc", "ans", "2".into()).unwrap();
-    store
-        .set_blocking("s1", "files", "ans", "3".into())
-        .unwrap();
-    assert_eq!(
-        store.get_blocking("s1", "calc", "ans").as_deref(),
-        Some("1")
-    );
-    assert_eq!(
-        store.get_blocking("s2", "calc", "ans").as_deref(),
-        Some("2")
-    );
-    assert_eq!(
-        store.get_blocking("s1", "files", "ans").as_deref(),
-        Some("3")
-    );
-    assert_eq!(store.get_blocking("s3", "calc", "ans"), None);
-    assert_eq!(store.get_blocking("s1", "json", "ans"), None);
+async fn does_what_every_store_does() {
+    use wasm_agent_session::conformance;
+    let store = SqliteSessionStore::in_memory()
+        .unwrap()
+        .with_quotas(conformance::QUOTAS);
+    let store: Arc<dyn SessionStore> = Arc::new(store);
+    conformance::isolation(&*store, "run").await;
+    conformance::quotas(&*store, "run").await;
+    conformance::history(&*store, "run").await;
+    conformance::concurrent_quota(store, "run").await;
 }
 
 #[test]
@@ -92,12 +59,15 @@ fn state_survives_reopening_the_file() {
     {
         let store = SqliteSessionStore::open(&path).unwrap();
         store
-            .set_blocking("s1", "calc", "ans", "42".into())
+            .set_blocking(&scope("s1", "calc"), "ans", "42".into())
             .unwrap();
     }
     let store = SqliteSessionStore::open(&path).unwrap();
     assert_eq!(
-        store.get_blocking("s1", "calc", "ans").as_deref(),
+        store
+            .get_blocking(&scope("s1", "calc"), "ans")
+            .unwrap()
+            .as_deref(),
         Some("42")
     );
     let version: i64 = store
@@ -117,45 +87,48 @@ fn two_stores_on_one_file_see_each_others_writes() {
     let (_dir, path) = temp_store_path();
     let first = SqliteSessionStore::open(&path).unwrap();
     let second = SqliteSessionStore::open(&path).unwrap();
-    first.set_blocking("s", "c", "a", "1".into()).unwrap();
-    assert_eq!(second.get_blocking("s", "c", "a").as_deref(), Some("1"));
-    second.set_blocking("s", "c", "a", "2".into()).unwrap();
-    assert_eq!(first.get_blocking("s", "c", "a").as_deref(), Some("2"));
-    second.save_history_blocking("s", "[]").unwrap();
+    first
+        .set_blocking(&scope("s", "c"), "a", "1".into())
+        .unwrap();
     assert_eq!(
-        first.load_history_blocking("s").unwrap().as_deref(),
+        second
+            .get_blocking(&scope("s", "c"), "a")
+            .unwrap()
+            .as_deref(),
+        Some("1")
+    );
+    second
+        .set_blocking(&scope("s", "c"), "a", "2".into())
+        .unwrap();
+    assert_eq!(
+        first
+            .get_blocking(&scope("s", "c"), "a")
+            .unwrap()
+            .as_deref(),
+        Some("2")
+    );
+    second
+        .save_history_blocking(&Owner::default(), "s", "[]")
+        .unwrap();
+    assert_eq!(
+        first
+            .load_history_blocking(&Owner::default(), "s")
+            .unwrap()
+            .as_deref(),
         Some("[]")
     );
 }
 
 #[test]
-fn refuses_new_keys_past_the_limit() {
-    let store = SqliteSessionStore::in_memory().unwrap().with_max_keys(2);
-    store.set_blocking("s", "c", "a", "1".into()).unwrap();
-    store.set_blocking("s", "c", "b", "1".into()).unwrap();
-    assert!(matches!(
-        store.set_blocking("s", "c", "x", "1".into()),
-        Err(SessionError::TooManyKeys { max: 2 })
-    ));
-    // Updating at the limit is fine, and the refused key was not written.
-    store.set_blocking("s", "c", "a", "2".into()).unwrap();
-    assert_eq!(store.get_blocking("s", "c", "a").as_deref(), Some("2"));
-    assert_eq!(store.get_blocking("s", "c", "x"), None);
-    // The limit is per (session, scope).
-    store.set_blocking("s", "other", "x", "1".into()).unwrap();
-    store.set_blocking("t", "c", "x", "1".into()).unwrap();
-}
-
-#[test]
 fn default_limit_matches_the_in_memory_store() {
     let store = SqliteSessionStore::in_memory().unwrap();
-    for i in 0..DEFAULT_MAX_KEYS {
+    for i in 0..wasm_agent_session::DEFAULT_MAX_KEYS {
         store
-            .set_blocking("s", "c", &i.to_string(), "1".into())
+            .set_blocking(&scope("s", "c"), &i.to_string(), "1".into())
             .unwrap();
     }
     assert!(matches!(
-        store.set_blocking("s", "c", "one-more", "1".into()),
+        store.set_blocking(&scope("s", "c"), "one-more", "1".into()),
         Err(SessionError::TooManyKeys { max: 1024 })
     ));
 }
@@ -165,25 +138,47 @@ fn history_round_trips_per_session_and_survives_reopening() {
     let (_dir, path) = temp_store_path();
     {
         let store = SqliteSessionStore::open(&path).unwrap();
-        assert_eq!(store.load_history_blocking("s1").unwrap(), None);
+        assert_eq!(
+            store
+                .load_history_blocking(&Owner::default(), "s1")
+                .unwrap(),
+            None
+        );
         store
-            .save_history_blocking("s1", r#"[{"role":"user"}]"#)
+            .save_history_blocking(&Owner::default(), "s1", r#"[{"role":"user"}]"#)
             .unwrap();
         store
-            .save_history_blocking("s1", r#"[{"role":"user"},{"role":"assistant"}]"#)
+            .save_history_blocking(
+                &Owner::default(),
+                "s1",
+                r#"[{"role":"user"},{"role":"assistant"}]"#,
+            )
             .unwrap();
-        store.save_history_blocking("s2", "[]").unwrap();
+        store
+            .save_history_blocking(&Owner::default(), "s2", "[]")
+            .unwrap();
     }
     let store = SqliteSessionStore::open(&path).unwrap();
     assert_eq!(
-        store.load_history_blocking("s1").unwrap().as_deref(),
+        store
+            .load_history_blocking(&Owner::default(), "s1")
+            .unwrap()
+            .as_deref(),
         Some(r#"[{"role":"user"},{"role":"assistant"}]"#)
     );
     assert_eq!(
-        store.load_history_blocking("s2").unwrap().as_deref(),
+        store
+            .load_history_blocking(&Owner::default(), "s2")
+            .unwrap()
+            .as_deref(),
         Some("[]")
     );
-    assert_eq!(store.load_history_blocking("s3").unwrap(), None);
+    assert_eq!(
+        store
+            .load_history_blocking(&Owner::default(), "s3")
+            .unwrap(),
+        None
+    );
 }
 
 #[cfg(unix)]
@@ -192,7 +187,9 @@ fn new_directory_and_files_are_private() {
     use std::os::unix::fs::PermissionsExt;
     let (dir, path) = temp_store_path();
     let store = SqliteSessionStore::open(&path).unwrap();
-    store.set_blocking("s", "c", "k", "secret".into()).unwrap();
+    store
+        .set_blocking(&scope("s", "c"), "k", "secret".into())
+        .unwrap();
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&dir.path().join("data")), 0o700);
     assert_eq!(mode(&path), 0o600);
@@ -257,20 +254,6 @@ fn refuses_a_newer_schema_version() {
 }
 
 #[test]
-fn refuses_values_past_the_byte_quota() {
-    let store = SqliteSessionStore::in_memory().unwrap().with_max_bytes(10);
-    store.set_blocking("s", "c", "a", "123456".into()).unwrap();
-    assert!(matches!(
-        store.set_blocking("s", "c", "b", "12345".into()),
-        Err(SessionError::TooManyBytes { max: 10 })
-    ));
-    store
-        .set_blocking("s", "c", "a", "1234567890".into())
-        .unwrap();
-    store.set_blocking("s", "d", "b", "12345".into()).unwrap();
-}
-
-#[test]
 fn version_1_state_moves_under_its_alias() {
     let (_dir, path) = temp_store_path();
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -282,27 +265,42 @@ fn version_1_state_moves_under_its_alias() {
     drop(conn);
     let store = SqliteSessionStore::open(&path).unwrap();
     assert_eq!(
-        store.get_blocking("s", "alias:calc", "ans").as_deref(),
+        store
+            .get_blocking(&scope("s", "alias:calc"), "ans")
+            .unwrap()
+            .as_deref(),
         Some("42")
     );
-    assert_eq!(store.get_blocking("s", "calc", "ans"), None);
+    assert_eq!(
+        store.get_blocking(&scope("s", "calc"), "ans").unwrap(),
+        None
+    );
     drop(store);
     // Opening again does not migrate twice.
     let store = SqliteSessionStore::open(&path).unwrap();
     assert_eq!(
-        store.get_blocking("s", "alias:calc", "ans").as_deref(),
+        store
+            .get_blocking(&scope("s", "alias:calc"), "ans")
+            .unwrap()
+            .as_deref(),
         Some("42")
     );
 }
 
 #[test]
-fn a_broken_store_reads_as_unset_and_refuses_writes() {
+fn a_broken_store_fails_reads_and_writes() {
     let (_dir, path) = temp_store_path();
     let store = SqliteSessionStore::open(&path).unwrap();
-    store.set_blocking("s", "c", "k", "1".into()).unwrap();
+    store
+        .set_blocking(&scope("s", "c"), "k", "1".into())
+        .unwrap();
     store.lock().execute_batch("DROP TABLE state").unwrap();
-    assert_eq!(store.get_blocking("s", "c", "k"), None);
-    match store.set_blocking("s", "c", "k", "2".into()) {
+    let read = store.get_blocking(&scope("s", "c"), "k").unwrap_err();
+    assert!(
+        read.to_string().contains("cannot read session state"),
+        "{read}"
+    );
+    match store.set_blocking(&scope("s", "c"), "k", "2".into()) {
         Err(SessionError::Backend {
             location,
             what,
@@ -333,11 +331,11 @@ fn concurrent_writers_lose_nothing() {
                 let own = SqliteSessionStore::open(&path).unwrap();
                 for i in 0..25 {
                     shared
-                        .set_blocking("s", "c", &format!("shared-{t}-{i}"), i.to_string())
+                        .set_blocking(&scope("s", "c"), &format!("shared-{t}-{i}"), i.to_string())
                         .unwrap();
-                    own.set_blocking("s", "c", &format!("own-{t}-{i}"), i.to_string())
+                    own.set_blocking(&scope("s", "c"), &format!("own-{t}-{i}"), i.to_string())
                         .unwrap();
-                    own.set_blocking("s", "c", "contended", t.to_string())
+                    own.set_blocking(&scope("s", "c"), "contended", t.to_string())
                         .unwrap();
                 }
             })
@@ -348,7 +346,10 @@ fn concurrent_writers_lose_nothing() {
     }
     assert_eq!(count_keys(&shared, "s", "c"), 4 * 25 * 2 + 1);
     assert_eq!(
-        shared.get_blocking("s", "c", "own-3-24").as_deref(),
+        shared
+            .get_blocking(&scope("s", "c"), "own-3-24")
+            .unwrap()
+            .as_deref(),
         Some("24")
     );
 }
@@ -362,9 +363,11 @@ fn processes_racing_to_create_the_file_all_succeed() {
             std::thread::spawn(move || {
                 let store = SqliteSessionStore::open(&path).unwrap();
                 store
-                    .set_blocking("s", "c", &t.to_string(), "1".into())
+                    .set_blocking(&scope("s", "c"), &t.to_string(), "1".into())
                     .unwrap();
-                store.save_history_blocking(&t.to_string(), "[]").unwrap();
+                store
+                    .save_history_blocking(&Owner::default(), &t.to_string(), "[]")
+                    .unwrap();
             })
         })
         .collect();
@@ -374,7 +377,10 @@ fn processes_racing_to_create_the_file_all_succeed() {
     let store = SqliteSessionStore::open(&path).unwrap();
     assert_eq!(count_keys(&store, "s", "c"), 8);
     assert_eq!(
-        store.load_history_blocking("7").unwrap().as_deref(),
+        store
+            .load_history_blocking(&Owner::default(), "7")
+            .unwrap()
+            .as_deref(),
         Some("[]")
     );
 }
@@ -387,11 +393,16 @@ fn the_key_limit_holds_across_concurrent_stores() {
         .map(|t| {
             let path = path.clone();
             std::thread::spawn(move || {
-                let store = SqliteSessionStore::open(&path).unwrap().with_max_keys(10);
+                let store = SqliteSessionStore::open(&path)
+                    .unwrap()
+                    .with_quotas(Quotas {
+                        max_keys: 10,
+                        ..Quotas::default()
+                    });
                 (0..10)
                     .filter(|i| {
                         store
-                            .set_blocking("s", "c", &format!("{t}-{i}"), "1".into())
+                            .set_blocking(&scope("s", "c"), &format!("{t}-{i}"), "1".into())
                             .is_err()
                     })
                     .count()

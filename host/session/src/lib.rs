@@ -1,11 +1,21 @@
-//! Session state that tools keep between calls, scoped to (session, component).
+//! Where sessions keep what outlives a call: tools' state, scoped to
+//! (owner, session, component), and agents' conversations, scoped to
+//! (owner, session). The owner (tenant and principal) is part of every key,
+//! so a session id alone never reaches anything.
 
 #![warn(missing_docs)]
 
-use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+#[cfg(feature = "conformance")]
+pub mod conformance;
+mod memory;
+mod url;
 
-/// Why a state write was refused.
+use std::sync::Arc;
+
+pub use memory::InMemorySessionStore;
+pub use url::{StoreUrl, StoreUrlError};
+
+/// Why a store refused or failed an operation.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
     /// The scope holds too many keys.
@@ -20,7 +30,8 @@ pub enum SessionError {
         /// The limit.
         max: usize,
     },
-    /// The backing store failed.
+    /// The backing store failed or did not answer in time: nothing is known
+    /// to have been read or written.
     #[error("session store failed: {location}: {what}: {source}")]
     Backend {
         /// The store (a file path, a URL without credentials).
@@ -46,6 +57,11 @@ impl SessionError {
             source: source.into(),
         }
     }
+
+    /// Whether the store itself failed (rather than refusing past a quota).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, SessionError::Backend { .. })
+    }
 }
 
 /// Keys one tool may keep in one session, by default.
@@ -53,130 +69,118 @@ pub const DEFAULT_MAX_KEYS: usize = 1024;
 /// Bytes of values one tool may keep in one session, by default.
 pub const DEFAULT_MAX_BYTES: usize = 16 * 1024 * 1024;
 
-/// Where session state lives. Values are JSON text.
+/// Whose data it is: the tenant and the principal an entry point
+/// established (from a token or the operator's flags), never a value the
+/// client or the model sets. Empty strings stand for "none".
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Owner {
+    /// The tenant ("" when the host serves one).
+    pub tenant: String,
+    /// The principal: the user or client the call is made for ("" when unknown).
+    pub principal: String,
+}
+
+impl Owner {
+    /// The owner for an optional tenant and principal.
+    pub fn new(tenant: Option<&str>, principal: Option<&str>) -> Self {
+        Self {
+            tenant: tenant.unwrap_or_default().to_string(),
+            principal: principal.unwrap_or_default().to_string(),
+        }
+    }
+}
+
+/// One component's state in one session of one owner: every read and write
+/// names all three.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct StateScope {
+    /// Whose session.
+    pub owner: Owner,
+    /// The session.
+    pub session: String,
+    /// The component's identity (`alias:NAME` or `sha256:HEX`): tools never
+    /// see another component's state, even in the same session.
+    pub component: Arc<str>,
+}
+
+/// Where session state and conversations live. Values are JSON text.
 ///
-/// `scope` is the component the state belongs to: tools never see the state of
-/// another component, even in the same session. The quotas (keys per scope,
-/// bytes per scope, see [`within_bytes`]) are part of the contract: every
-/// backend refuses past them with the same errors. Backends that block (a
-/// file, a network) do so on the blocking pool, never on an async worker.
+/// The [`Quotas`] are part of the contract: every backend refuses past them with the same
+/// errors. A write is durable when it returns `Ok`, and completes even if the
+/// caller stops waiting for it. Every operation is bounded in time: a store
+/// that does not answer gives [`SessionError::Backend`], never a hang.
+/// Backends that block (a file) do so on the blocking pool, never on an
+/// async worker.
 #[async_trait::async_trait]
 pub trait SessionStore: Send + Sync + 'static {
-    /// Reads one value.
-    async fn get(&self, session_id: &str, scope: &str, key: &str) -> Option<String>;
-    /// Writes one value; it is stored when this returns `Ok`. A write handed
-    /// to a backend completes even if the caller stops waiting for it.
-    async fn set(
+    /// Reads one value of a tool's state.
+    async fn get(&self, scope: &StateScope, key: &str) -> Result<Option<String>, SessionError>;
+
+    /// Writes one value of a tool's state.
+    async fn set(&self, scope: &StateScope, key: &str, value: String) -> Result<(), SessionError>;
+
+    /// The conversation saved for `session` of `owner`, as the JSON text given
+    /// to [`save_history`](Self::save_history), or `None` for a new session.
+    async fn load_history(
         &self,
-        session_id: &str,
-        scope: &str,
-        key: &str,
-        value: String,
+        owner: &Owner,
+        session: &str,
+    ) -> Result<Option<String>, SessionError>;
+
+    /// Replaces the conversation saved for `session` of `owner`.
+    async fn save_history(
+        &self,
+        owner: &Owner,
+        session: &str,
+        history_json: &str,
     ) -> Result<(), SessionError>;
-}
 
-/// Refuses a value that would take a scope past `max` bytes, counting the
-/// `others` bytes its other keys hold (the same rule in every store).
-pub fn within_bytes(max: usize, others: usize, value: usize) -> Result<(), SessionError> {
-    if others.saturating_add(value) > max {
-        return Err(SessionError::TooManyBytes { max });
+    /// Whether the store answers now (for readiness checks).
+    async fn check(&self) -> Result<(), SessionError> {
+        Ok(())
     }
-    Ok(())
+
+    /// Where the store is, without credentials (for messages and logs).
+    fn location(&self) -> String;
 }
 
-/// Session state in memory, lost when the process ends.
-#[derive(Debug)]
-pub struct InMemorySessionStore {
-    max_keys: usize,
-    max_bytes: usize,
-    scopes: Mutex<HashMap<(String, String), HashMap<String, String>>>,
+/// The limits every store holds each scope (one tool in one session) to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Quotas {
+    /// Keys one scope may hold; replacing an existing key is always allowed.
+    pub max_keys: usize,
+    /// Bytes of values one scope may hold.
+    pub max_bytes: usize,
 }
 
-impl Default for InMemorySessionStore {
+impl Default for Quotas {
     fn default() -> Self {
         Self {
             max_keys: DEFAULT_MAX_KEYS,
             max_bytes: DEFAULT_MAX_BYTES,
-            scopes: Mutex::default(),
         }
     }
 }
 
-#[async_trait::async_trait]
-impl SessionStore for InMemorySessionStore {
-    async fn get(&self, session_id: &str, scope: &str, key: &str) -> Option<String> {
-        let scopes = self.scopes.lock().unwrap_or_else(PoisonError::into_inner);
-        scopes
-            .get(&(session_id.to_string(), scope.to_string()))?
-            .get(key)
-            .cloned()
-    }
-
-    async fn set(
+impl Quotas {
+    /// Admits a write of a `value`-byte value to a scope holding `keys` keys
+    /// (`exists`: the written key is one of them), whose other keys hold
+    /// `others` bytes: the same rule in every store.
+    pub fn admit(
         &self,
-        session_id: &str,
-        scope: &str,
-        key: &str,
-        value: String,
+        keys: usize,
+        exists: bool,
+        others: usize,
+        value: usize,
     ) -> Result<(), SessionError> {
-        let mut scopes = self.scopes.lock().unwrap_or_else(PoisonError::into_inner);
-        let entries = scopes
-            .entry((session_id.to_string(), scope.to_string()))
-            .or_default();
-        if entries.len() >= self.max_keys && !entries.contains_key(key) {
+        if !exists && keys >= self.max_keys {
             return Err(SessionError::TooManyKeys { max: self.max_keys });
         }
-        let others: usize = entries
-            .iter()
-            .filter(|(k, _)| k.as_str() != key)
-            .map(|(_, v)| v.len())
-            .sum();
-        within_bytes(self.max_bytes, others, value.len())?;
-        entries.insert(key.to_string(), value);
+        if others.saturating_add(value) > self.max_bytes {
+            return Err(SessionError::TooManyBytes {
+                max: self.max_bytes,
+            });
+        }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn scopes_do_not_leak() {
-        let store = InMemorySessionStore::default();
-        store.set("s1", "calc", "ans", "1".into()).await.unwrap();
-        assert_eq!(store.get("s1", "calc", "ans").await.as_deref(), Some("1"));
-        assert_eq!(store.get("s2", "calc", "ans").await, None);
-        assert_eq!(store.get("s1", "files", "ans").await, None);
-    }
-
-    #[tokio::test]
-    async fn refuses_new_keys_past_the_limit() {
-        let store = InMemorySessionStore {
-            max_keys: 1,
-            ..Default::default()
-        };
-        store.set("s", "c", "a", "1".into()).await.unwrap();
-        store.set("s", "c", "a", "2".into()).await.unwrap();
-        assert!(matches!(
-            store.set("s", "c", "b", "1".into()).await,
-            Err(SessionError::TooManyKeys { max: 1 })
-        ));
-    }
-
-    #[tokio::test]
-    async fn refuses_values_past_the_byte_quota() {
-        let store = InMemorySessionStore {
-            max_bytes: 10,
-            ..Default::default()
-        };
-        store.set("s", "c", "a", "123456".into()).await.unwrap();
-        assert!(matches!(
-            store.set("s", "c", "b", "12345".into()).await,
-            Err(SessionError::TooManyBytes { max: 10 })
-        ));
-        // Replacing a value counts only the new one.
-        store.set("s", "c", "a", "1234567890".into()).await.unwrap();
-        store.set("s", "d", "b", "12345".into()).await.unwrap();
     }
 }

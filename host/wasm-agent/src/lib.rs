@@ -12,7 +12,7 @@
 //! |---|---|---|
 //! | [`policy`] | `wasm-agent-policy` | always |
 //! | [`sandbox`], [`ToolHost`] | `wasm-agent-sandbox` | always |
-//! | [`session`] | `wasm-agent-session` (+ `wasm-agent-session-sqlite`) | always (`sqlite`) |
+//! | [`session`] | `wasm-agent-session` (+ `-sqlite`, `-postgres`) | always (`sqlite`, `postgres`) |
 //! | `agent`, `provider` | `wasm-agent-agent` | `agent` |
 //! | `mcp` | `wasm-agent-mcp` | `mcp` |
 //!
@@ -35,13 +35,7 @@ pub use wasm_agent_policy as policy;
 pub use wasm_agent_sandbox::runtime as sandbox;
 pub use wasm_agent_sandbox::{approval, context, events, host, registry, result, specs, text};
 
-/// Session-state stores: the trait, the in-memory store and (feature
-/// `sqlite`) the SQLite one.
-pub mod session {
-    pub use wasm_agent_session::*;
-    #[cfg(feature = "sqlite")]
-    pub use wasm_agent_session_sqlite::SqliteSessionStore;
-}
+pub mod session;
 
 #[cfg(feature = "agent")]
 pub use wasm_agent_agent as agent;

@@ -9,6 +9,7 @@ use wasmtime::{Store, Trap};
 
 use super::denials;
 use super::output::Captured;
+use super::session_state::StoreFailed;
 use super::store::CallState;
 use super::{FIELD_SIZE_LIMIT, first_line};
 use crate::bindings::types;
@@ -59,6 +60,14 @@ pub(super) fn classify(
             Interrupted::Deadline => timed_out(policy.timeout),
             Interrupted::Cancelled => cancelled(),
         };
+    }
+    if let Some(StoreFailed(failure)) = find::<StoreFailed>(error) {
+        return CallError::new(
+            ErrorKind::StoreUnavailable,
+            format!(
+                "the session store is unavailable, so the tool's state could not be used: {failure}"
+            ),
+        );
     }
     let trap = find::<Trap>(error);
     if trap == Some(&Trap::OutOfFuel) {

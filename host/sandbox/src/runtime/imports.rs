@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
-use wasm_agent_session::SessionStore;
+use wasm_agent_session::{Owner, SessionStore, StateScope};
 
 use super::CallPolicy;
 use super::delegate::Delegation;
@@ -75,20 +75,26 @@ impl HostImports {
             state_scope,
             context,
         } = scope;
+        // The policy bounds the timeout (a day), so this cannot overflow;
+        // saturate anyway rather than trust that from here.
+        let deadline = Instant::now()
+            .checked_add(policy.timeout)
+            .unwrap_or_else(far_future);
+        let state = StateScope {
+            owner: Owner::new(context.tenant_id.as_deref(), context.user_id.as_deref()),
+            session: session_id,
+            component: state_scope,
+        };
         Self {
             log: ToolLog::new(call.clone()),
-            state: SessionState::new(sessions, session_id, state_scope),
+            state: SessionState::new(sessions, state, deadline),
             emitter: Emitter::new(events, call.clone()),
             delegation: Delegation::new(call.clone(), policy.delegate.clone(), context),
             tool_calls: ToolCalls::new(call.clone(), policy.call_tools.clone(), context),
             called_by_tool: context.tool_call_depth > 0,
             dependencies,
             cancellation: context.cancellation.child_token(),
-            // The policy bounds the timeout (a day), so this cannot overflow;
-            // saturate anyway rather than trust that from here.
-            deadline: Instant::now()
-                .checked_add(policy.timeout)
-                .unwrap_or_else(far_future),
+            deadline,
             keep: None,
             call,
         }
@@ -121,7 +127,7 @@ impl imported::Host for CallState {
     }
 
     async fn get_state(&mut self, key: String) -> wasmtime::Result<Option<String>> {
-        Ok(self.host.state.get(&key).await)
+        self.host.state.get(&key).await
     }
 
     async fn set_state(&mut self, key: String, value: String) -> wasmtime::Result<()> {

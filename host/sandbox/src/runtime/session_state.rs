@@ -1,45 +1,57 @@
 //! `host.get-state` / `host.set-state`: the tool's state in the session
-//! store, scoped to (session, component), keys and values bounded.
+//! store, scoped to (owner, session, component), keys and values bounded,
+//! each operation bounded by the call's deadline.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use wasm_agent_session::SessionStore;
+use wasm_agent_session::{SessionError, SessionStore, StateScope};
 
 /// Largest session-state key and value.
 const MAX_STATE_KEY: usize = 256;
 const MAX_STATE_VALUE: usize = 1024 * 1024;
 
+/// How long before the call's deadline a store operation gives up, so the
+/// call ends with `store_unavailable` (what happened) rather than `timeout`.
+const DEADLINE_MARGIN: Duration = Duration::from_millis(100);
+
+/// The session store failed or did not answer in time; the call ends with
+/// `store_unavailable`.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct StoreFailed(pub SessionError);
+
 /// One call's view of the session store.
 pub struct SessionState {
     store: Arc<dyn SessionStore>,
-    session_id: String,
-    /// The component's identity (`alias:NAME` or `sha256:HEX`).
-    scope: Arc<str>,
+    scope: StateScope,
+    /// When the call's own deadline passes.
+    deadline: Instant,
 }
 
 impl SessionState {
-    /// The state of component `scope` in session `session_id`.
-    pub fn new(store: Arc<dyn SessionStore>, session_id: String, scope: Arc<str>) -> Self {
+    /// The state `scope` names, for a call that must end by `deadline`.
+    pub fn new(store: Arc<dyn SessionStore>, scope: StateScope, deadline: Instant) -> Self {
         Self {
             store,
-            session_id,
             scope,
+            deadline,
         }
     }
 
     /// Reads one value (none for a key no write could have made).
-    pub async fn get(&self, key: &str) -> Option<String> {
-        if key.is_empty() || key.len() > MAX_STATE_KEY {
-            return None;
+    pub async fn get(&self, key: &str) -> wasmtime::Result<Option<String>> {
+        if !valid_key(key) {
+            return Ok(None);
         }
-        self.store.get(&self.session_id, &self.scope, key).await
+        self.bounded(self.store.get(&self.scope, key)).await
     }
 
-    /// Writes one value: a key of 1-256 bytes, JSON text of at most 1 MiB,
-    /// within the store's quotas.
+    /// Writes one value: a key of 1-256 bytes without NUL, JSON text of at
+    /// most 1 MiB, within the store's quotas.
     pub async fn set(&self, key: String, value: String) -> wasmtime::Result<()> {
-        if key.is_empty() || key.len() > MAX_STATE_KEY {
-            wasmtime::bail!("set-state: keys must be 1-{MAX_STATE_KEY} bytes");
+        if !valid_key(&key) {
+            wasmtime::bail!("set-state: keys must be 1-{MAX_STATE_KEY} bytes, without NUL");
         }
         if value.len() > MAX_STATE_VALUE {
             wasmtime::bail!(
@@ -50,9 +62,32 @@ impl SessionState {
         if serde_json::from_str::<serde::de::IgnoredAny>(&value).is_err() {
             wasmtime::bail!("set-state: the value of {key:?} is not JSON text");
         }
-        self.store
-            .set(&self.session_id, &self.scope, &key, value)
-            .await
-            .map_err(|e| wasmtime::format_err!("set-state: {e}"))
+        self.bounded(self.store.set(&self.scope, &key, value)).await
     }
+
+    /// Runs a store operation until shortly before the call's deadline.
+    async fn bounded<T>(
+        &self,
+        operation: impl Future<Output = Result<T, SessionError>>,
+    ) -> wasmtime::Result<T> {
+        let until = self
+            .deadline
+            .checked_sub(DEADLINE_MARGIN)
+            .unwrap_or(self.deadline);
+        match tokio::time::timeout_at(until.into(), operation).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) if error.is_unavailable() => Err(StoreFailed(error).into()),
+            Ok(Err(refused)) => Err(wasmtime::format_err!("set-state: {refused}")),
+            Err(_) => Err(StoreFailed(SessionError::backend(
+                self.store.location(),
+                "no answer before the call's deadline",
+                "the store is slow or unreachable",
+            ))
+            .into()),
+        }
+    }
+}
+
+fn valid_key(key: &str) -> bool {
+    !key.is_empty() && key.len() <= MAX_STATE_KEY && !key.contains('\0')
 }

@@ -1,0 +1,38 @@
+//! Which session store a command uses: `--store URL`, else the config's
+//! `store`, else the SQLite file under the data directory.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use wasm_agent::policy::ConfigFile;
+use wasm_agent::session::{self, SessionStore, SqliteSessionStore, StoreUrl};
+
+use super::args::HostFlags;
+
+/// The store the flags and the config name.
+pub fn store_url(flags: &HostFlags, config: Option<&ConfigFile>) -> anyhow::Result<StoreUrl> {
+    if let Some(url) = &flags.store {
+        return Ok(url.clone());
+    }
+    if let Some(config) = config
+        && let Some(url) = config.section::<Option<StoreUrl>>("store")?
+    {
+        return Ok(url);
+    }
+    let path = match &flags.data_dir {
+        Some(dir) => dir.join("sessions.db"),
+        None => SqliteSessionStore::default_path().context(
+            "cannot find a data directory: set --store, --data-dir or WASM_AGENT_DATA_DIR",
+        )?,
+    };
+    Ok(StoreUrl::Sqlite(path))
+}
+
+/// Opens the store the flags and the config name.
+pub async fn open_store(
+    flags: &HostFlags,
+    config: Option<&ConfigFile>,
+) -> anyhow::Result<Arc<dyn SessionStore>> {
+    let url = store_url(flags, config)?;
+    Ok(session::open(&url).await?)
+}

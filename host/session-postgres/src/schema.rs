@@ -1,0 +1,104 @@
+//! The tables, their migrations and the statements that use them.
+
+use tokio_postgres::Client;
+
+use super::Failure;
+use wasm_agent_session::SessionError;
+
+/// The schema this code writes. Bump it with a step in [`STEPS`] whenever a
+/// table changes; older binaries then refuse the database instead of
+/// misreading it.
+pub(crate) const SCHEMA_VERSION: i32 = 1;
+
+/// Migrations by the version they bring the schema to.
+const STEPS: &[(i32, &str)] = &[(
+    1,
+    "CREATE TABLE wasm_agent_state (
+        tenant text NOT NULL,
+        principal text NOT NULL,
+        session_id text NOT NULL,
+        scope text NOT NULL,
+        key text NOT NULL,
+        value text NOT NULL,
+        updated_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (tenant, principal, session_id, scope, key)
+    );
+    CREATE TABLE wasm_agent_history (
+        tenant text NOT NULL,
+        principal text NOT NULL,
+        session_id text NOT NULL,
+        messages text NOT NULL,
+        updated_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (tenant, principal, session_id)
+    );",
+)];
+
+/// An arbitrary constant naming the migration lock among advisory locks.
+const MIGRATION_LOCK: i64 = 0x7761_736d_6167_6e74;
+
+pub(crate) const LOCK_SCOPE: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
+
+pub(crate) const GET: &str = "SELECT value FROM wasm_agent_state
+    WHERE tenant = $1 AND principal = $2 AND session_id = $3 AND scope = $4 AND key = $5";
+
+/// Keys in the scope, whether `$5` is one of them, and the bytes the others hold.
+pub(crate) const USAGE: &str = "SELECT count(*),
+        coalesce(bool_or(key = $5), false),
+        coalesce(sum(octet_length(value)) FILTER (WHERE key <> $5), 0)::int8
+    FROM wasm_agent_state
+    WHERE tenant = $1 AND principal = $2 AND session_id = $3 AND scope = $4";
+
+pub(crate) const SET: &str = "INSERT INTO wasm_agent_state
+        (tenant, principal, session_id, scope, key, value)
+    VALUES ($1, $2, $3, $4, $5, $6)
+    ON CONFLICT (tenant, principal, session_id, scope, key)
+    DO UPDATE SET value = excluded.value, updated_at = now()";
+
+pub(crate) const LOAD_HISTORY: &str = "SELECT messages FROM wasm_agent_history
+    WHERE tenant = $1 AND principal = $2 AND session_id = $3";
+
+pub(crate) const SAVE_HISTORY: &str = "INSERT INTO wasm_agent_history
+        (tenant, principal, session_id, messages)
+    VALUES ($1, $2, $3, $4)
+    ON CONFLICT (tenant, principal, session_id)
+    DO UPDATE SET messages = excluded.messages, updated_at = now()";
+
+/// Brings the schema up to [`SCHEMA_VERSION`] in one transaction, under a
+/// lock, so replicas starting together migrate once; refuses a newer one.
+pub(crate) async fn migrate(client: &mut Client, location: &str) -> Result<(), Failure> {
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS wasm_agent_schema (version integer NOT NULL)")
+        .await?;
+    let version: i32 = tx
+        .query_opt("SELECT max(version) FROM wasm_agent_schema", &[])
+        .await?
+        .and_then(|row| row.get::<_, Option<i32>>(0))
+        .unwrap_or(0);
+    if version > SCHEMA_VERSION {
+        return Err(Failure::Refused(SessionError::backend(
+            location,
+            "was written by a newer wasm-agent",
+            format!(
+                "session schema version {version}; this build knows up to {SCHEMA_VERSION}; \
+                 upgrade wasm-agent or use another database"
+            ),
+        )));
+    }
+    for (step, sql) in STEPS {
+        if version < *step {
+            tx.batch_execute(sql).await?;
+        }
+    }
+    if version < SCHEMA_VERSION {
+        tx.execute("DELETE FROM wasm_agent_schema", &[]).await?;
+        tx.execute(
+            "INSERT INTO wasm_agent_schema (version) VALUES ($1)",
+            &[&SCHEMA_VERSION],
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
