@@ -13,6 +13,7 @@ mod common;
 mod concurrency;
 mod hardening;
 mod hardening_cli;
+mod health;
 mod interpreters;
 mod loading;
 mod mcp;

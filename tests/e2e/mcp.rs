@@ -18,6 +18,8 @@ use crate::common::{assert_clean_failure, component, run, temp_dir, wasm_agent};
 pub(crate) struct Server {
     pub(crate) child: Child,
     url: String,
+    /// Where `--metrics-addr` serves health, if given.
+    pub(crate) health: Option<String>,
     http: reqwest::Client,
 }
 
@@ -34,19 +36,33 @@ impl Server {
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if let Some(url) = line.strip_prefix("wasm-agent: serving MCP on ") {
-                    let _ = tx.send(url.to_string());
+                    let _ = tx.send((true, url.to_string()));
+                }
+                if let Some(url) = line.strip_prefix("wasm-agent: health on ") {
+                    let _ = tx.send((false, url.to_string()));
                 }
                 eprintln!("[server] {line}");
             }
         });
-        let url = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the server prints its URL");
+        let mut health = None;
+        let url = loop {
+            match rx.recv_timeout(Duration::from_secs(60)) {
+                Ok((true, url)) => break url,
+                Ok((false, url)) => health = Some(url),
+                Err(_) => panic!("the server prints its URL"),
+            }
+        };
         Self {
             child,
             url,
+            health,
             http: reqwest::Client::new(),
         }
+    }
+
+    /// `path` on the server's own address (beside `/mcp`).
+    pub(crate) fn at(&self, path: &str) -> String {
+        format!("{}{path}", self.url.trim_end_matches("/mcp"))
     }
 
     fn post(&self, body: &Value) -> reqwest::RequestBuilder {
@@ -91,6 +107,19 @@ impl Server {
         assert_eq!(response.status(), StatusCode::OK);
         let text = response.text().await.unwrap();
         response_in(&text, id).unwrap_or_else(|| panic!("no response {id} in {text:?}"))
+    }
+
+    /// `tools/call` of `name` with `arguments` in `session`, sent now.
+    pub(crate) fn call_tool_request(
+        &self,
+        session: &str,
+        id: u64,
+        name: &str,
+        arguments: Value,
+    ) -> reqwest::RequestBuilder {
+        let params = json!({"name": name, "arguments": arguments});
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        self.post(&body).header("mcp-session-id", session)
     }
 
     /// `tools/call` of `name` with `arguments` in `session`.

@@ -139,6 +139,10 @@ pub struct ServeArgs {
     /// listed, and clients hear `list_changed` once the rest are in.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_load_wait)]
     pub load_wait: Duration,
+    /// Also answer GET /healthz and /readyz here (no token), e.g. on an
+    /// address only the load balancer reaches; /mcp answers them too.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
     #[command(flatten)]
     pub host: HostFlags,
 }

@@ -71,6 +71,16 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         stop_signal().await;
         stop.cancel();
     });
+    if let Some(addr) = args.metrics_addr {
+        let listener = TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on --metrics-addr {addr}"))?;
+        eprintln!(
+            "wasm-agent: health on http://{}/readyz",
+            listener.local_addr()?
+        );
+        tokio::spawn(mcp::serve_health(server.session(), listener));
+    }
     let serving = serve_on(server, &args, shutdown.clone());
     tokio::pin!(serving);
     tokio::select! {

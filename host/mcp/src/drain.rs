@@ -47,6 +47,17 @@ impl Drain {
         })
     }
 
+    /// Whether a stop has begun (new calls are refused).
+    pub fn is_stopping(&self) -> bool {
+        self.inner.stopping.load(Ordering::SeqCst)
+    }
+
+    /// Refuses new calls from now on, without waiting for those in flight
+    /// (readiness goes false at once; [`stop`](Self::stop) then waits).
+    pub fn begin_stop(&self) {
+        self.inner.stopping.store(true, Ordering::SeqCst);
+    }
+
     /// Calls in flight now.
     pub fn in_flight(&self) -> usize {
         self.inner.calls.load(Ordering::SeqCst)

@@ -18,6 +18,7 @@ use tokio_util::task::TaskTracker;
 
 use super::drain::SHUTDOWN_GRACE;
 use super::gate::Gate;
+use super::health;
 use super::server::McpServer;
 use super::streamable::Sessions;
 
@@ -86,6 +87,7 @@ pub async fn serve_http(
         .with_max_request_body_bytes(options.max_body)
         .with_cancellation_token(sessions_stop.clone());
     let rmcp_server = server.session();
+    let probe = Arc::new(server.session());
     let rmcp = StreamableHttpService::new(
         move || Ok(rmcp_server.session()),
         Arc::new(LocalSessionManager::default()),
@@ -127,11 +129,16 @@ pub async fn serve_http(
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%peer, %error, "cannot disable Nagle's algorithm");
         }
-        let (sessions, gate) = (sessions.clone(), gate.clone());
+        let (sessions, gate, probe) = (sessions.clone(), gate.clone(), probe.clone());
         let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-            let (sessions, gate) = (sessions.clone(), gate.clone());
+            let (sessions, gate, probe) = (sessions.clone(), gate.clone(), probe.clone());
             async move {
-                Ok::<_, Infallible>(match gate.refuse(&request) {
+                // Probes come from load balancers, with their own Host and
+                // no token, and learn nothing but which check failed.
+                if let Some(answer) = health::answer(&request, &probe).await {
+                    return Ok::<_, Infallible>(answer);
+                }
+                Ok(match gate.refuse(&request) {
                     Some(refusal) => refusal,
                     None => sessions.handle(request).await,
                 })
@@ -158,6 +165,8 @@ pub async fn serve_http(
             }
         });
     }
+    // Readiness is false from here on; the calls in flight get their grace.
+    drain.begin_stop();
     drain.stop(SHUTDOWN_GRACE).await;
     expiry.abort();
     sessions.close_all();
@@ -169,5 +178,39 @@ pub async fn serve_http(
         .is_err()
     {
         tracing::warn!("connections still open after {CLOSE_GRACE:?}; closing them");
+    }
+}
+
+/// Serves only `/healthz` and `/readyz` on `listener` (the `--metrics-addr`
+/// of a server whose MCP endpoint is elsewhere or on stdio), until the task
+/// is dropped; readiness turns false when `server`'s stop begins.
+pub async fn serve_health(server: McpServer, listener: TcpListener) {
+    let probe = Arc::new(server);
+    let tracker = TaskTracker::new();
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let probe = probe.clone();
+        let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+            let probe = probe.clone();
+            async move {
+                Ok::<_, Infallible>(match health::answer(&request, &probe).await {
+                    Some(answer) => answer,
+                    None => super::gate::plain(
+                        http::StatusCode::NOT_FOUND,
+                        "not found: this address serves /healthz and /readyz",
+                    ),
+                })
+            }
+        });
+        tracker.spawn(async move {
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), service);
+            let _ = connection.await;
+        });
     }
 }

@@ -13,6 +13,7 @@ mod content;
 mod dispatch;
 mod drain;
 mod gate;
+mod health;
 mod http;
 mod server;
 mod stdio;
@@ -21,6 +22,7 @@ mod wire;
 
 pub use content::{call_result, tool};
 pub use drain::{Drain, SHUTDOWN_GRACE};
-pub use http::{HttpOptions, MCP_PATH, serve_http};
+pub use health::{HEALTH_PATH, READY_PATH};
+pub use http::{HttpOptions, MCP_PATH, serve_health, serve_http};
 pub use server::{LOAD_WAIT, McpServer, McpServerBuilder, ServeError, ToolsChanged, ToolsLoading};
 pub use stdio::MAX_MESSAGE;

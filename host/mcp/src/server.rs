@@ -233,6 +233,11 @@ impl McpServer {
         self.shared.drain.clone()
     }
 
+    /// Whether the first components are loaded.
+    pub(crate) fn tools_are_loaded(&self) -> bool {
+        *self.shared.loaded.borrow()
+    }
+
     /// A handle that tells every connected client the tool list changed.
     pub fn tools_changed(&self) -> ToolsChanged {
         self.shared.tools_changed.clone()

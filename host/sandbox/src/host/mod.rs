@@ -264,6 +264,11 @@ impl ToolHost {
         self.inner.events.subscribe()
     }
 
+    /// Where the tools' session state is kept.
+    pub fn session_store(&self) -> &Arc<dyn SessionStore> {
+        &self.inner.sessions
+    }
+
     /// The event bus (to publish application events beside the tools').
     pub fn events(&self) -> &EventBus {
         &self.inner.events
