@@ -19,7 +19,7 @@ WASI_WIT := $(JS_DEPS)/node_modules/@bytecodealliance/jco/lib/wit/builtin/0.2.12
 POLYGLOT := $(addprefix $(POLY)/,textstats.wasm fixture-py.wasm mdtable.wasm fixture-js.wasm \
 	run_python.wasm run_javascript.wasm)
 
-.PHONY: setup wasm-target host guests polyglot py-toolchain js-toolchain demo test test-mcp mcp-venv mcp-ts bench soak fuzz lint clean
+.PHONY: setup wasm-target host guests polyglot py-toolchain js-toolchain demo test test-servers test-mcp mcp-venv mcp-ts bench soak fuzz lint clean
 
 ## Install the wasm32-wasip2 target, build the host (release) and every guest,
 ## the Python and JavaScript ones included.
@@ -154,15 +154,19 @@ demo: setup
 ## wasmtime a second time.
 ## Then `wasm-agent serve` is driven by the official Python and TypeScript
 ## MCP SDKs.
-test: wasm-target guests polyglot mcp-venv mcp-ts
+test: wasm-target guests polyglot mcp-venv mcp-ts test-servers
 	$(CARGO) test --release $(addprefix -p ,$(HOST_CRATES))
 	$(CARGO) test --release $(addprefix -p ,wasm-agent-guest $(GUESTS))
 	$(VENV)/bin/pytest -p no:cacheprovider -q guest-sdk/python
 	node --test guest-sdk/js/test/*.test.js
 	$(VENV)/bin/pytest tests/mcp -q
 
+## PostgreSQL and HAProxy, which the tests start on loopback (Debian packages).
+test-servers:
+	@tests/install-servers.sh
+
 ## The MCP tests alone (official SDKs against target/release/wasm-agent).
-test-mcp: host guests polyglot mcp-venv mcp-ts
+test-mcp: host guests polyglot mcp-venv mcp-ts test-servers
 	$(VENV)/bin/pytest tests/mcp -q
 
 ## The official TypeScript MCP SDK, pinned in tests/mcp/ts/package-lock.json.

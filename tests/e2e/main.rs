@@ -14,11 +14,13 @@ mod concurrency;
 mod hardening;
 mod hardening_cli;
 mod health;
+mod identity;
 mod interpreters;
 mod loading;
 mod mcp;
 mod network;
 mod notebook;
+mod oauth;
 mod policy;
 mod polyglot;
 #[path = "../support/postgres.rs"]

@@ -121,6 +121,27 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub token: Option<String>,
+    /// HTTP: accept the tokens whose SHA-256 digests FILE lists, each with
+    /// its principal and tenant ([[tokens]] sha256, principal, tenant).
+    #[arg(long, value_name = "FILE", env = "WASM_AGENT_MCP_TOKENS")]
+    pub tokens: Option<PathBuf>,
+    /// HTTP: accept bearer JWTs this OAuth issuer signed (keys from its
+    /// metadata's jwks_uri); the principal is `sub`.
+    #[arg(long, value_name = "URL")]
+    pub auth_issuer: Option<String>,
+    /// HTTP: the audience tokens must name: this server's public URL
+    /// (e.g. https://tools.example.com/mcp).
+    #[arg(long, value_name = "URL", requires = "auth_issuer")]
+    pub auth_audience: Option<String>,
+    /// HTTP: the token claim that names the tenant (tokens without it are refused).
+    #[arg(long, value_name = "CLAIM", requires = "auth_issuer")]
+    pub auth_tenant_claim: Option<String>,
+    /// HTTP: the issuer's key set, if its metadata does not name it.
+    #[arg(long, value_name = "URL", requires = "auth_issuer")]
+    pub auth_jwks: Option<String>,
+    /// HTTP: a scope the server's metadata and challenges advertise (repeatable).
+    #[arg(long = "auth-scope", value_name = "SCOPE", requires = "auth_issuer")]
+    pub auth_scopes: Vec<String>,
     /// HTTP: also accept this browser Origin (e.g. https://app.example.com:443).
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     pub origins: Vec<String>,

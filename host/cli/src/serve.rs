@@ -24,12 +24,23 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if let Some(addr) = args.http
         && !addr.ip().is_loopback()
         && args.token.is_none()
+        && args.tokens.is_none()
+        && args.auth_issuer.is_none()
     {
         bail!(
             "--http {addr} would expose the tools beyond this machine without a token: \
-             pass --token (or set WASM_AGENT_MCP_TOKEN), or bind 127.0.0.1"
+             pass --token (or set WASM_AGENT_MCP_TOKEN), --tokens FILE or --auth-issuer URL, \
+             or bind 127.0.0.1"
         );
     }
+    let tokens = match &args.tokens {
+        Some(path) => Some(Arc::new(mcp::TokenTable::load(path)?)),
+        None => None,
+    };
+    let oauth = match &args.auth_issuer {
+        Some(issuer) => Some(Arc::new(resource_server(issuer, &args).await?)),
+        None => None,
+    };
     let config = args.host.load_config()?;
     let store = open_store(&args.host, config.as_ref()).await?;
     // The first look at the folders comes before loading, so a file that
@@ -81,7 +92,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         );
         tokio::spawn(mcp::serve_health(server.session(), listener));
     }
-    let serving = serve_on(server, &args, shutdown.clone());
+    let serving = serve_on(server, &args, (tokens, oauth), shutdown.clone());
     tokio::pin!(serving);
     tokio::select! {
         loaded = &mut loader => {
@@ -110,6 +121,10 @@ const LOAD_REPORT_GRACE: std::time::Duration = std::time::Duration::from_secs(2)
 async fn serve_on(
     server: McpServer,
     args: &ServeArgs,
+    (tokens, oauth): (
+        Option<Arc<mcp::TokenTable>>,
+        Option<Arc<mcp::ResourceServer>>,
+    ),
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     match args.http {
@@ -123,6 +138,8 @@ async fn serve_on(
             eprintln!("wasm-agent: serving MCP on {url}");
             let options = HttpOptions {
                 token: args.token.clone(),
+                tokens,
+                oauth,
                 hosts: args.host_headers.clone(),
                 origins: args.origins.clone(),
                 max_body: usize::try_from(args.max_body.0).unwrap_or(usize::MAX),
@@ -187,4 +204,21 @@ async fn stop_signal() {
         }
     }
     let _ = tokio::signal::ctrl_c().await;
+}
+
+/// The resource server `--auth-issuer` and its flags describe, with the
+/// issuer's keys fetched.
+async fn resource_server(issuer: &str, args: &ServeArgs) -> anyhow::Result<mcp::ResourceServer> {
+    let audience = args.auth_audience.clone().context(
+        "--auth-issuer needs --auth-audience URL: this server's public URL, which tokens \
+         must name as their audience (e.g. https://tools.example.com/mcp)",
+    )?;
+    let options = mcp::OAuthOptions {
+        issuer: issuer.to_string(),
+        audience,
+        tenant_claim: args.auth_tenant_claim.clone(),
+        jwks_url: args.auth_jwks.clone(),
+        scopes: args.auth_scopes.clone(),
+    };
+    Ok(mcp::ResourceServer::start(options).await?)
 }

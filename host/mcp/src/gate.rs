@@ -3,13 +3,13 @@
 
 use std::convert::Infallible;
 
+use super::http::{HttpOptions, MCP_PATH};
+use super::identity::{Identity, TokenTable, digest};
+use super::oauth::{METADATA_PATH, ResourceServer};
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode, Uri, header};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
-use sha2::{Digest, Sha256};
-
-use super::http::{HttpOptions, MCP_PATH};
 
 /// The body of every response.
 pub(crate) type Body = BoxBody<Bytes, Infallible>;
@@ -22,6 +22,8 @@ const LOOPBACK_ORIGINS: [&str; 3] = ["http://localhost:*", "http://127.0.0.1:*",
 /// Refuses requests that are not for this server.
 pub(crate) struct Gate {
     token_digest: Option<[u8; 32]>,
+    tokens: Option<std::sync::Arc<TokenTable>>,
+    oauth: Option<std::sync::Arc<ResourceServer>>,
     /// Lowercased names, with the one port accepted if any.
     hosts: Vec<(String, Option<u16>)>,
     origins: Vec<AllowedOrigin>,
@@ -55,13 +57,79 @@ impl Gate {
         }
         Self {
             token_digest: options.token.as_deref().map(digest),
+            tokens: options.tokens.clone(),
+            oauth: options.oauth.clone(),
             hosts,
             origins,
         }
     }
 
-    /// The response refusing `request`, if it is refused.
-    pub fn refuse<B>(&self, request: &Request<B>) -> Option<Response<Body>> {
+    /// Who sent `request`, or the response refusing it.
+    pub async fn admit<B>(&self, request: &Request<B>) -> Result<Identity, Box<Response<Body>>> {
+        if let Some(refusal) = self.refuse(request) {
+            return Err(Box::new(refusal));
+        }
+        if self.token_digest.is_none() && self.tokens.is_none() && self.oauth.is_none() {
+            return Ok(Identity::default());
+        }
+        let token = bearer_token(request.headers()).map(str::to_string);
+        match &token {
+            Some(token) => self.identify(token).await,
+            None => None,
+        }
+        .ok_or_else(|| Box::new(self.unauthorized(token.is_some())))
+    }
+
+    /// The identity `token` establishes; `None` if it is none of the
+    /// server's tokens and no token its issuer signed.
+    async fn identify(&self, token: &str) -> Option<Identity> {
+        if let Some(identity) = self.tokens.as_ref().and_then(|t| t.identify(token)) {
+            return Some(identity.clone());
+        }
+        // Digests are compared, so the time taken says nothing about the token.
+        if self.token_digest == Some(digest(token)) {
+            return Some(Identity::default());
+        }
+        match self.oauth.as_ref()?.identify(token).await {
+            Ok(identity) => Some(identity),
+            Err(error) => {
+                tracing::debug!(%error, "refusing a bearer token");
+                None
+            }
+        }
+    }
+
+    /// The Protected Resource Metadata, for its path, when tokens come from an issuer.
+    pub fn metadata<B>(&self, request: &Request<B>) -> Option<Response<Body>> {
+        let oauth = self.oauth.as_ref()?;
+        let path = request.uri().path();
+        let suffixed = path.strip_prefix(METADATA_PATH) == Some(MCP_PATH);
+        if path != METADATA_PATH && !suffixed {
+            return None;
+        }
+        Some(super::wire::json(&oauth.metadata()))
+    }
+
+    /// A 401 with the challenge that tells the client how to get a token.
+    fn unauthorized(&self, token_sent: bool) -> Response<Body> {
+        let mut response = plain(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized: send a token of this server as `Authorization: Bearer <token>`",
+        );
+        let challenge = match &self.oauth {
+            Some(oauth) => oauth.challenge(token_sent),
+            None => "Bearer".to_string(),
+        };
+        if let Ok(value) = header::HeaderValue::from_str(&challenge) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, value);
+        }
+        response
+    }
+
+    /// The response refusing `request` before its credentials are looked at.
+    fn refuse<B>(&self, request: &Request<B>) -> Option<Response<Body>> {
         if request.uri().path() != MCP_PATH {
             return Some(plain(
                 StatusCode::NOT_FOUND,
@@ -88,12 +156,6 @@ impl Gate {
                     "forbidden: requests from this Origin are not accepted \
                      (allow one with --allow-origin)",
                 ));
-            }
-        }
-        if let Some(expected) = self.token_digest {
-            // Digests are compared, so the time taken says nothing about the token.
-            if bearer_token(headers).map(digest) != Some(expected) {
-                return Some(unauthorized());
             }
         }
         None
@@ -228,22 +290,6 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-fn unauthorized() -> Response<Body> {
-    let mut response = plain(
-        StatusCode::UNAUTHORIZED,
-        "unauthorized: send the server's token as `Authorization: Bearer <token>`",
-    );
-    response.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        header::HeaderValue::from_static("Bearer"),
-    );
-    response
-}
-
-fn digest(token: &str) -> [u8; 32] {
-    Sha256::digest(token.as_bytes()).into()
-}
-
 /// A plain-text response.
 pub(crate) fn plain(status: StatusCode, message: &str) -> Response<Body> {
     let mut response = Response::new(Full::new(Bytes::from(format!("{message}\n"))).boxed());
@@ -275,8 +321,17 @@ mod tests {
         request.body(()).unwrap()
     }
 
+    fn block<F: std::future::Future>(future: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(future)
+    }
+
     fn status(gate: &Gate, host: &str, origin: Option<&str>) -> Option<StatusCode> {
-        gate.refuse(&request(host, origin)).map(|r| r.status())
+        block(gate.admit(&request(host, origin)))
+            .err()
+            .map(|r| r.status())
     }
 
     #[test]
@@ -361,7 +416,7 @@ mod tests {
             .body(())
             .unwrap();
         assert_eq!(
-            gate.refuse(&other).map(|r| r.status()),
+            block(gate.admit(&other)).err().map(|r| r.status()),
             Some(StatusCode::NOT_FOUND)
         );
         assert_eq!(
@@ -373,6 +428,41 @@ mod tests {
             header::AUTHORIZATION,
             header::HeaderValue::from_static("bearer t0ken"),
         );
-        assert!(gate.refuse(&right).is_none());
+        assert_eq!(block(gate.admit(&right)).unwrap(), Identity::default());
+    }
+
+    #[test]
+    fn a_tokens_file_gives_each_token_its_identity() {
+        let text = format!(
+            "[[tokens]]\nsha256 = \"{}\"\nprincipal = \"alice\"\ntenant = \"acme\"\n",
+            hex_digest("alice-token")
+        );
+        let tokens = TokenTable::parse(&text, std::path::Path::new("t.toml")).unwrap();
+        let gate = Gate::new(&HttpOptions {
+            token: Some("shared".into()),
+            tokens: Some(std::sync::Arc::new(tokens)),
+            ..HttpOptions::default()
+        });
+        let with = |token: &str| {
+            let mut request = request("localhost", None);
+            let value = format!("Bearer {token}");
+            request.headers_mut().insert(
+                header::AUTHORIZATION,
+                header::HeaderValue::from_str(&value).unwrap(),
+            );
+            block(gate.admit(&request))
+        };
+        let alice = with("alice-token").unwrap();
+        assert_eq!(alice.principal.as_deref(), Some("alice"));
+        assert_eq!(alice.tenant.as_deref(), Some("acme"));
+        assert_eq!(with("shared").unwrap(), Identity::default());
+        assert_eq!(
+            with("guess").unwrap_err().status(),
+            StatusCode::UNAUTHORIZED
+        );
+    }
+
+    fn hex_digest(token: &str) -> String {
+        digest(token).iter().map(|b| format!("{b:02x}")).collect()
     }
 }

@@ -19,6 +19,8 @@ use tokio_util::task::TaskTracker;
 use super::drain::SHUTDOWN_GRACE;
 use super::gate::Gate;
 use super::health;
+use super::identity::TokenTable;
+use super::oauth::ResourceServer;
 use super::server::McpServer;
 use super::streamable::Sessions;
 
@@ -30,6 +32,11 @@ pub const MCP_PATH: &str = "/mcp";
 pub struct HttpOptions {
     /// Required as `Authorization: Bearer <token>` when set.
     pub token: Option<String>,
+    /// Tokens with their identities (`--tokens FILE`); any of them, or
+    /// `token`, is accepted when set.
+    pub tokens: Option<Arc<TokenTable>>,
+    /// Bearer JWTs of an issuer (`--auth-issuer`), accepted beside the tokens.
+    pub oauth: Option<Arc<ResourceServer>>,
     /// Accepted `Host` names besides the loopback ones (any port).
     pub hosts: Vec<String>,
     /// Accepted `Origin`s besides loopback ones (`http://localhost:*`, ...).
@@ -50,6 +57,8 @@ impl Default for HttpOptions {
     fn default() -> Self {
         Self {
             token: None,
+            tokens: None,
+            oauth: None,
             hosts: Vec::new(),
             origins: Vec::new(),
             max_body: 4 << 20,
@@ -138,9 +147,12 @@ pub async fn serve_http(
                 if let Some(answer) = health::answer(&request, &probe).await {
                     return Ok::<_, Infallible>(answer);
                 }
-                Ok(match gate.refuse(&request) {
-                    Some(refusal) => refusal,
-                    None => sessions.handle(request).await,
+                if let Some(metadata) = gate.metadata(&request) {
+                    return Ok(metadata);
+                }
+                Ok(match gate.admit(&request).await {
+                    Err(refusal) => *refusal,
+                    Ok(identity) => sessions.handle(request, identity).await,
                 })
             }
         });

@@ -15,6 +15,9 @@ mod drain;
 mod gate;
 mod health;
 mod http;
+mod identity;
+mod oauth;
+mod records;
 mod server;
 mod stdio;
 mod streamable;
@@ -24,5 +27,9 @@ pub use content::{call_result, tool};
 pub use drain::{Drain, SHUTDOWN_GRACE};
 pub use health::{HEALTH_PATH, READY_PATH};
 pub use http::{HttpOptions, MCP_PATH, serve_health, serve_http};
-pub use server::{LOAD_WAIT, McpServer, McpServerBuilder, ServeError, ToolsChanged, ToolsLoading};
+pub use identity::{Identity, TokenTable, TokensError};
+pub use oauth::{METADATA_PATH, OAuthError, OAuthOptions, ResourceServer};
+pub use server::{
+    LOAD_WAIT, McpServer, McpServerBuilder, SESSION_META, ServeError, ToolsChanged, ToolsLoading,
+};
 pub use stdio::MAX_MESSAGE;

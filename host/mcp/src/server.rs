@@ -20,6 +20,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::content;
 use super::drain::{Drain, SHUTDOWN_GRACE};
+use super::identity::Identity;
 use wasm_agent_sandbox::approval::{Approval, ApprovalHandler, DenyAll, Verdict};
 use wasm_agent_sandbox::context::CallContext;
 use wasm_agent_sandbox::host::ToolHost;
@@ -58,7 +59,10 @@ pub enum ServeError {
 /// ```
 pub struct McpServer {
     shared: Arc<Shared>,
+    /// The tool session of this connection's calls.
     session_id: String,
+    /// Who this connection's calls are made for.
+    identity: Identity,
     /// Set once this connection forwards tool-list changes.
     forwarding: AtomicBool,
     /// Cancelled when this connection's handler is dropped.
@@ -212,6 +216,7 @@ impl McpServer {
         Self {
             shared,
             session_id: format!("mcp-{}", uuid::Uuid::new_v4()),
+            identity: Identity::default(),
             forwarding: AtomicBool::new(false),
             _close_on_drop: closed.clone().drop_guard(),
             closed,
@@ -221,6 +226,15 @@ impl McpServer {
     /// A handler for one more connection, sharing this server's host.
     pub fn session(&self) -> Self {
         Self::for_session(self.shared.clone())
+    }
+
+    /// A handler for the HTTP session `session_id` of `identity`: its calls
+    /// keep state in that tool session, for that principal and tenant.
+    pub(crate) fn for_client(&self, session_id: &str, identity: Identity) -> Self {
+        let mut handler = Self::for_session(self.shared.clone());
+        handler.session_id = format!("mcp-{session_id}");
+        handler.identity = identity;
+        handler
     }
 
     /// The host whose tools are served.
@@ -344,6 +358,29 @@ impl McpServer {
         cancellation: CancellationToken,
         progress: Option<(ProgressToken, SendProgress)>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let (session_id, identity) = (&self.session_id, &self.identity);
+        self.call_tool_as(
+            request,
+            request_id,
+            cancellation,
+            progress,
+            session_id,
+            identity,
+        )
+        .await
+    }
+
+    /// [`call_tool_request`](Self::call_tool_request) in tool session
+    /// `session_id`, for `identity`.
+    async fn call_tool_as(
+        &self,
+        request: CallToolRequestParams,
+        request_id: String,
+        cancellation: CancellationToken,
+        progress: Option<(ProgressToken, SendProgress)>,
+        session_id: &str,
+        identity: &Identity,
+    ) -> Result<CallToolResponse, ErrorData> {
         // In flight from here, so a graceful stop waits for it, even while
         // it waits for tools still loading.
         let Some(_in_flight) = self.shared.drain.begin_call() else {
@@ -361,13 +398,7 @@ impl McpServer {
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         match self
             .shared
-            .approved(
-                &self.session_id,
-                name,
-                &arguments,
-                &request_id,
-                &cancellation,
-            )
+            .approved(session_id, name, &arguments, &request_id, &cancellation)
             .await
         {
             Verdict::NotNeeded | Verdict::Approved => {}
@@ -377,12 +408,14 @@ impl McpServer {
             }
         }
         let mut call_context = CallContext::new()
-            .session(self.session_id.clone())
+            .session(session_id.to_string())
             .tool_caller(Arc::new(ClientToolCaller {
                 shared: self.shared.clone(),
-                session_id: self.session_id.clone(),
+                session_id: session_id.to_string(),
                 request_id: request_id.clone(),
             }));
+        call_context.user_id = identity.principal.clone();
+        call_context.tenant_id = identity.tenant.clone();
         call_context.cancellation = cancellation;
         let call = self.shared.host.call_json(name, &arguments, &call_context);
         let result = match progress {
@@ -523,8 +556,34 @@ impl ServerHandler for McpServer {
             (token, send)
         });
         let request_id = context.id.to_string();
-        self.call_tool_request(request, request_id, context.ct.child_token(), progress)
-            .await
+        // This handler serves the sessionless revision: who is calling comes
+        // with each request (the gate put it there), and so does the tool
+        // session, if the client names one.
+        let identity = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Identity>())
+            .unwrap_or(&self.identity)
+            .clone();
+        let named = request
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.get(SESSION_META))
+            .or_else(|| context.meta.get(SESSION_META));
+        let session_id = match named_session(named)? {
+            Some(name) => format!("named:{name}"),
+            None => self.session_id.clone(),
+        };
+        let cancellation = context.ct.child_token();
+        self.call_tool_as(
+            request,
+            request_id,
+            cancellation,
+            progress,
+            &session_id,
+            &identity,
+        )
+        .await
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -553,5 +612,27 @@ impl ServerHandler for McpServer {
             _ = forward => {}
         }
         Ok(())
+    }
+}
+
+/// The `_meta` key that names a tool session in sessionless requests.
+pub const SESSION_META: &str = "io.wasm-agent/session";
+/// Longest session name a client may give.
+const MAX_SESSION_NAME: usize = 128;
+
+/// The tool session a sessionless `tools/call` names in `_meta` (its state
+/// is the caller's own: the owner is part of every key), if it names one.
+fn named_session(value: Option<&Value>) -> Result<Option<String>, ErrorData> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    match value.as_str() {
+        Some(name) if !name.is_empty() && name.len() <= MAX_SESSION_NAME => {
+            Ok(Some(name.to_string()))
+        }
+        _ => Err(ErrorData::invalid_params(
+            format!("_meta[\"{SESSION_META}\"] must be a string of 1-{MAX_SESSION_NAME} bytes"),
+            None,
+        )),
     }
 }

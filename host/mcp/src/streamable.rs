@@ -27,6 +27,8 @@ use tokio_util::task::TaskTracker;
 
 use super::dispatch::{self, Answer, Dispatcher, Message, Notify};
 use super::gate::{Body, plain};
+use super::identity::Identity;
+use super::records::Records;
 use super::server::{McpServer, SendProgress};
 use super::wire::{
     accepted, accepts, event, event_stream, header_mismatch, json, refuse_post, unknown_version,
@@ -51,6 +53,8 @@ pub(crate) struct Sessions {
     idle: Duration,
     /// Serves the sessionless revision.
     rmcp: StreamableHttpService<McpServer, LocalSessionManager>,
+    /// Sessions' records in the session store, shared by replicas.
+    records: Records,
     /// Calls that outlive their first poll, and event streams being fed.
     tasks: TaskTracker,
     started: Instant,
@@ -60,6 +64,8 @@ pub(crate) struct Sessions {
 
 /// One client's session.
 struct Session {
+    /// Who opened it: requests of anyone else find no such session.
+    identity: Identity,
     requests: Dispatcher,
     /// The open GET stream, if any.
     listener: Mutex<Option<mpsc::Sender<Bytes>>>,
@@ -79,6 +85,7 @@ impl Sessions {
         idle: Duration,
     ) -> Self {
         Self {
+            records: Records::new(server.host()),
             server,
             open: Mutex::default(),
             max_sessions,
@@ -91,26 +98,37 @@ impl Sessions {
         }
     }
 
-    /// Answers one request that passed the [`Gate`](super::gate::Gate).
-    pub async fn handle(&self, request: Request<Incoming>) -> Response<Body> {
-        let session = request
-            .headers()
-            .get(SESSION_ID)
-            .map(|id| id.to_str().ok().and_then(|id| self.find(id)));
+    /// Answers one request of `identity` that passed the [`Gate`](super::gate::Gate).
+    pub async fn handle(
+        &self,
+        mut request: Request<Incoming>,
+        identity: Identity,
+    ) -> Response<Body> {
+        let session = match request.headers().get(SESSION_ID).map(HeaderValue::to_str) {
+            None => None,
+            Some(Err(_)) => Some(None),
+            Some(Ok(id)) => Some(match self.find(id, &identity) {
+                Some(busy) => Some(busy),
+                None => self.take_up(id, &identity).await,
+            }),
+        };
         // Checked once for every request (rmcp checks the ones it serves).
         if let Some(refusal) = unknown_version(request.headers()) {
             return refusal;
         }
         match (request.method().clone(), session) {
             (_, Some(None)) => session_not_found(),
-            (Method::POST, session) => self.post(request, session.flatten()).await,
+            (Method::POST, session) => self.post(request, session.flatten(), identity).await,
             (Method::GET, Some(Some(busy))) if self.is_closing() => {
                 drop(busy);
                 plain(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping")
             }
             (Method::GET, Some(Some(busy))) => Session::listen(busy, request.headers()),
-            (Method::DELETE, Some(Some(busy))) => self.close(busy),
-            (Method::GET | Method::DELETE, None) => self.rmcp.handle(request).await,
+            (Method::DELETE, Some(Some(busy))) => self.close(busy).await,
+            (Method::GET | Method::DELETE, None) => {
+                request.extensions_mut().insert(identity);
+                self.rmcp.handle(request).await
+            }
             _ => {
                 let mut response =
                     plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on /mcp");
@@ -161,23 +179,67 @@ impl Sessions {
         &self.tasks
     }
 
-    /// The session `id`, busy with this request from here on, so it cannot
-    /// expire under it.
-    fn find(&self, id: &str) -> Option<Busy> {
-        self.lock().get(id).map(Busy::new)
+    /// The session `id` of `identity`, busy with this request from here on,
+    /// so it cannot expire under it. A session id alone grants nothing.
+    fn find(&self, id: &str, identity: &Identity) -> Option<Busy> {
+        self.lock()
+            .get(id)
+            .filter(|session| session.identity == *identity)
+            .map(Busy::new)
     }
 
     fn is_closing(&self) -> bool {
         self.closing.load(Ordering::Acquire)
     }
 
-    fn close(&self, busy: Busy) -> Response<Body> {
-        self.lock().retain(|_, open| !Arc::ptr_eq(open, &busy.0));
+    async fn close(&self, busy: Busy) -> Response<Body> {
+        let mut id = None;
+        self.lock().retain(|key, open| {
+            let this = Arc::ptr_eq(open, &busy.0);
+            if this {
+                id = Some(key.clone());
+            }
+            !this
+        });
         busy.0.end();
+        if let Some(id) = id {
+            self.records.ended(&busy.0.identity, &id).await;
+        }
         plain(StatusCode::OK, "session ended")
     }
 
-    async fn post(&self, request: Request<Incoming>, session: Option<Busy>) -> Response<Body> {
+    /// Serves here a session `identity` opened on another replica (or on
+    /// this one before it restarted), if the store has its record.
+    async fn take_up(&self, id: &str, identity: &Identity) -> Option<Busy> {
+        if self.is_closing() || !self.records.exists(identity, id).await {
+            return None;
+        }
+        let requests = Dispatcher::new(self.server.for_client(id, identity.clone()));
+        let session = Arc::new(Session::new(
+            identity.clone(),
+            requests,
+            self.now(),
+            self.started,
+        ));
+        // The client sent `initialized` to the replica that opened it.
+        session
+            .requests
+            .notified("notifications/initialized", "{}", &session.notifier());
+        let mut open = self.lock();
+        if open.len() >= self.max_sessions {
+            return None;
+        }
+        // Two requests taking it up at once end up in one session.
+        let session = open.entry(id.into()).or_insert(session).clone();
+        Some(Busy::new(&session))
+    }
+
+    async fn post(
+        &self,
+        request: Request<Incoming>,
+        session: Option<Busy>,
+        identity: Identity,
+    ) -> Response<Body> {
         if let Some(refusal) = refuse_post(request.headers()) {
             return refusal;
         }
@@ -221,29 +283,27 @@ impl Sessions {
         match session {
             Some(busy) => Session::post(busy, &message, &self.tasks).await,
             None if message.method.as_deref() == Some("initialize") && message.id.is_some() => {
-                self.open(&message)
+                self.open(&message, identity).await
             }
             None => {
                 drop(message);
-                let request = Request::from_parts(parts, Full::new(body));
+                let mut request = Request::from_parts(parts, Full::new(body));
+                request.extensions_mut().insert(identity);
                 self.rmcp.handle(request).await
             }
         }
     }
 
     /// Answers `initialize`, opening a session for the client.
-    fn open(&self, message: &Message<'_>) -> Response<Body> {
+    async fn open(&self, message: &Message<'_>, identity: Identity) -> Response<Body> {
         if self.is_closing() {
             return plain(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping");
         }
-        let mut open = self.lock();
-        if open.len() >= self.max_sessions {
-            return plain(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "too many open MCP sessions; close one (DELETE) or try again later",
-            );
+        if self.lock().len() >= self.max_sessions {
+            return too_many_sessions();
         }
-        let requests = Dispatcher::new(self.server.session());
+        let session_id: Arc<str> = uuid::Uuid::new_v4().simple().to_string().into();
+        let requests = Dispatcher::new(self.server.for_client(&session_id, identity.clone()));
         let id = message.id.clone().unwrap_or(RequestId::Number(0));
         let Answer::Now(answer) =
             requests.answer(id.clone(), "initialize", message.params(), || {
@@ -255,14 +315,24 @@ impl Sessions {
         let opened = answer.is_ok();
         let mut response = json(&dispatch::response(id, *answer));
         if opened {
-            let session_id: Arc<str> = uuid::Uuid::new_v4().simple().to_string().into();
-            let session = Arc::new(Session {
-                requests,
-                listener: Mutex::default(),
-                busy: AtomicUsize::new(0),
-                last_seen: AtomicU64::new(self.now()),
-                clock: self.started,
-            });
+            // Recorded before the client learns the id, so any replica
+            // can serve its next request.
+            if let Err(error) = self
+                .records
+                .opened(&identity, &session_id, message.params())
+                .await
+            {
+                tracing::warn!(%error, "cannot record a new MCP session");
+                return plain(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "cannot open a session now: the session store does not answer",
+                );
+            }
+            let session = Arc::new(Session::new(identity, requests, self.now(), self.started));
+            let mut open = self.lock();
+            if open.len() >= self.max_sessions {
+                return too_many_sessions();
+            }
             let header = HeaderValue::from_str(&session_id).expect("hex is a valid header");
             response.headers_mut().insert(SESSION_ID, header);
             open.insert(session_id, session);
@@ -280,6 +350,17 @@ impl Sessions {
 }
 
 impl Session {
+    fn new(identity: Identity, requests: Dispatcher, now: u64, clock: Instant) -> Self {
+        Self {
+            identity,
+            requests,
+            listener: Mutex::default(),
+            busy: AtomicUsize::new(0),
+            last_seen: AtomicU64::new(now),
+            clock,
+        }
+    }
+
     /// The session is over: its calls are cancelled, its stream ends.
     fn end(&self) {
         self.requests.close();
@@ -428,5 +509,12 @@ fn session_not_found() -> Response<Body> {
     plain(
         StatusCode::NOT_FOUND,
         "not found: no such MCP session (it ended or expired); initialize a new one",
+    )
+}
+
+fn too_many_sessions() -> Response<Body> {
+    plain(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "too many open MCP sessions; close one (DELETE) or try again later",
     )
 }

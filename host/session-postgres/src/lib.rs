@@ -168,6 +168,23 @@ impl PostgresSessionStore {
         })
     }
 
+    /// Runs one writing statement with text parameters.
+    async fn write<const N: usize>(
+        &self,
+        what: &str,
+        sql: &'static str,
+        params: [&String; N],
+    ) -> Result<(), SessionError> {
+        self.bounded(what, |client| async move {
+            let statement = client.prepare_cached(sql).await?;
+            let params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+                params.iter().map(|p| *p as _).collect();
+            client.execute(&statement, &params).await?;
+            Ok(())
+        })
+        .await
+    }
+
     /// Refuses names PostgreSQL text cannot hold (NUL characters); no write
     /// could have stored them.
     fn storable<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> Result<(), SessionError> {
@@ -295,6 +312,71 @@ impl SessionStore for PostgresSessionStore {
                         .await?;
                     Ok(())
                 })
+                .await
+        })
+        .await
+    }
+
+    async fn save_protocol_session(
+        &self,
+        owner: &Owner,
+        id: &str,
+        record: &str,
+    ) -> Result<(), SessionError> {
+        self.storable([owner.tenant.as_str(), &owner.principal, id])?;
+        let store = self.clone();
+        let (owner, id, record) = (owner.clone(), id.to_string(), record.to_string());
+        self.detached(async move {
+            let params = [&owner.tenant, &owner.principal, &id, &record];
+            store
+                .write(
+                    "cannot save a protocol session",
+                    schema::SAVE_PROTOCOL_SESSION,
+                    params,
+                )
+                .await
+        })
+        .await
+    }
+
+    async fn load_protocol_session(
+        &self,
+        owner: &Owner,
+        id: &str,
+    ) -> Result<Option<String>, SessionError> {
+        if self
+            .storable([owner.tenant.as_str(), &owner.principal, id])
+            .is_err()
+        {
+            return Ok(None);
+        }
+        self.bounded("cannot read a protocol session", |client| async move {
+            let statement = client.prepare_cached(schema::LOAD_PROTOCOL_SESSION).await?;
+            let row = client
+                .query_opt(&statement, &[&owner.tenant, &owner.principal, &id])
+                .await?;
+            Ok(row.map(|row| row.get(0)))
+        })
+        .await
+    }
+
+    async fn delete_protocol_session(&self, owner: &Owner, id: &str) -> Result<(), SessionError> {
+        if self
+            .storable([owner.tenant.as_str(), &owner.principal, id])
+            .is_err()
+        {
+            return Ok(());
+        }
+        let store = self.clone();
+        let (owner, id) = (owner.clone(), id.to_string());
+        self.detached(async move {
+            let params = [&owner.tenant, &owner.principal, &id];
+            store
+                .write(
+                    "cannot delete a protocol session",
+                    schema::DELETE_PROTOCOL_SESSION,
+                    params,
+                )
                 .await
         })
         .await

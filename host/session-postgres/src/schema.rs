@@ -8,12 +8,13 @@ use wasm_agent_session::SessionError;
 /// The schema this code writes. Bump it with a step in [`STEPS`] whenever a
 /// table changes; older binaries then refuse the database instead of
 /// misreading it.
-pub(crate) const SCHEMA_VERSION: i32 = 1;
+pub(crate) const SCHEMA_VERSION: i32 = 2;
 
 /// Migrations by the version they bring the schema to.
-const STEPS: &[(i32, &str)] = &[(
-    1,
-    "CREATE TABLE wasm_agent_state (
+const STEPS: &[(i32, &str)] = &[
+    (
+        1,
+        "CREATE TABLE wasm_agent_state (
         tenant text NOT NULL,
         principal text NOT NULL,
         session_id text NOT NULL,
@@ -31,7 +32,19 @@ const STEPS: &[(i32, &str)] = &[(
         updated_at timestamptz NOT NULL DEFAULT now(),
         PRIMARY KEY (tenant, principal, session_id)
     );",
-)];
+    ),
+    (
+        2,
+        "CREATE TABLE wasm_agent_protocol_sessions (
+            tenant text NOT NULL,
+            principal text NOT NULL,
+            id text NOT NULL,
+            record text NOT NULL,
+            updated_at timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (tenant, principal, id)
+        );",
+    ),
+];
 
 /// An arbitrary constant naming the migration lock among advisory locks.
 const MIGRATION_LOCK: i64 = 0x7761_736d_6167_6e74;
@@ -53,6 +66,18 @@ pub(crate) const SET: &str = "INSERT INTO wasm_agent_state
     VALUES ($1, $2, $3, $4, $5, $6)
     ON CONFLICT (tenant, principal, session_id, scope, key)
     DO UPDATE SET value = excluded.value, updated_at = now()";
+
+pub(crate) const SAVE_PROTOCOL_SESSION: &str = "INSERT INTO wasm_agent_protocol_sessions
+        (tenant, principal, id, record)
+    VALUES ($1, $2, $3, $4)
+    ON CONFLICT (tenant, principal, id)
+    DO UPDATE SET record = excluded.record, updated_at = now()";
+
+pub(crate) const LOAD_PROTOCOL_SESSION: &str = "SELECT record FROM wasm_agent_protocol_sessions
+    WHERE tenant = $1 AND principal = $2 AND id = $3";
+
+pub(crate) const DELETE_PROTOCOL_SESSION: &str = "DELETE FROM wasm_agent_protocol_sessions
+    WHERE tenant = $1 AND principal = $2 AND id = $3";
 
 pub(crate) const LOAD_HISTORY: &str = "SELECT messages FROM wasm_agent_history
     WHERE tenant = $1 AND principal = $2 AND session_id = $3";

@@ -39,6 +39,7 @@ async fn does_what_every_store_does() {
     conformance::isolation(&*store, &run).await;
     conformance::quotas(&*store, &run).await;
     conformance::history(&*store, &run).await;
+    conformance::protocol_sessions(&*store, &run).await;
     conformance::concurrent_quota(store, &run).await;
 }
 

@@ -15,7 +15,7 @@ use wasm_agent_session::{Owner, Quotas, SessionError, SessionStore, StateScope};
 /// The schema this code writes. Bump it with a migration step in `migrate`
 /// whenever a table changes; older binaries then refuse the file instead of
 /// misreading it.
-const SCHEMA_VERSION: i64 = 3;
+const SCHEMA_VERSION: i64 = 4;
 
 /// How long a write waits for another process holding the file's write lock.
 /// Writes are tiny, so anything longer than this means a stuck peer.
@@ -77,6 +77,18 @@ const MIGRATE_V3: &str = "
         SELECT '', '', session_id, messages, updated_at FROM history;
     DROP TABLE history;
     ALTER TABLE history_v3 RENAME TO history;
+";
+
+/// Version 4 keeps protocol sessions (MCP sessions' records).
+const MIGRATE_V4: &str = "
+    CREATE TABLE protocol_sessions (
+        tenant TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        id TEXT NOT NULL,
+        record TEXT NOT NULL,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (tenant, principal, id)
+    ) WITHOUT ROWID;
 ";
 
 /// Session state kept in a SQLite file, shared safely between processes.
@@ -283,7 +295,12 @@ impl Db {
         // Again under the lock: another process may have migrated, or put
         // something else in the file, since `init` looked.
         let version = check_is_ours(&tx, &location)?;
-        for (step, sql) in [(1, SCHEMA_V1), (2, MIGRATE_V2), (3, MIGRATE_V3)] {
+        for (step, sql) in [
+            (1, SCHEMA_V1),
+            (2, MIGRATE_V2),
+            (3, MIGRATE_V3),
+            (4, MIGRATE_V4),
+        ] {
             if version < step {
                 tx.execute_batch(sql).map_err(fail)?;
             }
@@ -299,6 +316,15 @@ impl Db {
         // A panic mid-statement leaves no half-written state behind: SQLite
         // rolls back an unfinished transaction when rusqlite drops it.
         self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs one writing statement.
+    fn execute(&self, sql: &str, params: impl rusqlite::Params) -> Result<(), SessionError> {
+        self.lock()
+            .prepare_cached(sql)
+            .and_then(|mut stmt| stmt.execute(params))
+            .map(drop)
+            .map_err(|err| self.error("cannot write a protocol session", err))
     }
 
     fn error(&self, what: &str, err: rusqlite::Error) -> SessionError {
@@ -340,6 +366,54 @@ impl SessionStore for SqliteSessionStore {
             (owner.clone(), session.to_string(), history_json.to_string());
         self.on_blocking_pool(move |db| db.save_history(&owner, &session, &history_json))
             .await
+    }
+
+    async fn save_protocol_session(
+        &self,
+        owner: &Owner,
+        id: &str,
+        record: &str,
+    ) -> Result<(), SessionError> {
+        let (owner, id, record) = (owner.clone(), id.to_string(), record.to_string());
+        self.on_blocking_pool(move |db| {
+            let sql = "INSERT INTO protocol_sessions (tenant, principal, id, record, updated_at)
+                VALUES (?1, ?2, ?3, ?4, unixepoch())
+                ON CONFLICT (tenant, principal, id) DO UPDATE
+                SET record = excluded.record, updated_at = excluded.updated_at";
+            db.execute(sql, params![owner.tenant, owner.principal, id, record])
+        })
+        .await
+    }
+
+    async fn load_protocol_session(
+        &self,
+        owner: &Owner,
+        id: &str,
+    ) -> Result<Option<String>, SessionError> {
+        let (owner, id) = (owner.clone(), id.to_string());
+        self.on_blocking_pool(move |db| {
+            db.lock()
+                .prepare_cached(
+                    "SELECT record FROM protocol_sessions
+                     WHERE tenant = ?1 AND principal = ?2 AND id = ?3",
+                )
+                .and_then(|mut stmt| {
+                    stmt.query_row(params![owner.tenant, owner.principal, id], |row| row.get(0))
+                        .optional()
+                })
+                .map_err(|err| db.error("cannot read a protocol session", err))
+        })
+        .await
+    }
+
+    async fn delete_protocol_session(&self, owner: &Owner, id: &str) -> Result<(), SessionError> {
+        let (owner, id) = (owner.clone(), id.to_string());
+        self.on_blocking_pool(move |db| {
+            let sql =
+                "DELETE FROM protocol_sessions WHERE tenant = ?1 AND principal = ?2 AND id = ?3";
+            db.execute(sql, params![owner.tenant, owner.principal, id])
+        })
+        .await
     }
 
     async fn check(&self) -> Result<(), SessionError> {

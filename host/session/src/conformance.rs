@@ -95,6 +95,47 @@ pub async fn history(store: &dyn SessionStore, run: &str) {
     store.check().await.unwrap();
 }
 
+/// Protocol-session records round-trip per owner and can be deleted.
+pub async fn protocol_sessions(store: &dyn SessionStore, run: &str) {
+    let alice = Owner::new(Some("t"), Some("alice"));
+    let id = format!("{run}-mcp");
+    assert_eq!(
+        store.load_protocol_session(&alice, &id).await.unwrap(),
+        None
+    );
+    store
+        .save_protocol_session(&alice, &id, "{}")
+        .await
+        .unwrap();
+    store
+        .save_protocol_session(&alice, &id, "{\"v\":2}")
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .load_protocol_session(&alice, &id)
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("{\"v\":2}")
+    );
+    let bob = Owner::new(Some("t"), Some("bob"));
+    assert_eq!(store.load_protocol_session(&bob, &id).await.unwrap(), None);
+    store.delete_protocol_session(&bob, &id).await.unwrap();
+    assert!(
+        store
+            .load_protocol_session(&alice, &id)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    store.delete_protocol_session(&alice, &id).await.unwrap();
+    assert_eq!(
+        store.load_protocol_session(&alice, &id).await.unwrap(),
+        None
+    );
+}
+
 /// Concurrent writers of one scope never take it past its key quota.
 pub async fn concurrent_quota(store: Arc<dyn SessionStore>, run: &str) {
     let shared = scope(run, "t", "p", "race", "c");

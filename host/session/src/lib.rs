@@ -135,6 +135,26 @@ pub trait SessionStore: Send + Sync + 'static {
         history_json: &str,
     ) -> Result<(), SessionError>;
 
+    /// Saves the record of a protocol session (an MCP session's `initialize`
+    /// parameters), so that any replica can serve the session's requests.
+    async fn save_protocol_session(
+        &self,
+        owner: &Owner,
+        id: &str,
+        record: &str,
+    ) -> Result<(), SessionError>;
+
+    /// The record of protocol session `id` of `owner`; `None` if it never
+    /// existed, was deleted, or is another owner's.
+    async fn load_protocol_session(
+        &self,
+        owner: &Owner,
+        id: &str,
+    ) -> Result<Option<String>, SessionError>;
+
+    /// Forgets protocol session `id` of `owner` (the client ended it).
+    async fn delete_protocol_session(&self, owner: &Owner, id: &str) -> Result<(), SessionError>;
+
     /// Whether the store answers now (for readiness checks).
     async fn check(&self) -> Result<(), SessionError> {
         Ok(())

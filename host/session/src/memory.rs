@@ -11,6 +11,7 @@ pub struct InMemorySessionStore {
     quotas: Quotas,
     scopes: Mutex<HashMap<StateScope, HashMap<String, String>>>,
     histories: Mutex<HashMap<(Owner, String), String>>,
+    protocol_sessions: Mutex<HashMap<(Owner, String), String>>,
 }
 
 impl InMemorySessionStore {
@@ -74,6 +75,41 @@ impl SessionStore for InMemorySessionStore {
             (owner.clone(), session.to_string()),
             history_json.to_string(),
         );
+        Ok(())
+    }
+
+    async fn save_protocol_session(
+        &self,
+        owner: &Owner,
+        id: &str,
+        record: &str,
+    ) -> Result<(), SessionError> {
+        let mut sessions = self
+            .protocol_sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        sessions.insert((owner.clone(), id.to_string()), record.to_string());
+        Ok(())
+    }
+
+    async fn load_protocol_session(
+        &self,
+        owner: &Owner,
+        id: &str,
+    ) -> Result<Option<String>, SessionError> {
+        let sessions = self
+            .protocol_sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        Ok(sessions.get(&(owner.clone(), id.to_string())).cloned())
+    }
+
+    async fn delete_protocol_session(&self, owner: &Owner, id: &str) -> Result<(), SessionError> {
+        let mut sessions = self
+            .protocol_sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        sessions.remove(&(owner.clone(), id.to_string()));
         Ok(())
     }
 

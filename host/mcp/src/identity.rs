@@ -1,0 +1,189 @@
+//! Who a request comes from: the principal and tenant its credentials
+//! establish, never a header or argument the client sets. Static tokens
+//! (`--tokens FILE`) map token digests to identities.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+/// The principal and tenant of a request; both `None` when the server has no
+/// per-caller credentials (no token, or the single `--token`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Identity {
+    /// The user or client (`sub` of a JWT, `principal` of a token entry).
+    pub principal: Option<String>,
+    /// The tenant its data belongs to.
+    pub tenant: Option<String>,
+}
+
+/// Bearer tokens by their SHA-256 digest, each with its identity. The file
+/// holds digests only, so reading it reveals no token:
+///
+/// ```toml
+/// [[tokens]]
+/// sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+/// principal = "alice"
+/// tenant = "acme"        # optional
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct TokenTable {
+    by_digest: HashMap<[u8; 32], Identity>,
+}
+
+/// A tokens file that cannot be used, with where and what.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}{line}: {message}", line = line.map(|l| format!(":{l}")).unwrap_or_default())]
+pub struct TokensError {
+    /// The file.
+    pub path: PathBuf,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub message: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    tokens: Vec<toml::Spanned<RawEntry>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEntry {
+    sha256: String,
+    principal: String,
+    #[serde(default)]
+    tenant: Option<String>,
+}
+
+impl TokenTable {
+    /// Reads a tokens file.
+    pub fn load(path: &Path) -> Result<Self, TokensError> {
+        let text = std::fs::read_to_string(path).map_err(|e| TokensError {
+            path: path.to_path_buf(),
+            line: None,
+            message: format!("cannot read the tokens file: {e}"),
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses tokens-file text; `path` is for messages.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, TokensError> {
+        let error = |span: Option<std::ops::Range<usize>>, message: String| TokensError {
+            path: path.to_path_buf(),
+            line: span.map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1),
+            message,
+        };
+        let raw: RawFile =
+            toml::from_str(text).map_err(|e| error(e.span(), e.message().to_string()))?;
+        let mut by_digest = HashMap::new();
+        for entry in raw.tokens {
+            let span = entry.span();
+            let entry = entry.into_inner();
+            let digest = parse_digest(&entry.sha256).ok_or_else(|| {
+                error(
+                    Some(span.clone()),
+                    "sha256 must be 64 hex digits: the SHA-256 of the token \
+                     (printf %s \"$TOKEN\" | sha256sum)"
+                        .into(),
+                )
+            })?;
+            if entry.principal.trim().is_empty() {
+                return Err(error(Some(span), "principal must not be empty".into()));
+            }
+            let identity = Identity {
+                principal: Some(entry.principal),
+                tenant: entry.tenant.filter(|t| !t.is_empty()),
+            };
+            if by_digest.insert(digest, identity).is_some() {
+                return Err(error(
+                    Some(span),
+                    "this token digest is listed twice".into(),
+                ));
+            }
+        }
+        if by_digest.is_empty() {
+            return Err(error(
+                None,
+                "no [[tokens]] entry: the file would admit nobody".into(),
+            ));
+        }
+        Ok(Self { by_digest })
+    }
+
+    /// The identity of `token`, if it is one of the table's.
+    pub fn identify(&self, token: &str) -> Option<&Identity> {
+        self.by_digest.get(&digest(token))
+    }
+}
+
+/// The SHA-256 of a token.
+pub(crate) fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+fn parse_digest(text: &str) -> Option<[u8; 32]> {
+    let text = text.trim();
+    if text.len() != 64 {
+        return None;
+    }
+    let mut digest = [0u8; 32];
+    for (i, byte) in digest.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(digest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALICE: &str = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+
+    #[test]
+    fn maps_tokens_to_identities_by_digest() {
+        let text = format!(
+            "[[tokens]]\nsha256 = \"{ALICE}\"\nprincipal = \"alice\"\ntenant = \"acme\"\n\n\
+             [[tokens]]\nsha256 = \"{}\"\nprincipal = \"bot\"\n",
+            "ab".repeat(32)
+        );
+        let table = TokenTable::parse(&text, Path::new("tokens.toml")).unwrap();
+        // ALICE is the SHA-256 of "test".
+        let alice = table.identify("test").unwrap();
+        assert_eq!(alice.principal.as_deref(), Some("alice"));
+        assert_eq!(alice.tenant.as_deref(), Some("acme"));
+        assert!(table.identify("guess").is_none());
+        assert!(
+            table.identify(ALICE).is_none(),
+            "the digest is not the token"
+        );
+    }
+
+    #[test]
+    fn bad_files_name_the_line_and_what_is_wrong() {
+        for (text, says) in [
+            (
+                "[[tokens]]\nsha256 = \"xyz\"\nprincipal = \"a\"\n",
+                "tokens.toml:1: sha256 must be 64 hex digits",
+            ),
+            (
+                &*format!(
+                    "[[tokens]]\nsha256 = \"{ALICE}\"\nprincipal = \"a\"\nrole = \"admin\"\n"
+                ),
+                "unknown field `role`",
+            ),
+            ("", "no [[tokens]] entry"),
+            (
+                &*format!("[[tokens]]\nsha256 = \"{ALICE}\"\nprincipal = \" \"\n"),
+                "principal must not be empty",
+            ),
+        ] {
+            let error = TokenTable::parse(text, Path::new("tokens.toml")).unwrap_err();
+            assert!(error.to_string().contains(says), "{text:?}: {error}");
+        }
+    }
+}

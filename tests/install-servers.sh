@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the servers the tests start on loopback themselves (each test
+# makes its own PostgreSQL cluster and HAProxy), from Debian's packages,
+# when they are missing.
+set -euo pipefail
+missing=()
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "installing ${missing[*]} (Debian packages) for the tests"
+if [ "$(id -u)" -ne 0 ]; then
+    echo "run as root, or install them first: apt-get install ${missing[*]}" >&2
+    exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null 2>&1 || {
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
