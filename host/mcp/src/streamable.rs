@@ -166,10 +166,15 @@ impl Sessions {
                     .filter(|(_, s)| s.idle_since(idle_since))
                     .map(|(id, _)| id.clone())
                     .collect();
-                expired.iter().filter_map(|id| open.remove(id)).collect()
+                expired
+                    .into_iter()
+                    .filter_map(|id| open.remove(&id).map(|session| (id, session)))
+                    .collect()
             };
-            for session in expired {
+            // Expired for every replica: its record goes too.
+            for (id, session) in expired {
                 session.end();
+                self.records.ended(&session.identity, &id).await;
             }
         }
     }
