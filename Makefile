@@ -1,7 +1,7 @@
 # wasm-agent: set up, demo, test, bench.
 CARGO   ?= cargo
 # The host's crates (host/*), tested together so their dependencies build once.
-HOST_CRATES := wasm-agent-policy wasm-agent-session wasm-agent-session-sqlite wasm-agent-session-postgres wasm-agent-sandbox \
+HOST_CRATES := wasm-agent-policy wasm-agent-session wasm-agent-session-sqlite wasm-agent-session-postgres wasm-agent-cache wasm-agent-cache-redis wasm-agent-sandbox wasm-agent-metrics \
 	wasm-agent-agent wasm-agent-mcp wasm-agent wasm-agent-cli
 GUESTS  := calculator files json fetch weather fixture-tool echo-tool compat-tool hostile-tool
 WASM    := target/wasm32-wasip2/release
@@ -161,7 +161,7 @@ test: wasm-target guests polyglot mcp-venv mcp-ts test-servers
 	node --test guest-sdk/js/test/*.test.js
 	$(VENV)/bin/pytest tests/mcp -q
 
-## PostgreSQL and HAProxy, which the tests start on loopback (Debian packages).
+## PostgreSQL, Redis and HAProxy, which the tests start on loopback (Debian packages).
 test-servers:
 	@tests/install-servers.sh
 

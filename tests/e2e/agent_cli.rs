@@ -10,7 +10,7 @@ use crate::common::{assert_clean_failure, component, stderr, stdout, temp_dir, w
 use crate::provider_server::{ProviderServer, anthropic, openai};
 
 /// Runs `wasm-agent run ARGS` with `stdin` and provider keys set.
-async fn run(args: Vec<String>, stdin: &str) -> Output {
+pub(crate) async fn run(args: Vec<String>, stdin: &str) -> Output {
     let stdin = stdin.to_string();
     tokio::task::spawn_blocking(move || {
         let mut child = wasm_agent()

@@ -18,6 +18,7 @@ mod identity;
 mod interpreters;
 mod loading;
 mod mcp;
+mod metrics;
 mod network;
 mod notebook;
 mod oauth;
@@ -27,6 +28,9 @@ mod polyglot;
 mod postgres;
 mod provider_server;
 mod providers;
+#[path = "../support/redis.rs"]
+mod redis;
 mod sandbox;
 mod scaffold;
+mod shared_cache;
 mod shared_store;

@@ -39,6 +39,7 @@ impl Server {
                     let _ = tx.send((true, url.to_string()));
                 }
                 if let Some(url) = line.strip_prefix("wasm-agent: health on ") {
+                    let url = url.split(',').next().unwrap_or(url);
                     let _ = tx.send((false, url.to_string()));
                 }
                 eprintln!("[server] {line}");

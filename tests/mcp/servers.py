@@ -61,45 +61,28 @@ class Postgres:
 
 
 class HAProxy:
-    """HAProxy in front of `backends` (host:port), round-robin per request,
-    each backend checked with GET /readyz every 200 ms."""
+    """HAProxy in front of two `backends` (host:port) with the example
+    configuration `deploy/haproxy.cfg`: round-robin per request, each backend
+    checked with GET /readyz (every 200 ms here)."""
 
     def __init__(self, backends: list[str]) -> None:
+        assert len(backends) == 2, "deploy/haproxy.cfg names two replicas"
         self.dir = Path(tempfile.mkdtemp(prefix="wasm-agent-haproxy"))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
-        servers = "\n".join(
-            f"    server r{i} {backend} check inter 200ms fall 1 rise 1" for i, backend in enumerate(backends, 1)
-        )
-        config = self.dir / "haproxy.cfg"
-        config.write_text(
-            f"""global
-    maxconn 512
-    log stdout format raw local0 info
-defaults
-    mode http
-    log global
-    option httplog
-    timeout connect 2s
-    timeout client 60s
-    timeout server 60s
-    option redispatch
-    retries 2
-frontend mcp
-    bind 127.0.0.1:{self.port}
-    default_backend replicas
-backend replicas
-    balance roundrobin
-    option httpchk
-    http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host localhost
-{servers}
-"""
+        config = Path(__file__).resolve().parents[2] / "deploy" / "haproxy.cfg"
+        env = dict(
+            os.environ,
+            WASM_AGENT_LB_BIND=f"127.0.0.1:{self.port}",
+            WASM_AGENT_CHECK_INTERVAL="200ms",
+            WASM_AGENT_REPLICA_1=backends[0],
+            WASM_AGENT_REPLICA_2=backends[1],
         )
         binary = shutil.which("haproxy")
         if binary is None:
             raise RuntimeError("haproxy is not installed (apt-get install haproxy)")
         self.process = subprocess.Popen(
-            [binary, "-db", "-f", str(config)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            [binary, "-db", "-f", str(config)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
         )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:

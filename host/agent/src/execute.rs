@@ -9,7 +9,7 @@ use futures::FutureExt;
 use serde_json::Value;
 
 use super::Agent;
-use super::cache::CacheKey;
+use super::cached;
 use super::context::ToolContext;
 use super::limit::{self, OverflowStrategy};
 use super::run::{AgentEvent, EventSender, Shortened, ToolCallRecord};
@@ -152,14 +152,14 @@ impl Agent {
                 ));
             }
         }
-        let cache_key = tool.settings.cache_ttl.map(|ttl| {
-            (
-                CacheKey::new(&tool.name, &arguments, context.tenant_id.as_deref()),
+        let cache_key = tool.settings.cache_ttl.and_then(|ttl| {
+            Some((
+                cached::key(tool, &arguments, context.tenant_id.as_deref())?,
                 ttl,
-            )
+            ))
         });
         if let Some((key, _)) = &cache_key
-            && let Some(hit) = self.inner.cache.get(key)
+            && let Some(hit) = cached::lookup(&*self.inner.cache, key).await
         {
             *cached = true;
             return Ok(hit);
@@ -196,8 +196,12 @@ impl Agent {
                 }
             }
         }?;
-        if let Some((key, ttl)) = cache_key {
-            self.inner.cache.insert(key, output.clone(), ttl);
+        // A component replaced during the call may have answered: keep its
+        // result only under the version that ran.
+        if let Some((key, ttl)) = cache_key
+            && cached::version(tool).as_deref() == Some(key.component())
+        {
+            cached::keep(&*self.inner.cache, &key, &output, ttl).await;
         }
         Ok(output)
     }

@@ -27,7 +27,7 @@
 
 pub use wasm_agent_sandbox::approval;
 mod bm25;
-pub mod cache;
+mod cached;
 pub mod code_mode;
 pub mod config;
 mod context;
@@ -60,7 +60,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use crate::provider::{Provider, ProviderError};
-use cache::ResultCache;
+pub use wasm_agent_cache::{CacheError, CacheKey, MemoryCache, ResultCache};
 use wasm_agent_sandbox::context::CallContext;
 use wasm_agent_sandbox::events::EventBus;
 use wasm_agent_session::{InMemorySessionStore, SessionStore};
@@ -146,7 +146,7 @@ struct Inner {
     router: Option<RouterSettings>,
     code_mode: Option<CodeMode>,
     approval: Arc<dyn ApprovalHandler>,
-    cache: ResultCache<ToolOutput>,
+    cache: Arc<dyn ResultCache>,
     sessions: Arc<dyn SessionStore>,
     events: EventBus,
     agents: RwLock<BTreeMap<String, Agent>>,
@@ -166,6 +166,7 @@ pub struct AgentBuilder {
     code_mode: Option<CodeMode>,
     approval: Arc<dyn ApprovalHandler>,
     cache_capacity: usize,
+    cache: Option<Arc<dyn ResultCache>>,
     sessions: Option<Arc<dyn SessionStore>>,
     events: EventBus,
     agents: Vec<Agent>,
@@ -248,9 +249,16 @@ impl AgentBuilder {
         self.options.max_tokens = Some(tokens);
         self
     }
-    /// Cached results kept at most (default 1024, least recently used out).
+    /// Cached results kept at most in the default in-memory cache (default
+    /// 1024, least recently used out).
     pub fn cache_capacity(mut self, entries: usize) -> Self {
         self.cache_capacity = entries.max(1);
+        self
+    }
+    /// Where results of tools with a `cache_ttl` are kept (default: this
+    /// process's memory). A cache that fails is skipped: calls go on uncached.
+    pub fn result_cache(mut self, cache: Arc<dyn ResultCache>) -> Self {
+        self.cache = Some(cache);
         self
     }
     /// Where host tools keep session state (default: in memory). Give it the
@@ -309,7 +317,9 @@ impl AgentBuilder {
                 router: self.router,
                 code_mode: self.code_mode,
                 approval: self.approval,
-                cache: ResultCache::new(self.cache_capacity),
+                cache: self
+                    .cache
+                    .unwrap_or_else(|| Arc::new(MemoryCache::new(self.cache_capacity))),
                 sessions: self
                     .sessions
                     .unwrap_or_else(|| Arc::new(InMemorySessionStore::default())),
@@ -336,6 +346,7 @@ impl Agent {
             code_mode: None,
             approval: Arc::new(DenyAll),
             cache_capacity: 1024,
+            cache: None,
             sessions: None,
             events: EventBus::default(),
             agents: Vec::new(),
@@ -423,8 +434,8 @@ impl Agent {
     }
 
     /// Forgets every cached tool result.
-    pub fn clear_cache(&self) {
-        self.inner.cache.clear();
+    pub async fn clear_cache(&self) -> Result<(), CacheError> {
+        self.inner.cache.clear().await
     }
 
     fn read_tools(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, AgentTool>> {

@@ -33,6 +33,7 @@ impl ToolCaller for RunToolCaller {
             .map(|tool| ToolInfo {
                 name: tool.name.clone(),
                 component: String::new(),
+                digest: String::new(),
                 description: tool.description.clone(),
                 parameters: tool.parameters.clone(),
                 annotations: tool.annotations,

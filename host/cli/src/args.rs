@@ -196,6 +196,12 @@ pub struct RunArgs {
     /// Tenant id given to tools (cached results are kept per tenant).
     #[arg(long)]
     pub tenant: Option<String>,
+    /// Where results of tools with a cache_ttl are kept: memory: (default)
+    /// or redis://HOST:PORT[/DB], shared by every run and replica. Calls go
+    /// on uncached, with a warning, while Redis is down.
+    // A string, parsed later: clap would echo a refused URL, password and all.
+    #[arg(long, value_name = "URL", env = "WASM_AGENT_CACHE")]
+    pub cache: Option<String>,
     /// Approve calls of TOOL without asking (repeatable; `all` approves every tool).
     #[arg(long, value_name = "TOOL|all")]
     pub approve: Vec<String>,

@@ -17,7 +17,9 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use clap::Parser;
 use wasm_agent::policy::{ConfigFile, Policy};
-use wasm_agent::{CallContext, InMemorySessionStore, LoadOptions, SessionStore, ToolHost};
+use wasm_agent::{
+    CallContext, InMemorySessionStore, LoadOptions, SessionStore, ToolHost, ToolHostBuilder,
+};
 
 use args::{Cli, Command, HostFlags};
 
@@ -281,13 +283,13 @@ async fn load_targets_adjusted(
     for target in &mut resolved {
         adjust(&target.name, &mut target.policy);
     }
-    let host = build_host(flags, sessions)?;
+    let host = host_builder(flags, sessions).build()?;
     host.load_all(load_list(resolved, flags)).await?;
     Ok(host)
 }
 
 /// A host with the flags' concurrency and cache, and no tools yet.
-fn build_host(flags: &HostFlags, sessions: Arc<dyn SessionStore>) -> anyhow::Result<ToolHost> {
+fn host_builder(flags: &HostFlags, sessions: Arc<dyn SessionStore>) -> ToolHostBuilder {
     let mut builder = ToolHost::builder().session_store(sessions);
     if let Some(calls) = flags.max_concurrency {
         builder = builder.max_concurrency(calls);
@@ -300,7 +302,7 @@ fn build_host(flags: &HostFlags, sessions: Arc<dyn SessionStore>) -> anyhow::Res
     } else if let Some(dir) = &flags.cache_dir {
         builder = builder.cache_dir(dir);
     }
-    Ok(builder.build()?)
+    builder
 }
 
 /// What to load for each target, with the command line's policy on top.

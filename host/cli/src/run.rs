@@ -11,13 +11,14 @@ use wasm_agent::agent::{
     CodeMode, LexicalRouter, ModelRouter, RunOptions, RunOutput, StopReason, ToolCallRecord,
     ToolRouter,
 };
+use wasm_agent::cache::ResultCache;
 use wasm_agent::provider::{HttpProvider, Message, ModelSpec, Provider};
 use wasm_agent::session::{Owner, SessionStore};
 use wasm_agent::{CallContext, CancellationToken, ToolHost};
 
 use super::args::RunArgs;
 use super::code_mode::CodeModeChoice;
-use super::store::open_store;
+use super::store::{open_cache, open_store};
 use super::{EXIT_CALL_FAILED, load_targets_adjusted};
 
 /// Runs the agent once (PROMPT) or as a chat (no PROMPT).
@@ -43,6 +44,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let code_mode = CodeModeChoice::of(args.code_mode.as_deref(), settings.code_mode)?;
 
     let store = open_store(&args.host, config.as_ref()).await?;
+    let cache = open_cache(args.cache.as_deref(), config.as_ref())?;
     let host = if args.tools.is_empty() && config.is_none() {
         None
     } else {
@@ -69,7 +71,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         &settings,
         (&spec, provider),
         (host.as_ref(), code_mode),
-        store.clone(),
+        (store.clone(), cache),
     )?;
     let interrupts = Interrupts::listen();
 
@@ -373,7 +375,7 @@ fn build_agent(
     settings: &AgentConfig,
     (spec, provider): (&ModelSpec, Arc<dyn Provider>),
     (host, code_mode): (Option<&ToolHost>, Option<CodeMode>),
-    store: Arc<dyn SessionStore>,
+    (store, cache): (Arc<dyn SessionStore>, Arc<dyn ResultCache>),
 ) -> anyhow::Result<Agent> {
     let mut tools = host.map(AgentTool::all_from).unwrap_or_default();
     for (name, tool_settings) in &settings.tools {
@@ -386,6 +388,7 @@ fn build_agent(
         .model(provider.clone())
         .tools(tools)
         .session_store(store)
+        .result_cache(cache)
         .approval_handler(Arc::new(TerminalApproval::new(&args.approve)));
     if let Some(mode) = code_mode {
         builder = builder.code_mode(mode);

@@ -9,13 +9,14 @@ use tokio::net::TcpListener;
 use wasm_agent::agent::config::AgentConfig;
 use wasm_agent::agent::{ApproveTools, ToolSettings};
 use wasm_agent::mcp::{self, HttpOptions, McpServer, McpServerBuilder};
+use wasm_agent::metrics::{MeteredStore, Metrics};
 use wasm_agent::policy::{ConfigError, ConfigFile};
 use wasm_agent::{CancellationToken, ToolHost};
 
 use super::args::ServeArgs;
 use super::store::open_store;
 use super::watch::Watcher;
-use super::{build_host, load_list, resolve_targets};
+use super::{host_builder, load_list, resolve_targets};
 
 pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if args.token.as_deref().is_some_and(|t| t.trim().is_empty()) {
@@ -42,7 +43,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let config = args.host.load_config()?;
-    let store = open_store(&args.host, config.as_ref()).await?;
+    let metrics = Metrics::new();
+    let store = MeteredStore::around(
+        open_store(&args.host, config.as_ref()).await?,
+        metrics.clone(),
+    );
     // The first look at the folders comes before loading, so a file that
     // changes meanwhile is loaded again.
     let watched = args.watch.then(|| {
@@ -51,7 +56,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     });
     let resolved = resolve_targets(&args.tools, config.as_ref(), args.watch)?;
     let components = load_list(resolved, &args.host);
-    let host = build_host(&args.host, store)?;
+    let host = host_builder(&args.host, store)
+        .observer(metrics.clone())
+        .build()?;
+    metrics.watch(host.gauges());
     // Bad files and policies still exit 2 before serving.
     for (source, options) in &components {
         host.check(source, options).await?;
@@ -87,12 +95,28 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("cannot listen on --metrics-addr {addr}"))?;
         eprintln!(
-            "wasm-agent: health on http://{}/readyz",
+            "wasm-agent: health on http://{0}/readyz, metrics on http://{0}/metrics",
             listener.local_addr()?
         );
-        tokio::spawn(mcp::serve_health(server.session(), listener));
+        tokio::spawn(mcp::serve_health(
+            server.session(),
+            listener,
+            Some(metrics.clone()),
+        ));
     }
-    let serving = serve_on(server, &args, (tokens, oauth), shutdown.clone());
+    // Metrics go where --metrics-addr says, else beside the MCP endpoint.
+    let main_metrics = args.metrics_addr.is_none().then_some(metrics);
+    let serving = serve_on(
+        server,
+        &args,
+        HttpOptions {
+            tokens,
+            oauth,
+            metrics: main_metrics,
+            ..HttpOptions::default()
+        },
+        shutdown.clone(),
+    );
     tokio::pin!(serving);
     tokio::select! {
         loaded = &mut loader => {
@@ -121,10 +145,8 @@ const LOAD_REPORT_GRACE: std::time::Duration = std::time::Duration::from_secs(2)
 async fn serve_on(
     server: McpServer,
     args: &ServeArgs,
-    (tokens, oauth): (
-        Option<Arc<mcp::TokenTable>>,
-        Option<Arc<mcp::ResourceServer>>,
-    ),
+    // Who may call (tokens, OAuth) and the metrics to serve, if any.
+    admission: HttpOptions,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     match args.http {
@@ -138,13 +160,11 @@ async fn serve_on(
             eprintln!("wasm-agent: serving MCP on {url}");
             let options = HttpOptions {
                 token: args.token.clone(),
-                tokens,
-                oauth,
                 hosts: args.host_headers.clone(),
                 origins: args.origins.clone(),
                 max_body: usize::try_from(args.max_body.0).unwrap_or(usize::MAX),
                 idle_session: args.session_idle,
-                ..HttpOptions::default()
+                ..admission
             };
             mcp::serve_http(server, listener, options, shutdown).await;
         }

@@ -1,9 +1,11 @@
-//! Which session store a command uses: `--store URL`, else the config's
-//! `store`, else the SQLite file under the data directory.
+//! Which session store a command uses (`--store URL`, else the config's
+//! `store`, else the SQLite file under the data directory), and which
+//! result cache (`--cache URL`, else the config's `cache`, else memory).
 
 use std::sync::Arc;
 
 use anyhow::Context;
+use wasm_agent::cache::{self, CacheUrl, ResultCache};
 use wasm_agent::policy::ConfigFile;
 use wasm_agent::session::{self, SessionStore, SqliteSessionStore, StoreUrl};
 
@@ -35,4 +37,22 @@ pub async fn open_store(
 ) -> anyhow::Result<Arc<dyn SessionStore>> {
     let url = store_url(flags, config)?;
     Ok(session::open(&url).await?)
+}
+
+/// Opens the result cache `flag` or the config names (default: memory).
+/// A cache that is down does not stop the run: it is connected on first use.
+pub fn open_cache(
+    flag: Option<&str>,
+    config: Option<&ConfigFile>,
+) -> anyhow::Result<Arc<dyn ResultCache>> {
+    let url = match (flag, config) {
+        (Some(text), _) => text
+            .parse::<CacheUrl>()
+            .map_err(|e| anyhow::anyhow!("--cache (or WASM_AGENT_CACHE): {e}"))?,
+        (None, Some(config)) => config
+            .section::<Option<CacheUrl>>("cache")?
+            .unwrap_or(CacheUrl::Memory),
+        (None, None) => CacheUrl::Memory,
+    };
+    Ok(cache::open(&url)?)
 }

@@ -160,6 +160,7 @@ mod tests {
         let info = ToolInfo {
             name: "read_file".into(),
             component: "files".into(),
+            digest: "sha256:00".into(),
             description: "Reads".into(),
             parameters: json!({"type": "object"}),
             annotations: Annotations {

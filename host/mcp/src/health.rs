@@ -1,11 +1,16 @@
 //! `GET /healthz` (the process answers) and `GET /readyz` (it should get
 //! traffic: tools loaded, session store reachable, not stopping), for load
-//! balancers and orchestrators. They need no token and reveal nothing but
+//! balancers and orchestrators, and `GET /metrics` (Prometheus) where the
+//! server has metrics. They need no token; the probes reveal nothing but
 //! which check failed.
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+
+use wasm_agent_metrics::Metrics;
 
 use super::gate::{Body, plain};
 use super::server::McpServer;
@@ -14,14 +19,24 @@ use super::server::McpServer;
 pub const HEALTH_PATH: &str = "/healthz";
 /// The readiness path.
 pub const READY_PATH: &str = "/readyz";
+/// The Prometheus path.
+pub const METRICS_PATH: &str = "/metrics";
+/// What `/metrics` answers in.
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Longest a readiness check waits for the session store.
 const STORE_CHECK: Duration = Duration::from_secs(2);
 
-/// The answer to a health or readiness request; `None` for other requests.
-pub(crate) async fn answer<B>(request: &Request<B>, server: &McpServer) -> Option<Response<Body>> {
+/// The answer to a health, readiness or metrics request (metrics only
+/// when `metrics` is given); `None` for other requests.
+pub(crate) async fn answer<B>(
+    request: &Request<B>,
+    server: &McpServer,
+    metrics: Option<&Metrics>,
+) -> Option<Response<Body>> {
     let path = request.uri().path();
-    if path != HEALTH_PATH && path != READY_PATH {
+    let is_metrics = path == METRICS_PATH && metrics.is_some();
+    if path != HEALTH_PATH && path != READY_PATH && !is_metrics {
         return None;
     }
     if request.method() != Method::GET && request.method() != Method::HEAD {
@@ -29,6 +44,15 @@ pub(crate) async fn answer<B>(request: &Request<B>, server: &McpServer) -> Optio
     }
     if path == HEALTH_PATH {
         return Some(plain(StatusCode::OK, "ok"));
+    }
+    if let (true, Some(metrics)) = (is_metrics, metrics) {
+        let mut response = plain(StatusCode::OK, "");
+        *response.body_mut() = Full::new(Bytes::from(metrics.render())).boxed();
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static(OPENMETRICS),
+        );
+        return Some(response);
     }
     Some(match not_ready(server).await {
         None => plain(StatusCode::OK, "ready"),

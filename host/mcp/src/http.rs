@@ -15,6 +15,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use wasm_agent_metrics::Metrics;
 
 use super::drain::SHUTDOWN_GRACE;
 use super::gate::Gate;
@@ -51,6 +52,9 @@ pub struct HttpOptions {
     /// A session with no request and no open stream for this long is
     /// closed.
     pub idle_session: Duration,
+    /// Served at `/metrics` when set (leave unset when metrics are served
+    /// on another address).
+    pub metrics: Option<Arc<Metrics>>,
 }
 
 impl Default for HttpOptions {
@@ -65,6 +69,7 @@ impl Default for HttpOptions {
             max_sessions: 1024,
             max_connections: 4096,
             idle_session: Duration::from_secs(300),
+            metrics: None,
         }
     }
 }
@@ -139,12 +144,14 @@ pub async fn serve_http(
             tracing::debug!(%peer, %error, "cannot disable Nagle's algorithm");
         }
         let (sessions, gate, probe) = (sessions.clone(), gate.clone(), probe.clone());
+        let metrics = options.metrics.clone();
         let service = hyper::service::service_fn(move |request: Request<Incoming>| {
             let (sessions, gate, probe) = (sessions.clone(), gate.clone(), probe.clone());
+            let metrics = metrics.clone();
             async move {
                 // Probes come from load balancers, with their own Host and
                 // no token, and learn nothing but which check failed.
-                if let Some(answer) = health::answer(&request, &probe).await {
+                if let Some(answer) = health::answer(&request, &probe, metrics.as_deref()).await {
                     return Ok::<_, Infallible>(answer);
                 }
                 if let Some(metadata) = gate.metadata(&request) {
@@ -193,10 +200,11 @@ pub async fn serve_http(
     }
 }
 
-/// Serves only `/healthz` and `/readyz` on `listener` (the `--metrics-addr`
-/// of a server whose MCP endpoint is elsewhere or on stdio), until the task
-/// is dropped; readiness turns false when `server`'s stop begins.
-pub async fn serve_health(server: McpServer, listener: TcpListener) {
+/// Serves only `/healthz`, `/readyz` and (with `metrics`) `/metrics` on
+/// `listener` (the `--metrics-addr` of a server whose MCP endpoint is
+/// elsewhere or on stdio), until the task is dropped; readiness turns false
+/// when `server`'s stop begins.
+pub async fn serve_health(server: McpServer, listener: TcpListener, metrics: Option<Arc<Metrics>>) {
     let probe = Arc::new(server);
     let tracker = TaskTracker::new();
     loop {
@@ -204,17 +212,19 @@ pub async fn serve_health(server: McpServer, listener: TcpListener) {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
-        let probe = probe.clone();
+        let (probe, metrics) = (probe.clone(), metrics.clone());
         let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-            let probe = probe.clone();
+            let (probe, metrics) = (probe.clone(), metrics.clone());
             async move {
-                Ok::<_, Infallible>(match health::answer(&request, &probe).await {
-                    Some(answer) => answer,
-                    None => super::gate::plain(
-                        http::StatusCode::NOT_FOUND,
-                        "not found: this address serves /healthz and /readyz",
-                    ),
-                })
+                Ok::<_, Infallible>(
+                    match health::answer(&request, &probe, metrics.as_deref()).await {
+                        Some(answer) => answer,
+                        None => super::gate::plain(
+                            http::StatusCode::NOT_FOUND,
+                            "not found: this address serves /healthz, /readyz and /metrics",
+                        ),
+                    },
+                )
             }
         });
         tracker.spawn(async move {

@@ -25,7 +25,7 @@ mod wire;
 
 pub use content::{call_result, tool};
 pub use drain::{Drain, SHUTDOWN_GRACE};
-pub use health::{HEALTH_PATH, READY_PATH};
+pub use health::{HEALTH_PATH, METRICS_PATH, READY_PATH};
 pub use http::{HttpOptions, MCP_PATH, serve_health, serve_http};
 pub use identity::{Identity, TokenTable, TokensError};
 pub use oauth::{METADATA_PATH, OAuthError, OAuthOptions, ResourceServer};

@@ -102,6 +102,10 @@ struct RawConfig {
     #[serde(default)]
     #[allow(dead_code)]
     store: Option<IgnoredAny>,
+    /// The result cache's URL, checked by its owner through [`ConfigFile::section`].
+    #[serde(default)]
+    #[allow(dead_code)]
+    cache: Option<IgnoredAny>,
 }
 
 /// The keys of every `[tools.<alias>]` section, with where they are: serde

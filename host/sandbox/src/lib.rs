@@ -26,6 +26,7 @@ mod bindings;
 pub mod context;
 pub mod events;
 pub mod host;
+pub mod observe;
 pub mod registry;
 pub mod result;
 pub mod runtime;

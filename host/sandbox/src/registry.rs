@@ -43,6 +43,9 @@ pub struct ToolInfo {
     pub name: String,
     /// The component that provides it.
     pub component: String,
+    /// The component's version: `sha256:HEX` of its bytes (empty for tools
+    /// that are not a component's).
+    pub digest: String,
     /// What it does, for the model.
     pub description: String,
     /// JSON Schema of the arguments object.

@@ -13,6 +13,8 @@
 //! | [`policy`] | `wasm-agent-policy` | always |
 //! | [`sandbox`], [`ToolHost`] | `wasm-agent-sandbox` | always |
 //! | [`session`] | `wasm-agent-session` (+ `-sqlite`, `-postgres`) | always (`sqlite`, `postgres`) |
+//! | [`cache`] | `wasm-agent-cache` (+ `-redis`) | always (`redis`) |
+//! | [`metrics`] | `wasm-agent-metrics` | always |
 //! | `agent`, `provider` | `wasm-agent-agent` | `agent` |
 //! | `mcp` | `wasm-agent-mcp` | `mcp` |
 //!
@@ -35,6 +37,8 @@ pub use wasm_agent_policy as policy;
 pub use wasm_agent_sandbox::runtime as sandbox;
 pub use wasm_agent_sandbox::{approval, context, events, host, registry, result, specs, text};
 
+pub mod cache;
+pub use wasm_agent_metrics as metrics;
 pub mod session;
 
 #[cfg(feature = "agent")]

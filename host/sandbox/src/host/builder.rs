@@ -6,6 +6,7 @@ use std::sync::atomic::AtomicU64;
 
 use super::{DEFAULT_CONCURRENCY, DEFAULT_KEPT_INSTANCES, Inner, ToolHost};
 use crate::events::EventBus;
+use crate::observe::CallObserver;
 use crate::registry::Registry;
 use crate::runtime::{CompileCache, LoadError, Sandbox};
 use wasm_agent_session::{InMemorySessionStore, SessionStore};
@@ -18,6 +19,7 @@ pub struct ToolHostBuilder {
     cache_dir: Option<PathBuf>,
     sessions: Option<Arc<dyn SessionStore>>,
     events: EventBus,
+    observer: Option<Arc<dyn CallObserver>>,
 }
 
 impl Default for ToolHostBuilder {
@@ -29,6 +31,7 @@ impl Default for ToolHostBuilder {
             cache_dir: CompileCache::default_dir(),
             sessions: None,
             events: EventBus::default(),
+            observer: None,
         }
     }
 }
@@ -71,6 +74,11 @@ impl ToolHostBuilder {
         self.events = events;
         self
     }
+    /// Tells `observer` of every call's start and end (for metrics).
+    pub fn observer(mut self, observer: Arc<dyn CallObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
     /// Builds the host.
     pub fn build(self) -> Result<ToolHost, LoadError> {
         let sandbox = Sandbox::new(
@@ -87,6 +95,7 @@ impl ToolHostBuilder {
                     .sessions
                     .unwrap_or_else(|| Arc::new(InMemorySessionStore::default())),
                 events: self.events,
+                observer: self.observer,
                 next_call: AtomicU64::new(1),
             }),
         })

@@ -9,6 +9,7 @@ use tokio::sync::broadcast;
 
 use crate::context::{CallContext, ToolCaller, ToolOutput};
 use crate::events::{EventBus, ToolEvent};
+use crate::observe::CallObserver;
 use crate::registry::{ComponentEntry, Registry, ToolEntry, ToolInfo};
 use crate::result::{CallError, ErrorKind, ToolCallResult};
 use crate::runtime::{
@@ -22,6 +23,7 @@ use wasm_agent_session::SessionStore;
 mod builder;
 mod options;
 
+pub use crate::runtime::{HostGauges, PoolUse};
 pub use builder::ToolHostBuilder;
 pub use options::{
     ComponentSource, DEFAULT_CONCURRENCY, DEFAULT_KEPT_INSTANCES, HostError, LoadOptions,
@@ -48,6 +50,7 @@ struct Inner {
     tools: Registry,
     sessions: Arc<dyn SessionStore>,
     events: EventBus,
+    observer: Option<Arc<dyn CallObserver>>,
     next_call: AtomicU64,
 }
 
@@ -61,6 +64,12 @@ impl ToolHost {
     /// A builder with the defaults.
     pub fn builder() -> ToolHostBuilder {
         ToolHostBuilder::default()
+    }
+
+    /// A handle on the host's live counters: refusals by kind and the
+    /// instance pool's use (it keeps nothing else of the host alive).
+    pub fn gauges(&self) -> HostGauges {
+        self.inner.sandbox.gauges()
     }
 
     /// How instances are allocated (pooling, or on-demand as fallback).
@@ -321,15 +330,21 @@ impl ToolHost {
         });
         // A call dropped before it ends (its caller was cancelled and went
         // away) still reports that it finished, as cancelled.
+        let known = entry.as_ref().map(|entry| entry.info.name.as_str());
+        let observer = self.inner.observer.as_deref().map(|o| (o, known));
+        if let Some((observer, tool)) = observer {
+            observer.call_started(tool);
+        }
         let unfinished = Unfinished {
             events: &self.inner.events,
+            observer,
             call_id: &call_id,
             tool: name,
             started,
         };
-        let outcome = match entry {
+        let outcome = match &entry {
             None => Err(self.unknown_tool(name)),
-            Some(entry) => self.run_call(&entry, &call_id, arguments, context).await,
+            Some(entry) => self.run_call(entry, &call_id, arguments, context).await,
         };
         std::mem::forget(unfinished);
         match outcome {
@@ -340,6 +355,9 @@ impl ToolHost {
             Err(error) => result.error = Some(error),
         }
         result.duration = started.elapsed();
+        if let Some((observer, tool)) = observer {
+            observer.call_finished(tool, result.error.as_ref().map(|e| e.kind), result.duration);
+        }
         self.inner.events.publish_with(|| ToolEvent::Finished {
             call_id,
             tool: name.to_string(),
@@ -436,6 +454,7 @@ impl ToolHost {
 /// before it ends (forgotten once it does end).
 struct Unfinished<'a> {
     events: &'a EventBus,
+    observer: Option<(&'a dyn CallObserver, Option<&'a str>)>,
     call_id: &'a str,
     tool: &'a str,
     started: Instant,
@@ -443,6 +462,9 @@ struct Unfinished<'a> {
 
 impl Drop for Unfinished<'_> {
     fn drop(&mut self) {
+        if let Some((observer, tool)) = self.observer {
+            observer.call_finished(tool, Some(ErrorKind::Cancelled), self.started.elapsed());
+        }
         self.events.publish_with(|| ToolEvent::Finished {
             call_id: self.call_id.to_string(),
             tool: self.tool.to_string(),

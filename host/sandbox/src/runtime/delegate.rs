@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::denials::Denials;
+use super::denials::{DenialKind, Denials};
 use super::imports::CallId;
 use crate::context::{CallContext, Delegator};
 
@@ -51,7 +51,11 @@ impl Delegation {
                  --allow-delegate {agent} (config: delegate = [\"{agent}\"]) to allow it",
                 self.call.tool
             );
-            denials.record(format!("delegate to agent {agent:?}"), reason.clone());
+            denials.record(
+                DenialKind::Delegate,
+                format!("delegate to agent {agent:?}"),
+                reason.clone(),
+            );
             return Err(reason);
         }
         let Some((delegator, context)) = &self.delegator else {

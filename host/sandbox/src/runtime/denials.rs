@@ -1,14 +1,77 @@
 //! What the sandbox refused during one call (network, files, delegation):
 //! logged up to a cap and kept for the call's error message.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// Refusals of one call that are logged and kept.
 const MAX_DENIALS: usize = 16;
 
-/// What the sandbox refused during one call, for the error message.
+/// What kind of attempt the sandbox refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DenialKind {
+    /// A connection or HTTP request to a destination no grant allows.
+    Network,
+    /// An HTTP request past the call's `max_requests`.
+    MaxRequests,
+    /// Listening on or binding a socket (never allowed).
+    Listen,
+    /// A call of another tool no `call_tools` grant allows.
+    CallTool,
+    /// A delegation to an agent no grant allows.
+    Delegate,
+    /// A file write past the call's `max_write`.
+    MaxWrite,
+}
+
+impl DenialKind {
+    /// Every kind.
+    pub const ALL: [DenialKind; 6] = [
+        DenialKind::Network,
+        DenialKind::MaxRequests,
+        DenialKind::Listen,
+        DenialKind::CallTool,
+        DenialKind::Delegate,
+        DenialKind::MaxWrite,
+    ];
+
+    /// Its name in metrics and logs (`network`, `max_requests`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DenialKind::Network => "network",
+            DenialKind::MaxRequests => "max_requests",
+            DenialKind::Listen => "listen",
+            DenialKind::CallTool => "call_tool",
+            DenialKind::Delegate => "delegate",
+            DenialKind::MaxWrite => "max_write",
+        }
+    }
+}
+
+/// Refusals of every call of one host, counted by kind.
+#[derive(Debug, Default)]
+pub struct DenialTotals([AtomicU64; DenialKind::ALL.len()]);
+
+impl DenialTotals {
+    /// Every kind with its count so far.
+    pub fn counts(&self) -> Vec<(&'static str, u64)> {
+        DenialKind::ALL
+            .iter()
+            .zip(&self.0)
+            .map(|(kind, count)| (kind.as_str(), count.load(Ordering::Relaxed)))
+            .collect()
+    }
+
+    fn add(&self, kind: DenialKind) {
+        let index = DenialKind::ALL.iter().position(|k| *k == kind).unwrap_or(0);
+        self.0[index].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// What the sandbox refused during one call, for the error message, and
+/// counted in its host's totals.
 #[derive(Clone, Debug, Default)]
-pub struct Denials(Arc<Mutex<Kept>>);
+pub struct Denials(Arc<Mutex<Kept>>, Arc<DenialTotals>);
 
 /// The refusals kept, and whether more came than were kept.
 #[derive(Debug, Default)]
@@ -27,8 +90,14 @@ pub struct Denial {
 }
 
 impl Denials {
-    /// Records a refusal (the first few are kept).
-    pub fn record(&self, attempt: String, reason: String) {
+    /// A call's record, counting into `totals`.
+    pub fn new(totals: Arc<DenialTotals>) -> Self {
+        Self(Arc::default(), totals)
+    }
+
+    /// Records a refusal (every one counted, the first few kept).
+    pub fn record(&self, kind: DenialKind, attempt: String, reason: String) {
+        self.1.add(kind);
         let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         // Logged and kept up to a cap, so a tool retrying in a loop cannot
         // flood the host's log.
@@ -65,10 +134,18 @@ mod tests {
 
     #[test]
     fn keeps_the_first_refusals_only() {
-        let denials = Denials::default();
+        let totals = Arc::new(DenialTotals::default());
+        let denials = Denials::new(totals.clone());
         for i in 0..100 {
-            denials.record(format!("attempt {i}"), "no grant".into());
+            denials.record(
+                DenialKind::Network,
+                format!("attempt {i}"),
+                "no grant".into(),
+            );
         }
+        denials.record(DenialKind::MaxWrite, "write".into(), "over".into());
+        assert_eq!(totals.counts()[0], ("network", 100));
+        assert_eq!(totals.counts()[5], ("max_write", 1));
         let kept = denials.0.lock().unwrap();
         assert_eq!(kept.first.len(), MAX_DENIALS);
         assert!(kept.more);

@@ -33,13 +33,19 @@ fn base_config() -> Config {
     config
 }
 
-fn pooling(concurrency: u32, kept: u32) -> PoolingAllocationConfig {
+/// Component instances the pool holds for `concurrency` call slots and
+/// `kept` kept instances.
+pub(super) fn instance_slots(concurrency: u32, kept: u32) -> u32 {
     // Each call slot may hold a second instance: a tool it called
     // (`host.call-tool`, one level deep), which runs in its caller's slot.
     // Kept instances (`keep_instance`) hold theirs between calls.
-    let instances = concurrency
+    concurrency
         .saturating_mul(1 + super::MAX_TOOL_CALL_DEPTH)
-        .saturating_add(kept);
+        .saturating_add(kept)
+}
+
+fn pooling(concurrency: u32, kept: u32) -> PoolingAllocationConfig {
+    let instances = instance_slots(concurrency, kept);
     let mut pool = PoolingAllocationConfig::new();
     pool.total_component_instances(instances)
         .total_core_instances(instances.saturating_mul(32))

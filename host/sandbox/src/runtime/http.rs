@@ -18,7 +18,7 @@ use tokio::time::timeout;
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
-use super::denials::Denials;
+use super::denials::{DenialKind, Denials};
 use super::net::NetworkPolicy;
 use wasm_agent_policy::{ValidPolicy, default_port};
 
@@ -66,6 +66,7 @@ impl WasiHttpHooks for PolicyHooks {
         };
         if self.sent >= self.max_requests {
             self.denials.record(
+                DenialKind::MaxRequests,
                 attempt,
                 format!(
                     "the call already made {} requests, its limit (max_requests)",
@@ -76,7 +77,7 @@ impl WasiHttpHooks for PolicyHooks {
         }
         self.sent += 1;
         if let Err(reason) = self.policy.check_destination(&scheme, &host, port) {
-            self.denials.record(attempt, reason);
+            self.denials.record(DenialKind::Network, attempt, reason);
             return refuse(HttpError::HttpRequestDenied);
         }
         let mut request = request;
@@ -238,7 +239,8 @@ impl Target {
                     Some(_) => reason,
                     None => format!("{} resolves to {}; {reason}", self.host, address.ip()),
                 };
-                self.denials.record(self.attempt.clone(), reason);
+                self.denials
+                    .record(DenialKind::Network, self.attempt.clone(), reason);
                 return Err(HttpError::DestinationIpProhibited);
             }
         }

@@ -9,6 +9,7 @@ mod denials;
 mod emit;
 mod engine;
 mod epoch;
+mod gauges;
 mod http;
 mod imports;
 mod kept;
@@ -38,7 +39,9 @@ use wasmtime::component::{Component, Linker};
 pub use admission::raise_open_file_limit;
 use cache::CacheFolder;
 pub use cache::{CacheOutcome, CompileCache};
+pub use denials::DenialKind;
 pub use engine::Allocator;
+pub use gauges::{HostGauges, PoolUse};
 pub use imports::{CallId, CallScope, HostImports};
 pub use kept::{KeptBudget, KeptInstances};
 pub use output::Captured;
@@ -178,6 +181,8 @@ pub struct Sandbox {
     ticker: epoch::EpochTicker,
     turns: turns::Turns,
     kept: Arc<KeptBudget>,
+    denials: Arc<denials::DenialTotals>,
+    instance_slots: u32,
 }
 
 impl Sandbox {
@@ -210,7 +215,20 @@ impl Sandbox {
             ticker,
             turns: turns::Turns::for_this_machine(),
             kept: KeptBudget::new(kept),
+            denials: Arc::default(),
+            instance_slots: engine::instance_slots(concurrency, kept),
         })
+    }
+
+    /// A handle on the sandbox's live counters (refusals, pool use).
+    pub fn gauges(&self) -> HostGauges {
+        HostGauges {
+            denials: self.denials.clone(),
+            pool: self
+                .engine
+                .pooling_allocator_metrics()
+                .map(|metrics| (metrics, self.instance_slots)),
+        }
     }
 
     /// The host-wide bound on instances kept between calls.

@@ -170,7 +170,7 @@ impl Sandbox {
             CappedOutput::new(CAPTURE_CAP),
             CappedOutput::new(CAPTURE_CAP),
         );
-        let denials = denials::Denials::default();
+        let denials = denials::Denials::new(self.denials.clone());
         let scratch = policy
             .scratch
             .then(scratch::Scratch::create)

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::denials::Denials;
+use super::denials::{DenialKind, Denials};
 use super::imports::CallId;
 use crate::bindings::imported::ToolCallError;
 use crate::bindings::types;
@@ -86,7 +86,11 @@ impl ToolCalls {
                  --allow-call-tool {name} (config: call_tools = [\"{name}\"]) to allow it",
                 self.call.tool
             );
-            denials.record(format!("to call tool {name:?}"), reason.clone());
+            denials.record(
+                DenialKind::CallTool,
+                format!("to call tool {name:?}"),
+                reason.clone(),
+            );
             return Err(refusal(ErrorKind::CapabilityDenied, reason));
         }
         let Some((caller, context)) = &self.caller else {

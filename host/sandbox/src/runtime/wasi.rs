@@ -8,7 +8,7 @@
 use wasmtime_wasi::sockets::SocketAddrUse;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
-use super::denials::Denials;
+use super::denials::{DenialKind, Denials};
 use super::net::NetworkPolicy;
 use super::output::CappedOutput;
 use super::scratch::{self, Scratch};
@@ -52,6 +52,7 @@ pub fn build(
                     SocketAddrUse::UdpSend => ("udp", format!("send udp to {addr}")),
                     SocketAddrUse::TcpBind | SocketAddrUse::TcpListen => {
                         denials.record(
+                            DenialKind::Listen,
                             format!("listen on tcp {addr}"),
                             "tools may not accept connections".into(),
                         );
@@ -59,6 +60,7 @@ pub fn build(
                     }
                     _ => {
                         denials.record(
+                            DenialKind::Listen,
                             format!("use a socket at {addr}"),
                             "tools may not bind or receive on sockets".into(),
                         );
@@ -68,7 +70,7 @@ pub fn build(
                 match network.check_socket(scheme, addr).await {
                     Ok(()) => true,
                     Err(reason) => {
-                        denials.record(attempt, reason);
+                        denials.record(DenialKind::Network, attempt, reason);
                         false
                     }
                 }

@@ -22,7 +22,7 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 };
 use wasmtime_wasi::p2::{DynOutputStream, OutputStream, Pollable, StreamError, StreamResult};
 
-use super::denials::Denials;
+use super::denials::{DenialKind, Denials};
 use super::store::CallState;
 use wasm_agent_policy::ByteSize;
 
@@ -104,7 +104,8 @@ impl WriteBudget {
              folders (max_write); raise --max-write to allow more",
             self.max
         );
-        self.denials.record(attempt, reason.clone());
+        self.denials
+            .record(DenialKind::MaxWrite, attempt, reason.clone());
         reason
     }
 }

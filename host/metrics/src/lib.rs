@@ -1,0 +1,199 @@
+//! Prometheus metrics for a wasm-agent process, in the OpenMetrics text
+//! format ([`Metrics::render`], what `GET /metrics` serves):
+//!
+//! | metric | labels |
+//! |---|---|
+//! | `wasm_agent_tool_calls_total` | `tool`, `outcome` (`ok` or the error kind) |
+//! | `wasm_agent_tool_call_duration_seconds` (histogram) | `tool` |
+//! | `wasm_agent_tool_calls_in_flight` | |
+//! | `wasm_agent_capability_denials_total` | `kind` |
+//! | `wasm_agent_pool_*` (instances, memories in use; slots) | |
+//! | `wasm_agent_store_operation_duration_seconds` (histogram), `wasm_agent_store_errors_total` | `operation` |
+//! | `wasm_agent_cache_operation_duration_seconds` (histogram), `wasm_agent_cache_errors_total` | `operation` |
+//!
+//! Tool names come only from the tools the host offers (a call of an
+//! unknown name counts as `tool="(unknown)"`), so a client cannot grow the
+//! label space.
+
+#![warn(missing_docs)]
+
+mod host;
+mod metered;
+#[cfg(test)]
+mod tests;
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use wasm_agent_sandbox::host::HostGauges;
+use wasm_agent_sandbox::observe::CallObserver;
+use wasm_agent_sandbox::result::ErrorKind;
+
+pub use metered::{MeteredCache, MeteredStore};
+
+/// The label of calls of tools the host does not offer.
+const UNKNOWN_TOOL: &str = "(unknown)";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    tool: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolLabel {
+    tool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OperationLabel {
+    operation: &'static str,
+}
+
+type Timings<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Tool calls: 50 µs to ~100 s.
+fn call_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_05, 2.5, 16))
+}
+
+/// Store and cache operations: 50 µs to ~6 s.
+fn operation_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_05, 2.2, 16))
+}
+
+/// One process's metrics. Give it to the [`ToolHost`] builder as its
+/// observer, [`watch`](Self::watch) the host's gauges, and wrap the store
+/// and cache with [`MeteredStore`] and [`MeteredCache`].
+///
+/// [`ToolHost`]: wasm_agent_sandbox::ToolHost
+pub struct Metrics {
+    registry: Registry,
+    calls: Family<CallLabels, Counter>,
+    durations: Timings<ToolLabel>,
+    in_flight: Gauge,
+    pub(crate) store_timings: Timings<OperationLabel>,
+    pub(crate) store_errors: Family<OperationLabel, Counter>,
+    pub(crate) cache_timings: Timings<OperationLabel>,
+    pub(crate) cache_errors: Family<OperationLabel, Counter>,
+    gauges: Arc<OnceLock<HostGauges>>,
+}
+
+impl Metrics {
+    /// Every metric, at zero.
+    pub fn new() -> Arc<Self> {
+        let mut registry = Registry::default();
+        let calls = Family::<CallLabels, Counter>::default();
+        registry.register(
+            "wasm_agent_tool_calls",
+            "Tool calls by tool and outcome (ok or the error kind)",
+            calls.clone(),
+        );
+        let durations = Timings::<ToolLabel>::new_with_constructor(call_buckets);
+        registry.register(
+            "wasm_agent_tool_call_duration_seconds",
+            "Wall-clock time of tool calls",
+            durations.clone(),
+        );
+        let in_flight = Gauge::default();
+        registry.register(
+            "wasm_agent_tool_calls_in_flight",
+            "Tool calls running now",
+            in_flight.clone(),
+        );
+        let store_timings = Timings::<OperationLabel>::new_with_constructor(operation_buckets);
+        registry.register(
+            "wasm_agent_store_operation_duration_seconds",
+            "Time of session-store operations",
+            store_timings.clone(),
+        );
+        let store_errors = Family::<OperationLabel, Counter>::default();
+        registry.register(
+            "wasm_agent_store_errors",
+            "Session-store operations that failed (not quota refusals)",
+            store_errors.clone(),
+        );
+        let cache_timings = Timings::<OperationLabel>::new_with_constructor(operation_buckets);
+        registry.register(
+            "wasm_agent_cache_operation_duration_seconds",
+            "Time of result-cache operations",
+            cache_timings.clone(),
+        );
+        let cache_errors = Family::<OperationLabel, Counter>::default();
+        registry.register(
+            "wasm_agent_cache_errors",
+            "Result-cache operations that failed",
+            cache_errors.clone(),
+        );
+        let gauges = Arc::new(OnceLock::new());
+        registry.register_collector(Box::new(host::HostCollector(gauges.clone())));
+        Arc::new(Self {
+            registry,
+            calls,
+            durations,
+            in_flight,
+            store_timings,
+            store_errors,
+            cache_timings,
+            cache_errors,
+            gauges,
+        })
+    }
+
+    /// Reports the host's denial counts and instance-pool use on every
+    /// scrape (the first host watched is the one reported).
+    pub fn watch(&self, gauges: HostGauges) {
+        let _ = self.gauges.set(gauges);
+    }
+
+    /// Every metric in the OpenMetrics text format.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+
+    pub(crate) fn time(timings: &Timings<OperationLabel>, operation: &'static str, took: Duration) {
+        timings
+            .get_or_create(&OperationLabel { operation })
+            .observe(took.as_secs_f64());
+    }
+
+    pub(crate) fn fail(errors: &Family<OperationLabel, Counter>, operation: &'static str) {
+        errors.get_or_create(&OperationLabel { operation }).inc();
+    }
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl CallObserver for Metrics {
+    fn call_started(&self, _tool: Option<&str>) {
+        self.in_flight.inc();
+    }
+
+    fn call_finished(&self, tool: Option<&str>, error: Option<ErrorKind>, took: Duration) {
+        self.in_flight.dec();
+        let tool = tool.unwrap_or(UNKNOWN_TOOL).to_string();
+        let outcome = error.map_or("ok", |kind| kind.as_str());
+        self.calls
+            .get_or_create(&CallLabels {
+                tool: tool.clone(),
+                outcome,
+            })
+            .inc();
+        self.durations
+            .get_or_create(&ToolLabel { tool })
+            .observe(took.as_secs_f64());
+    }
+}
