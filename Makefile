@@ -189,6 +189,8 @@ $(VENV)/.installed: tests/mcp/requirements.txt
 bench: setup mcp-venv
 	$(CARGO) bench -p wasm-agent-cli --bench calls
 	$(CARGO) bench -p wasm-agent-cli --bench code_mode
+	@tests/install-servers.sh
+	$(CARGO) bench -p wasm-agent-cli --bench replicas
 	$(VENV)/bin/python tests/mcp/bench_mcp.py
 
 ## `wasm-agent serve` (stdio, then HTTP) through SOAK_CALLS mixed calls

@@ -164,3 +164,48 @@ def test_a_replica_killed_mid_stream_loses_no_acknowledged_write(replicas):
         assert len(acknowledged) >= 100, acknowledged
     finally:
         proxy.close()
+
+
+def test_a_database_restart_fails_state_calls_in_time_and_loses_nothing(replicas, postgres):
+    proxy = HAProxy([f"127.0.0.1:{replica.port}" for replica in replicas])
+    try:
+        with httpx2.Client(timeout=15) as http:
+            session = open_session(http, proxy.url, "alice-token")
+            written = call(http, proxy.url, "alice-token", session, "state_set", {"key": "kept", "value": 1})
+            assert result_text(answer(written)) == "ok"
+
+            postgres.stop()
+            # While the database is down, each state call ends within its
+            # deadline: with store_unavailable from a replica, or a 503 from
+            # the balancer once both replicas report not ready.
+            outcomes = set()
+            for i in range(10):
+                started = time.monotonic()
+                response = call(http, proxy.url, "alice-token", session, "state_get", {"key": "kept"}, id_=10 + i)
+                assert time.monotonic() - started < 12
+                if response.status_code == 503:
+                    outcomes.add("503")
+                else:
+                    message = answer(response)
+                    assert message["result"]["isError"], message
+                    assert "store" in result_text(message), message
+                    outcomes.add("store_unavailable")
+                time.sleep(0.2)
+            assert outcomes, outcomes
+            for replica in replicas:
+                assert httpx2.get(replica.url.replace("/mcp", "/readyz")).status_code == 503
+
+            postgres.start()
+            deadline = time.monotonic() + 30
+            while True:
+                response = call(http, proxy.url, "alice-token", session, "state_get", {"key": "kept"}, id_=100)
+                if response.status_code == 200 and not answer(response)["result"]["isError"]:
+                    break
+                assert time.monotonic() < deadline, response.text
+                time.sleep(0.3)
+            # The write acknowledged before the restart is there, on both replicas.
+            for replica in replicas:
+                read = call(http, replica.url, "alice-token", session, "state_get", {"key": "kept"}, id_=200)
+                assert result_text(answer(read)) == "1"
+    finally:
+        proxy.close()
