@@ -84,14 +84,7 @@ class HAProxy:
         self.process = subprocess.Popen(
             [binary, "-db", "-f", str(config)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
         )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"haproxy did not listen on {self.port}")
+        wait_for_port(self.port, "haproxy")
 
     def close(self) -> str:
         """Stops it; returns its log (one line per request, naming the backend)."""
@@ -99,3 +92,39 @@ class HAProxy:
         log, _ = self.process.communicate(timeout=5)
         shutil.rmtree(self.dir, ignore_errors=True)
         return log
+
+
+class Redis:
+    """A `redis-server` on a loopback port, keeping nothing on disk."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.start()
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
+        self.process = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_for_port(self.port, "redis-server")
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait(timeout=5)
+
+
+def wait_for_port(port: int, what: str) -> None:
+    """Returns once something listens on 127.0.0.1:`port` (at most 10 s)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{what} did not listen on {port}")

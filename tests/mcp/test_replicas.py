@@ -1,7 +1,9 @@
-"""Two `wasm-agent serve --http` replicas on one PostgreSQL, behind HAProxy
-round-robin with no stickiness: any replica serves any request of any
-session (both protocol generations), principals never see each other's
-state, and a replica killed mid-stream loses no acknowledged write."""
+"""Two `wasm-agent serve --http` replicas on one PostgreSQL (and one Redis
+for cached results), behind HAProxy round-robin with no stickiness: any
+replica serves any request of any session (both protocol generations),
+principals never see each other's state, a replica killed mid-stream loses
+no acknowledged write, a database restart loses nothing, and a Redis that
+dies leaves calls uncached."""
 
 from __future__ import annotations
 
@@ -16,10 +18,10 @@ import httpx2
 import pytest
 
 from conftest import http_session, text_of, wasm
-from servers import HAProxy, Postgres
+from servers import HAProxy, Postgres, Redis
 
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-TOKENS = {"alice-token": ("alice", "acme"), "bob-token": ("bob", "acme")}
+TOKENS = {"alice-token": ("alice", "acme"), "bob-token": ("bob", "acme"), "carol-token": ("carol", "globex")}
 META_2026 = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
     "io.modelcontextprotocol/clientCapabilities": {},
@@ -209,3 +211,37 @@ def test_a_database_restart_fails_state_calls_in_time_and_loses_nothing(replicas
                 assert result_text(answer(read)) == "1"
     finally:
         proxy.close()
+
+
+def test_results_are_cached_in_redis_across_replicas_per_tenant(launch_http, postgres, tokens, tmp_path):
+    redis = Redis()
+    config = tmp_path / "cache.toml"
+    config.write_text('[agent]\n\n[agent.tools.echo]\ncache_ttl = "5m"\n')
+    args = ("--tools", wasm("fixture_tool"), "--store", postgres.url, "--tokens", tokens,
+            "--cache", redis.url, "--config", config)
+    first, second = launch_http(*args), launch_http(*args)
+    try:
+        with httpx2.Client(timeout=15) as http:
+            def echo(url: str, token: str, text: str = "same") -> tuple[str, bool]:
+                message = answer(call(http, url, token, None, "echo", {"text": text}))
+                meta = message["result"].get("_meta") or {}
+                return result_text(message), meta.get("io.wasm-agent/cached") is True
+
+            assert echo(first.url, "alice-token") == ("same", False)
+            # Another replica answers from the shared cache, for the same tenant.
+            assert echo(second.url, "alice-token") == ("same", True)
+            assert echo(first.url, "bob-token") == ("same", True)
+            # Another tenant never gets acme's result.
+            assert echo(second.url, "carol-token") == ("same", False)
+            # Tools without a cache_ttl are never cached.
+            for _ in range(2):
+                message = answer(call(http, first.url, "alice-token", None, "state_get", {"key": "x"}, name="c"))
+                assert "io.wasm-agent/cached" not in (message["result"].get("_meta") or {})
+
+            redis.stop()
+            for url in (first.url, second.url, first.url):
+                assert echo(url, "alice-token", "after") == ("after", False)
+            assert echo(second.url, "alice-token") == ("same", False)
+    finally:
+        if redis.process.poll() is None:
+            redis.stop()

@@ -4,10 +4,8 @@
 
 use std::time::Duration;
 
-use base64::Engine as _;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use wasm_agent_cache::{CacheError, CacheKey, ResultCache};
+use wasm_agent_cache::{CacheError, CacheKey, CachedArtifact, CachedResult, ResultCache};
 use wasm_agent_sandbox::result::Artifact;
 
 use super::tool::{AgentTool, Runner, ToolOutput};
@@ -61,79 +59,34 @@ pub(crate) async fn keep(
     }
 }
 
-#[derive(Serialize, Deserialize)]
-struct Stored {
-    content: String,
-    artifacts: Vec<StoredArtifact>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct StoredArtifact {
-    kind: String,
-    mime_type: Option<String>,
-    data_base64: String,
-}
-
 fn encode(output: &ToolOutput) -> Vec<u8> {
-    let stored = Stored {
+    CachedResult {
         content: output.content.clone(),
         artifacts: output
             .artifacts
             .iter()
-            .map(|artifact| StoredArtifact {
+            .map(|artifact| CachedArtifact {
                 kind: artifact.kind.clone(),
                 mime_type: artifact.mime_type.clone(),
-                data_base64: base64::engine::general_purpose::STANDARD.encode(&artifact.data),
+                data: artifact.data.clone(),
             })
             .collect(),
-    };
-    serde_json::to_vec(&stored).unwrap_or_default()
+    }
+    .encode()
 }
 
 fn decode(bytes: &[u8]) -> Option<ToolOutput> {
-    let stored: Stored = serde_json::from_slice(bytes).ok()?;
-    let artifacts = stored
-        .artifacts
-        .into_iter()
-        .map(|artifact| {
-            Some(Artifact {
+    let cached = CachedResult::decode(bytes)?;
+    Some(ToolOutput {
+        content: cached.content,
+        artifacts: cached
+            .artifacts
+            .into_iter()
+            .map(|artifact| Artifact {
                 kind: artifact.kind,
                 mime_type: artifact.mime_type,
-                data: base64::engine::general_purpose::STANDARD
-                    .decode(artifact.data_base64)
-                    .ok()?,
+                data: artifact.data,
             })
-        })
-        .collect::<Option<Vec<_>>>()?;
-    Some(ToolOutput {
-        content: stored.content,
-        artifacts,
+            .collect(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn outputs_round_trip_and_garbage_is_a_miss() {
-        let output = ToolOutput {
-            content: "42 ✓".into(),
-            artifacts: vec![Artifact {
-                kind: "image".into(),
-                mime_type: Some("image/png".into()),
-                data: vec![0, 255, 7],
-            }],
-        };
-        let back = decode(&encode(&output)).unwrap();
-        assert_eq!(back.content, output.content);
-        assert_eq!(back.artifacts, output.artifacts);
-        assert!(decode(b"not json").is_none());
-        assert!(
-            decode(
-                br#"{"content":"x","artifacts":[{"kind":"k","mime_type":null,"data_base64":"!"}]}"#
-            )
-            .is_none()
-        );
-    }
 }

@@ -14,12 +14,14 @@ pub mod conformance;
 mod key;
 mod lru;
 mod memory;
+mod result;
 mod url;
 
 use std::time::Duration;
 
 pub use key::CacheKey;
 pub use memory::MemoryCache;
+pub use result::{CachedArtifact, CachedResult};
 pub use url::{CacheUrl, CacheUrlError};
 
 /// Why a cache could not read or keep a result.

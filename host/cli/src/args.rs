@@ -155,6 +155,12 @@ pub struct ServeArgs {
     /// stream (its tool state goes with it).
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_session_idle)]
     pub session_idle: Duration,
+    /// Where results of tools with a cache_ttl ([agent.tools.NAME]) are
+    /// kept: memory: (default) or redis://HOST:PORT[/DB], shared by
+    /// replicas. Calls go on uncached, with a warning, while Redis is down.
+    // A string, parsed later: clap would echo a refused URL, password and all.
+    #[arg(long, value_name = "URL", env = "WASM_AGENT_CACHE")]
+    pub cache: Option<String>,
     /// Longest `tools/list` and `tools/call` wait for components still
     /// compiling at start (at most 1h); then the tools loaded so far are
     /// listed, and clients hear `list_changed` once the rest are in.

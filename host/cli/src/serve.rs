@@ -9,12 +9,12 @@ use tokio::net::TcpListener;
 use wasm_agent::agent::config::AgentConfig;
 use wasm_agent::agent::{ApproveTools, ToolSettings};
 use wasm_agent::mcp::{self, HttpOptions, McpServer, McpServerBuilder};
-use wasm_agent::metrics::{MeteredStore, Metrics};
+use wasm_agent::metrics::{MeteredCache, MeteredStore, Metrics};
 use wasm_agent::policy::{ConfigError, ConfigFile};
 use wasm_agent::{CancellationToken, ToolHost};
 
 use super::args::ServeArgs;
-use super::store::open_store;
+use super::store::{open_cache, open_store};
 use super::watch::Watcher;
 use super::{host_builder, load_list, resolve_targets};
 
@@ -64,7 +64,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     for (source, options) in &components {
         host.check(source, options).await?;
     }
-    let mut builder = server_builder(&host, &args, config.as_ref())?;
+    let cache = MeteredCache::around(
+        open_cache(args.cache.as_deref(), config.as_ref())?,
+        metrics.clone(),
+    );
+    let mut builder = server_builder(&host, &args, config.as_ref())?.result_cache(cache);
     // Compiling can take seconds: the server answers `initialize` at once
     // and `tools/list` waits for the components (see `McpServerBuilder::loading`).
     let loading = builder.loading();
@@ -172,8 +176,8 @@ async fn serve_on(
     Ok(())
 }
 
-/// The server's settings, with the approval rules of `[agent.tools.<tool>]`
-/// and the operator's `--approve` list.
+/// The server's settings, with the approval rules and cache times of
+/// `[agent.tools.<tool>]` and the operator's `--approve` list.
 fn server_builder(
     host: &ToolHost,
     args: &ServeArgs,
@@ -184,8 +188,11 @@ fn server_builder(
         .approval_handler(Arc::new(ApproveTools::named(args.approve.iter().cloned())));
     if let Some(config) = config {
         for (tool, settings) in AgentConfig::from_file(config)?.tools {
-            let approval = settings.apply_to(ToolSettings::default()).requires_approval;
-            builder = builder.requires_approval(tool, approval);
+            let settings = settings.apply_to(ToolSettings::default());
+            if let Some(ttl) = settings.cache_ttl {
+                builder = builder.cache_ttl(tool.clone(), ttl);
+            }
+            builder = builder.requires_approval(tool, settings.requires_approval);
         }
     }
     Ok(builder)

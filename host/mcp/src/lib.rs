@@ -8,6 +8,7 @@
 
 #![warn(missing_docs)]
 
+mod cached;
 mod caller;
 mod content;
 mod dispatch;
@@ -23,6 +24,7 @@ mod stdio;
 mod streamable;
 mod wire;
 
+pub use cached::CACHED_META;
 pub use content::{call_result, tool};
 pub use drain::{Drain, SHUTDOWN_GRACE};
 pub use health::{HEALTH_PATH, METRICS_PATH, READY_PATH};

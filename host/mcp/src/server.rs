@@ -18,6 +18,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use super::cached::{self, ResultCaching};
 use super::content;
 use super::drain::{Drain, SHUTDOWN_GRACE};
 use super::identity::Identity;
@@ -84,6 +85,7 @@ pub(crate) struct Shared {
     progress_every: Duration,
     /// Calls in flight, for a graceful stop.
     drain: Drain,
+    caching: ResultCaching,
 }
 
 /// Tells the clients of an [`McpServer`] that its tool list changed; cheap to
@@ -136,6 +138,7 @@ pub struct McpServerBuilder {
     pub(crate) approvals: BTreeMap<String, Approval>,
     pub(crate) approver: Arc<dyn ApprovalHandler>,
     progress_every: Duration,
+    pub(crate) caching: ResultCaching,
 }
 
 impl McpServerBuilder {
@@ -191,6 +194,7 @@ impl McpServerBuilder {
             tools_changed: self.tools_changed,
             progress_every: self.progress_every,
             drain: Drain::default(),
+            caching: self.caching,
         }))
     }
 }
@@ -208,6 +212,7 @@ impl McpServer {
             approvals: BTreeMap::new(),
             approver: Arc::new(DenyAll),
             progress_every: PROGRESS_EVERY,
+            caching: ResultCaching::default(),
         }
     }
 
@@ -417,7 +422,19 @@ impl McpServer {
         call_context.user_id = identity.principal.clone();
         call_context.tenant_id = identity.tenant.clone();
         call_context.cancellation = cancellation;
-        let call = self.shared.host.call_json(name, &arguments, &call_context);
+        let host = &self.shared.host;
+        let filed = self
+            .shared
+            .caching
+            .filed(host, name, &arguments, identity.tenant.as_deref());
+        if let Some(filed) = &filed
+            && let Some(hit) = self.shared.caching.lookup(filed, request_id).await
+        {
+            let mut answer = content::call_result(&hit);
+            cached::mark_cached(&mut answer);
+            return Ok(answer.into());
+        }
+        let call = host.call_json(name, &arguments, &call_context);
         let result = match progress {
             None => call.await,
             Some((token, send)) => {
@@ -436,6 +453,9 @@ impl McpServer {
             // Removed between the lookup and the call.
             let message = result.error.map(|e| e.message).unwrap_or_default();
             return Err(ErrorData::invalid_params(message, None));
+        }
+        if let Some(filed) = &filed {
+            self.shared.caching.keep(host, filed, &result).await;
         }
         Ok(content::call_result(&result).into())
     }
