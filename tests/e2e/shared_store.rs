@@ -67,9 +67,10 @@ fn a_store_url_that_names_no_store_is_refused() {
         "echo",
         "{}",
         "--store",
-        "redis://127.0.0.1",
+        "redis://:hunter2@127.0.0.1",
     ]);
     assert_clean_failure(&output, 2, "a redis: URL names no store; use sqlite:PATH");
+    assert!(!crate::common::stderr(&output).contains("hunter2"));
     let output = run(&[
         "call",
         fixture,

@@ -10,7 +10,6 @@ use clap::{Args, Parser, Subcommand};
 use super::new::Lang;
 use wasm_agent::agent::config::AgentConfig;
 use wasm_agent::policy::{ByteSize, ConfigError, ConfigFile, DirGrant, NetworkGrant, PolicyLayer};
-use wasm_agent::session::StoreUrl;
 
 /// Run LLM-agent tools as WebAssembly components under an enforced policy.
 #[derive(Debug, Parser)]
@@ -253,8 +252,9 @@ pub struct HostFlags {
     pub data_dir: Option<PathBuf>,
     /// The session store: sqlite:PATH (default: sessions.db in the data
     /// dir), postgres://USER@HOST:PORT/DB (shared by replicas) or memory:.
+    // A string, parsed later: clap would echo a refused URL, password and all.
     #[arg(long, value_name = "URL", env = "WASM_AGENT_STORE")]
-    pub store: Option<StoreUrl>,
+    pub store: Option<String>,
     /// Sandboxed calls that may run at once; more wait their turn.
     #[arg(long, value_name = "N")]
     pub max_concurrency: Option<u32>,

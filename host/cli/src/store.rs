@@ -13,8 +13,10 @@ use super::args::HostFlags;
 
 /// The store the flags and the config name.
 pub fn store_url(flags: &HostFlags, config: Option<&ConfigFile>) -> anyhow::Result<StoreUrl> {
-    if let Some(url) = &flags.store {
-        return Ok(url.clone());
+    if let Some(text) = &flags.store {
+        return text
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--store (or WASM_AGENT_STORE): {e}"));
     }
     if let Some(config) = config
         && let Some(url) = config.section::<Option<StoreUrl>>("store")?

@@ -14,6 +14,7 @@ mod content;
 mod dispatch;
 mod drain;
 mod gate;
+mod handler;
 mod health;
 mod http;
 mod identity;
@@ -27,11 +28,10 @@ mod wire;
 pub use cached::CACHED_META;
 pub use content::{call_result, tool};
 pub use drain::{Drain, SHUTDOWN_GRACE};
+pub use handler::SESSION_META;
 pub use health::{HEALTH_PATH, METRICS_PATH, READY_PATH};
 pub use http::{HttpOptions, MCP_PATH, serve_health, serve_http};
 pub use identity::{Identity, TokenTable, TokensError};
 pub use oauth::{METADATA_PATH, OAuthError, OAuthOptions, ResourceServer};
-pub use server::{
-    LOAD_WAIT, McpServer, McpServerBuilder, SESSION_META, ServeError, ToolsChanged, ToolsLoading,
-};
+pub use server::{LOAD_WAIT, McpServer, McpServerBuilder, ServeError, ToolsChanged, ToolsLoading};
 pub use stdio::MAX_MESSAGE;

@@ -1,0 +1,140 @@
+//! rmcp's `ServerHandler` for [`McpServer`]: server info, `tools/list`,
+//! `tools/call` (with the sessionless revision's identity and named tool
+//! session), and tool-list notifications.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter,
+};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::Value;
+
+use super::identity::Identity;
+use super::server::{McpServer, SendProgress};
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("wasm-agent", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Each tool runs in its own WebAssembly sandbox with only the files, \
+                 hosts and environment its policy grants, under time and memory limits. \
+                 A failed call comes back as an error result naming the limit or \
+                 capability involved.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let cursor = request.and_then(|r| r.cursor);
+        self.list_tools_request(cursor.as_deref()).await
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let progress = context.meta.get_progress_token().map(|token| {
+            let peer = context.peer.clone();
+            let send: SendProgress = Arc::new(move |update| {
+                let peer = peer.clone();
+                tokio::spawn(async move {
+                    if let Err(error) = peer.notify_progress(update).await {
+                        tracing::debug!(%error, "cannot send progress");
+                    }
+                });
+            });
+            (token, send)
+        });
+        let request_id = context.id.to_string();
+        // This handler serves the sessionless revision: who is calling comes
+        // with each request (the gate put it there), and so does the tool
+        // session, if the client names one.
+        let identity = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Identity>())
+            .unwrap_or(&self.identity)
+            .clone();
+        let named = request
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.get(SESSION_META))
+            .or_else(|| context.meta.get(SESSION_META));
+        let session_id = match named_session(named)? {
+            Some(name) => format!("named:{name}"),
+            None => self.session_id.clone(),
+        };
+        let cancellation = context.ct.child_token();
+        self.call_tool_as(
+            request,
+            request_id,
+            cancellation,
+            progress,
+            &session_id,
+            &identity,
+        )
+        .await
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let peer = context.peer;
+        self.forward_tool_changes_once(move || {
+            let peer = peer.clone();
+            async move { peer.notify_tool_list_changed().await.is_ok() }
+        });
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.tools_list_changed = requested.tools_list_changed;
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let forward = self.forward_tool_changes(|| async {
+            context.sink().notify_tool_list_changed().await.is_ok()
+        });
+        tokio::select! {
+            _ = context.cancelled() => {}
+            _ = forward => {}
+        }
+        Ok(())
+    }
+}
+
+/// The `_meta` key that names a tool session in sessionless requests.
+pub const SESSION_META: &str = "io.wasm-agent/session";
+/// Longest session name a client may give.
+const MAX_SESSION_NAME: usize = 128;
+
+/// The tool session a sessionless `tools/call` names in `_meta` (its state
+/// is the caller's own: the owner is part of every key), if it names one.
+fn named_session(value: Option<&Value>) -> Result<Option<String>, ErrorData> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    match value.as_str() {
+        Some(name) if !name.is_empty() && name.len() <= MAX_SESSION_NAME => {
+            Ok(Some(name.to_string()))
+        }
+        _ => Err(ErrorData::invalid_params(
+            format!("_meta[\"{SESSION_META}\"] must be a string of 1-{MAX_SESSION_NAME} bytes"),
+            None,
+        )),
+    }
+}
