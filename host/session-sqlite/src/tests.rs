@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::schema::{SCHEMA_V1, SCHEMA_VERSION};
 use super::*;
 
 fn temp_store_path() -> (tempfile::TempDir, PathBuf) {
