@@ -2,7 +2,7 @@
 CARGO   ?= cargo
 # The host's crates (host/*), tested together so their dependencies build once.
 HOST_CRATES := wasm-agent-policy wasm-agent-session wasm-agent-session-sqlite wasm-agent-session-postgres wasm-agent-cache wasm-agent-cache-redis wasm-agent-sandbox wasm-agent-metrics \
-	wasm-agent-agent wasm-agent-mcp wasm-agent wasm-agent-cli
+	wasm-agent-oci wasm-agent-agent wasm-agent-mcp wasm-agent wasm-agent-cli
 GUESTS  := calculator files json fetch weather fixture-tool echo-tool compat-tool hostile-tool
 WASM    := target/wasm32-wasip2/release
 BIN     := target/release/wasm-agent
@@ -19,7 +19,7 @@ WASI_WIT := $(JS_DEPS)/node_modules/@bytecodealliance/jco/lib/wit/builtin/0.2.12
 POLYGLOT := $(addprefix $(POLY)/,textstats.wasm fixture-py.wasm mdtable.wasm fixture-js.wasm \
 	run_python.wasm run_javascript.wasm)
 
-.PHONY: setup wasm-target host guests polyglot py-toolchain js-toolchain demo test test-servers test-mcp mcp-venv mcp-ts bench soak fuzz lint clean
+.PHONY: setup wasm-target host guests polyglot py-toolchain js-toolchain demo test test-servers test-tools test-mcp mcp-venv mcp-ts bench soak fuzz lint clean
 
 ## Install the wasm32-wasip2 target, build the host (release) and every guest,
 ## the Python and JavaScript ones included.
@@ -154,16 +154,24 @@ demo: setup
 ## wasmtime a second time.
 ## Then `wasm-agent serve` is driven by the official Python and TypeScript
 ## MCP SDKs.
-test: wasm-target guests polyglot mcp-venv mcp-ts test-servers
+test: wasm-target guests polyglot mcp-venv mcp-ts test-servers test-tools
 	$(CARGO) test --release $(addprefix -p ,$(HOST_CRATES))
 	$(CARGO) test --release $(addprefix -p ,wasm-agent-guest $(GUESTS))
 	$(VENV)/bin/pytest -p no:cacheprovider -q guest-sdk/python
 	node --test guest-sdk/js/test/*.test.js
 	$(VENV)/bin/pytest tests/mcp -q
 
-## PostgreSQL, Redis and HAProxy, which the tests start on loopback (Debian packages).
+## PostgreSQL, Redis, HAProxy and the OCI registry, which the tests start on
+## loopback (Debian packages).
 test-servers:
 	@tests/install-servers.sh
+
+## wkg (a third-party OCI client the registry tests push with), pinned, in
+## target/tools unless one is on PATH.
+WKG_VERSION := 0.16.1
+test-tools:
+	@command -v wkg >/dev/null 2>&1 || test -x target/tools/bin/wkg || \
+	  $(CARGO) install --quiet --locked --root target/tools wkg --version $(WKG_VERSION)
 
 ## The MCP tests alone (official SDKs against target/release/wasm-agent).
 test-mcp: host guests polyglot mcp-venv mcp-ts test-servers

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Installs the servers the tests start on loopback themselves (each test
-# makes its own PostgreSQL cluster, Redis and HAProxy), from Debian's packages,
-# when they are missing.
+# makes its own PostgreSQL cluster, Redis, HAProxy and OCI registry), and the
+# tools they use (htpasswd for registry auth, openssl for signatures), from
+# Debian's packages, when they are missing.
 set -euo pipefail
 missing=()
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v docker-registry >/dev/null 2>&1 || missing+=(docker-registry)
+command -v htpasswd >/dev/null 2>&1 || missing+=(apache2-utils)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "installing ${missing[*]} (Debian packages) for the tests"
 if [ "$(id -u)" -ne 0 ]; then

@@ -69,6 +69,27 @@ async fn a_missing_file_is_named() {
 }
 
 #[tokio::test]
+async fn an_expected_digest_is_checked_against_the_bytes_loaded() {
+    use sha2::Digest;
+    let path = component("calculator");
+    let actual = format!(
+        "sha256:{}",
+        hex::encode(sha2::Sha256::digest(std::fs::read(&path).unwrap()))
+    );
+    let host = host();
+    let wrong = format!("sha256:{}", "0".repeat(64));
+    let options = LoadOptions::new(Policy::default()).expected_digest(&wrong);
+    let err = host.load_with(path.clone(), options).await.unwrap_err();
+    assert!(matches!(err, HostError::WrongDigest { .. }), "{err}");
+    let text = err.to_string();
+    assert!(text.contains(&wrong) && text.contains(&actual), "{text}");
+    assert!(host.tools().is_empty(), "nothing of it was added");
+    let options = LoadOptions::new(Policy::default()).expected_digest(&actual);
+    let report = host.load_with(path, options).await.unwrap();
+    assert_eq!(host.tools()[0].digest, actual, "{report:?}");
+}
+
+#[tokio::test]
 async fn compiled_components_come_from_the_cache_and_corrupt_entries_are_recompiled() {
     let cache = temp_dir();
     let new_host = || ToolHost::builder().cache_dir(cache.path()).build().unwrap();

@@ -22,6 +22,8 @@ mod metrics;
 mod network;
 mod notebook;
 mod oauth;
+mod oci;
+mod oci_trust;
 mod policy;
 mod polyglot;
 #[path = "../support/postgres.rs"]
@@ -30,6 +32,8 @@ mod provider_server;
 mod providers;
 #[path = "../support/redis.rs"]
 mod redis;
+#[path = "../support/registry.rs"]
+mod registry;
 mod sandbox;
 mod scaffold;
 mod shared_cache;

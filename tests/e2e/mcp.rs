@@ -136,7 +136,11 @@ impl Server {
     }
 
     /// Polls the tool list (ids from 1000 up) until `done` holds; at most 20 s.
-    async fn wait_for_tools(&self, session: &str, done: impl Fn(&[String]) -> bool) -> Vec<String> {
+    pub(crate) async fn wait_for_tools(
+        &self,
+        session: &str,
+        done: impl Fn(&[String]) -> bool,
+    ) -> Vec<String> {
         let mut id = 1000;
         wait_for(
             || {

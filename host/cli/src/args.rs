@@ -69,6 +69,51 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Serve the tools to MCP clients over stdio or streamable HTTP (at /mcp).
     Serve(Box<ServeArgs>),
+    /// Pull components from OCI registries into the local store ahead of
+    /// time and print their digests.
+    Pull {
+        /// oci://REGISTRY/REPOSITORY:TAG or oci://REGISTRY/REPOSITORY@sha256:DIGEST
+        #[arg(required = true, value_name = "REFERENCE")]
+        references: Vec<String>,
+        /// Print a JSON array: reference, manifest, digest, path.
+        #[arg(long)]
+        json: bool,
+        /// Also verify each one's cosign signature with this public key.
+        #[arg(long, value_name = "FILE")]
+        verify_key: Option<PathBuf>,
+        /// Where the store is (its oci/ folder; default ~/.cache/wasm-agent).
+        #[arg(long, value_name = "DIR", env = "WASM_AGENT_CACHE_DIR")]
+        cache_dir: Option<PathBuf>,
+        #[command(flatten)]
+        registry: RegistryFlags,
+    },
+    /// Resolve every component of a config (files and OCI references) to its
+    /// content digest and write wasm-agent.lock beside the config.
+    Lock {
+        /// The config file.
+        #[arg(long, value_name = "FILE", env = "WASM_AGENT_CONFIG")]
+        config: PathBuf,
+        /// Where the store is (its oci/ folder; default ~/.cache/wasm-agent).
+        #[arg(long, value_name = "DIR", env = "WASM_AGENT_CACHE_DIR")]
+        cache_dir: Option<PathBuf>,
+        #[command(flatten)]
+        registry: RegistryFlags,
+    },
+    /// Sign components in an OCI registry the way cosign does (a
+    /// simple-signing payload at the sha256-DIGEST.sig tag).
+    Sign {
+        /// The components to sign.
+        #[arg(required = true, value_name = "REFERENCE")]
+        references: Vec<String>,
+        /// The private key: ECDSA P-256 in PEM (PKCS#8 or SEC1), unencrypted.
+        #[arg(long, value_name = "FILE")]
+        key: PathBuf,
+        /// Where the store is (its oci/ folder; default ~/.cache/wasm-agent).
+        #[arg(long, value_name = "DIR", env = "WASM_AGENT_CACHE_DIR")]
+        cache_dir: Option<PathBuf>,
+        #[command(flatten)]
+        registry: RegistryFlags,
+    },
     /// Create a tool project (a working example tool, its build, a README).
     New {
         /// The project's name (letters, digits, '-' and '_').
@@ -262,8 +307,32 @@ pub struct HostFlags {
     /// (default 16).
     #[arg(long, value_name = "N")]
     pub max_kept_instances: Option<u32>,
+    /// Refuse components whose content digest differs from wasm-agent.lock
+    /// beside the config (as `locked = true` in the config does).
+    #[arg(long)]
+    pub locked: bool,
+    #[command(flatten)]
+    pub registry: RegistryFlags,
     #[command(flatten)]
     pub policy: PolicyFlags,
+}
+
+/// How components named `oci://...` are pulled.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Registries")]
+pub struct RegistryFlags {
+    /// Use only components already in the local store; no network.
+    #[arg(long)]
+    pub offline: bool,
+    /// Speak plain HTTP to this registry (loopback only, e.g. 127.0.0.1:5000).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub insecure_registry: Vec<String>,
+    /// Longest a pull (manifest and component) may take.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub registry_timeout: Duration,
+    /// Largest component pulled.
+    #[arg(long, value_name = "SIZE", default_value = "256MiB")]
+    pub max_component_size: ByteSize,
 }
 
 impl HostFlags {

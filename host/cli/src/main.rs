@@ -2,7 +2,9 @@
 
 mod args;
 mod code_mode;
+mod components;
 mod new;
+mod oci_commands;
 mod output;
 mod run;
 mod serve;
@@ -17,11 +19,10 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use clap::Parser;
 use wasm_agent::policy::{ConfigFile, Policy};
-use wasm_agent::{
-    CallContext, InMemorySessionStore, LoadOptions, SessionStore, ToolHost, ToolHostBuilder,
-};
+use wasm_agent::{CallContext, InMemorySessionStore, SessionStore, ToolHost, ToolHostBuilder};
 
 use args::{Cli, Command, HostFlags};
+use components::{Location, Target};
 
 /// Exit code when the call returned an error.
 const EXIT_CALL_FAILED: u8 = 1;
@@ -213,6 +214,33 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::from(EXIT_CALL_FAILED)
             })
         }
+        Command::Pull {
+            references,
+            json,
+            verify_key,
+            cache_dir,
+            registry,
+        } => {
+            oci_commands::pull(
+                &references,
+                json,
+                verify_key.as_deref(),
+                cache_dir.as_deref(),
+                &registry,
+            )
+            .await
+        }
+        Command::Lock {
+            config,
+            cache_dir,
+            registry,
+        } => oci_commands::lock(&config, cache_dir.as_deref(), &registry).await,
+        Command::Sign {
+            references,
+            key,
+            cache_dir,
+            registry,
+        } => oci_commands::sign(&references, &key, cache_dir.as_deref(), &registry).await,
         Command::Run(args) => run::run(*args).await,
         Command::Serve(args) => serve::serve(*args).await,
         Command::New {
@@ -236,17 +264,6 @@ fn read_arguments(arguments: Option<String>) -> anyhow::Result<String> {
         }
         Some(text) => Ok(text.to_string()),
     }
-}
-
-/// A component to load, with its name, prefix and policy.
-struct Target {
-    name: String,
-    /// The config alias, which its session state is kept under; components
-    /// named by path alone keep state under their content digest.
-    alias: Option<String>,
-    path: PathBuf,
-    prefix: Option<String>,
-    policy: Policy,
 }
 
 async fn load_targets(targets: &[String], flags: &HostFlags) -> anyhow::Result<ToolHost> {
@@ -283,8 +300,9 @@ async fn load_targets_adjusted(
     for target in &mut resolved {
         adjust(&target.name, &mut target.policy);
     }
+    let components = components::load_list(resolved, flags, config).await?;
     let host = host_builder(flags, sessions).build()?;
-    host.load_all(load_list(resolved, flags)).await?;
+    host.load_all(components).await?;
     Ok(host)
 }
 
@@ -305,49 +323,47 @@ fn host_builder(flags: &HostFlags, sessions: Arc<dyn SessionStore>) -> ToolHostB
     builder
 }
 
-/// What to load for each target, with the command line's policy on top.
-fn load_list(
-    resolved: Vec<Target>,
-    flags: &HostFlags,
-) -> Vec<(wasm_agent::ComponentSource, LoadOptions)> {
-    let layer = flags.policy.layer();
-    resolved
-        .into_iter()
-        .map(|target| {
-            let mut options = LoadOptions::new(layer.apply_to(target.policy)).name(target.name);
-            options.prefix = target.prefix;
-            options.state_scope = target.alias;
-            (target.path.into(), options)
-        })
-        .collect()
-}
-
+/// The components `targets` name (files, folders, config aliases, `oci://`
+/// references), or every configured one.
 fn resolve_targets(
     targets: &[String],
     config: Option<&ConfigFile>,
     may_be_empty: bool,
 ) -> anyhow::Result<Vec<Target>> {
-    let configured = |alias: &str| -> Option<Target> {
-        let config = config?;
-        let tool = config.tools.get(alias)?;
-        Some(Target {
+    let configured = |alias: &str| -> anyhow::Result<Option<Target>> {
+        let Some(config) = config else {
+            return Ok(None);
+        };
+        let (Some(tool), Some(policy)) = (config.tools.get(alias), config.policy_for(alias)) else {
+            return Ok(None);
+        };
+        Ok(Some(Target {
             name: alias.to_string(),
             alias: Some(alias.to_string()),
-            path: tool.component.clone(),
+            location: Location::of(&tool.component, alias)?,
             prefix: tool.prefix.clone(),
-            policy: config.policy_for(alias)?,
-        })
+            policy,
+            verify: tool.verify.as_ref().map(|v| v.key.clone()),
+        }))
     };
     if targets.is_empty() {
         let Some(config) = config else {
             bail!("name a component file, a folder of components, or a config alias (--config)");
         };
-        return Ok(config.tools.keys().filter_map(|a| configured(a)).collect());
+        let mut all = Vec::new();
+        for alias in config.tools.keys() {
+            all.extend(configured(alias)?);
+        }
+        return Ok(all);
     }
     let mut resolved = Vec::new();
     for target in targets {
-        if let Some(tool) = configured(target) {
+        if let Some(tool) = configured(target)? {
             resolved.push(tool);
+            continue;
+        }
+        if wasm_agent::oci::ComponentRef::is_reference(target) {
+            resolved.push(reference_target(target.parse()?, config));
             continue;
         }
         let path = Path::new(target);
@@ -360,7 +376,7 @@ fn resolve_targets(
         } else if path.is_file() {
             vec![path.to_path_buf()]
         } else {
-            bail!("{target}: no such component file, folder or config alias");
+            bail!("{target}: no such component file, folder, config alias or oci:// reference");
         };
         for file in files {
             resolved.push(file_target(file, config));
@@ -372,32 +388,74 @@ fn resolve_targets(
 /// A component file, with its config section's settings if one names it.
 fn file_target(file: PathBuf, config: Option<&ConfigFile>) -> Target {
     let canonical = file.canonicalize().ok();
-    if let Some(config) = config
-        && let Some(tool) = config
-            .tools
-            .values()
-            .find(|t| t.component.canonicalize().ok() == canonical)
-        && let Some(policy) = config.policy_for(&tool.alias)
-    {
-        return Target {
-            name: tool.alias.clone(),
-            alias: Some(tool.alias.clone()),
-            path: file,
-            prefix: tool.prefix.clone(),
-            policy,
-        };
-    }
+    let configured = config.and_then(|config| {
+        config.tools.values().find(|t| match &t.component {
+            wasm_agent::policy::ComponentLocation::File(path) => {
+                path.canonicalize().ok() == canonical
+            }
+            wasm_agent::policy::ComponentLocation::Registry(_) => false,
+        })
+    });
     let name = file
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "component".into());
-    let policy = config.map(ConfigFile::default_policy).unwrap_or_default();
+    named_target(
+        name,
+        Location::File(file),
+        configured.map(|t| t.alias.as_str()),
+        config,
+    )
+}
+
+/// An `oci://` reference, with the settings of a config section that names it.
+fn reference_target(
+    reference: wasm_agent::oci::ComponentRef,
+    config: Option<&ConfigFile>,
+) -> Target {
+    let text = reference.to_string();
+    let configured = config.and_then(|config| {
+        config.tools.values().find(|t| {
+            matches!(&t.component, wasm_agent::policy::ComponentLocation::Registry(r) if *r == text)
+        })
+    });
+    let name = reference.name().to_string();
+    named_target(
+        name,
+        Location::Registry(reference),
+        configured.map(|t| t.alias.as_str()),
+        config,
+    )
+}
+
+/// A target with its config section's settings (`alias`), or the defaults'.
+fn named_target(
+    name: String,
+    location: Location,
+    alias: Option<&str>,
+    config: Option<&ConfigFile>,
+) -> Target {
+    if let (Some(alias), Some(config)) = (alias, config)
+        && let (Some(tool), Some(policy)) = (config.tools.get(alias), config.policy_for(alias))
+    {
+        return Target {
+            name: alias.to_string(),
+            alias: Some(alias.to_string()),
+            location,
+            prefix: tool.prefix.clone(),
+            policy,
+            verify: tool.verify.as_ref().map(|v| v.key.clone()),
+        };
+    }
     Target {
         name,
         alias: None,
-        path: file,
+        location,
         prefix: None,
-        policy,
+        policy: config.map(ConfigFile::default_policy).unwrap_or_default(),
+        verify: config
+            .and_then(|c| c.verify.as_ref())
+            .map(|v| v.key.clone()),
     }
 }
 

@@ -10,13 +10,14 @@ use wasm_agent::agent::config::AgentConfig;
 use wasm_agent::agent::{ApproveTools, ToolSettings};
 use wasm_agent::mcp::{self, HttpOptions, McpServer, McpServerBuilder};
 use wasm_agent::metrics::{MeteredCache, MeteredStore, Metrics};
-use wasm_agent::policy::{ConfigError, ConfigFile};
+use wasm_agent::policy::{ComponentLocation, ConfigError, ConfigFile};
 use wasm_agent::{CancellationToken, ToolHost};
 
 use super::args::ServeArgs;
+use super::components::{self, Pins};
 use super::store::{open_cache, open_store};
 use super::watch::Watcher;
-use super::{host_builder, load_list, resolve_targets};
+use super::{host_builder, resolve_targets};
 
 pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if args.token.as_deref().is_some_and(|t| t.trim().is_empty()) {
@@ -54,8 +55,12 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let paths = watched_paths(&args.tools, config.as_ref());
         Watcher::new(paths, args.host.policy.layer(), config.clone())
     });
+    let watched = match watched {
+        Some(watcher) => Some(watcher.pinned(Pins::open(&args.host, config.as_ref())?)),
+        None => None,
+    };
     let resolved = resolve_targets(&args.tools, config.as_ref(), args.watch)?;
-    let components = load_list(resolved, &args.host);
+    let components = components::load_list(resolved, &args.host, config.as_ref()).await?;
     let host = host_builder(&args.host, store)
         .observer(metrics.clone())
         .build()?;
@@ -199,21 +204,31 @@ fn server_builder(
 }
 
 /// The files and folders `--watch` polls: those named (config aliases stand
-/// for their component files), or every configured component.
+/// for their component files), or every configured component file.
+/// Registry components are not watched: a reference names fixed content or
+/// a tag, which a restart resolves again.
 fn watched_paths(tools: &[String], config: Option<&ConfigFile>) -> Vec<PathBuf> {
-    let component = |alias: &str| {
-        config
-            .and_then(|c| c.tools.get(alias))
-            .map(|tool| tool.component.clone())
+    let file = |component: &ComponentLocation| match component {
+        ComponentLocation::File(path) => Some(path.clone()),
+        ComponentLocation::Registry(_) => None,
     };
     if tools.is_empty() {
         return config
-            .map(|c| c.tools.values().map(|t| t.component.clone()).collect())
+            .map(|c| {
+                c.tools
+                    .values()
+                    .filter_map(|t| file(&t.component))
+                    .collect()
+            })
             .unwrap_or_default();
     }
     tools
         .iter()
-        .map(|target| component(target).unwrap_or_else(|| PathBuf::from(target)))
+        .filter_map(|target| match config.and_then(|c| c.tools.get(target)) {
+            Some(tool) => file(&tool.component),
+            None if wasm_agent::oci::ComponentRef::is_reference(target) => None,
+            None => Some(PathBuf::from(target)),
+        })
         .collect()
 }
 

@@ -13,8 +13,9 @@ use std::time::{Duration, SystemTime};
 
 use wasm_agent::mcp::ToolsChanged;
 use wasm_agent::policy::{ConfigFile, PolicyLayer};
-use wasm_agent::{CancellationToken, LoadOptions, ToolHost};
+use wasm_agent::{CancellationToken, ToolHost};
 
+use super::components::{self, Pins};
 use super::file_target;
 
 /// How often the folders are polled.
@@ -44,6 +45,9 @@ pub struct Watcher {
     paths: Arc<[PathBuf]>,
     layer: PolicyLayer,
     config: Option<ConfigFile>,
+    /// The lock file's pins (`--locked`): a changed file that differs is
+    /// refused, and the loaded version kept.
+    pins: Option<Pins>,
     /// The first look, taken before the host loaded the components.
     initial: Snapshot,
 }
@@ -58,7 +62,14 @@ impl Watcher {
             paths,
             layer,
             config,
+            pins: None,
         }
+    }
+
+    /// Holds reloads to the lock file's pins.
+    pub fn pinned(mut self, pins: Option<Pins>) -> Self {
+        self.pins = pins;
+        self
     }
 
     /// Polls until `stop`, loading, reloading and unloading components of
@@ -145,13 +156,24 @@ impl Watcher {
     /// file's component, and a failed reload keeps the old version.
     async fn load(&self, host: &ToolHost, path: &Path, replace: bool) -> Option<String> {
         let target = file_target(path.to_path_buf(), self.config.as_ref());
-        let mut options = LoadOptions::new(self.layer.apply_to(target.policy)).name(&target.name);
-        options.prefix = target.prefix;
-        options.state_scope = target.alias;
-        let loaded = if replace {
-            host.reload_with(path.to_path_buf(), options).await
-        } else {
-            host.load_with(path.to_path_buf(), options).await
+        let prepared = components::prepare(
+            target,
+            None,
+            self.pins.as_ref(),
+            &Default::default(),
+            &self.layer,
+        )
+        .await;
+        let loaded = match prepared {
+            Ok((source, options)) if replace => host
+                .reload_with(source, options)
+                .await
+                .map_err(anyhow::Error::from),
+            Ok((source, options)) => host
+                .load_with(source, options)
+                .await
+                .map_err(anyhow::Error::from),
+            Err(error) => Err(error),
         };
         match loaded {
             Ok(report) => {
@@ -167,7 +189,7 @@ impl Watcher {
                 eprintln!(
                     "wasm-agent: cannot load {}: {}; keeping what was loaded",
                     path.display(),
-                    wasm_agent::text::one_line(&error.to_string())
+                    wasm_agent::text::one_line(&crate::error_chain(&error))
                 );
                 None
             }

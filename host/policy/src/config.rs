@@ -30,6 +30,10 @@ pub struct ConfigFile {
     pub path: PathBuf,
     /// The `[defaults]` section.
     pub defaults: PolicyLayer,
+    /// `[defaults] verify`: the signature check of every component.
+    pub verify: Option<VerifyConfig>,
+    /// `locked = true`: refuse components whose digest differs from the lock file.
+    pub locked: bool,
     /// The `[tools.<alias>]` sections, by alias.
     pub tools: BTreeMap<String, ToolConfig>,
     /// The file's text, for [`ConfigFile::section`].
@@ -47,13 +51,42 @@ impl fmt::Debug for ConfigFile {
     }
 }
 
+/// Where a configured component comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ComponentLocation {
+    /// A file (absolute, or relative to the working directory).
+    File(PathBuf),
+    /// An `oci://` reference, parsed by whoever pulls it.
+    Registry(String),
+}
+
+impl fmt::Display for ComponentLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ComponentLocation::File(path) => write!(f, "{}", path.display()),
+            ComponentLocation::Registry(reference) => f.write_str(reference),
+        }
+    }
+}
+
+/// `verify = { key = "cosign.pub" }`: components must carry a cosign
+/// signature this public key verifies.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyConfig {
+    /// The PEM public key file (resolved against the config's folder).
+    pub key: PathBuf,
+}
+
 /// One `[tools.<alias>]` section.
 #[derive(Clone, Debug)]
 pub struct ToolConfig {
     /// The section name, usable wherever a component path is.
     pub alias: String,
-    /// The component file (absolute).
-    pub component: PathBuf,
+    /// The component: a file (absolute) or an `oci://` reference.
+    pub component: ComponentLocation,
+    /// The signature check its component must pass (its own, else `[defaults]`'s).
+    pub verify: Option<VerifyConfig>,
     /// Prepended to every tool name of the component (to resolve clashes).
     pub prefix: Option<String>,
     /// Policy keys of this section (relative paths already resolved).
@@ -91,7 +124,9 @@ impl fmt::Display for ConfigError {
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     #[serde(default)]
-    defaults: PolicyLayer,
+    defaults: RawDefaults,
+    #[serde(default)]
+    locked: bool,
     #[serde(default)]
     tools: BTreeMap<String, Spanned<RawTool>>,
     /// Checked by its owner through [`ConfigFile::section`].
@@ -118,13 +153,24 @@ struct ToolKeys {
 }
 
 /// Keys a `[tools.<alias>]` section takes besides the policy keys.
-const TOOL_KEYS: &[&str] = &["component", "prefix"];
+const TOOL_KEYS: &[&str] = &["component", "prefix", "verify"];
+
+/// `[defaults]`: the policy keys and `verify`.
+#[derive(Default, Deserialize)]
+struct RawDefaults {
+    #[serde(default)]
+    verify: Option<VerifyConfig>,
+    #[serde(flatten)]
+    policy: PolicyLayer,
+}
 
 #[derive(Deserialize)]
 struct RawTool {
-    component: Spanned<PathBuf>,
+    component: Spanned<String>,
     #[serde(default)]
     prefix: Option<String>,
+    #[serde(default)]
+    verify: Option<VerifyConfig>,
     #[serde(flatten)]
     policy: PolicyLayer,
 }
@@ -187,20 +233,42 @@ impl ConfigFile {
                 ));
             }
         }
-        let defaults = raw.defaults.relative_to(&base);
+        let defaults = raw.defaults.policy.relative_to(&base);
+        let verify_key = |verify: Option<VerifyConfig>, key: String| {
+            let Some(verify) = verify else {
+                return Ok(None);
+            };
+            let path = base.join(&verify.key);
+            if !path.is_file() {
+                return Err(error(
+                    None,
+                    Some(key),
+                    format!("{} does not exist or is not a file", path.display()),
+                ));
+            }
+            Ok(Some(VerifyConfig { key: path }))
+        };
+        let default_verify = verify_key(raw.defaults.verify, "defaults.verify.key".into())?;
         let mut tools = BTreeMap::new();
         for (alias, section) in raw.tools {
             let span = section.span();
             let tool = section.into_inner();
             let component_span = tool.component.span();
-            let component = base.join(tool.component.into_inner());
-            if !component.is_file() {
-                return Err(error(
-                    Some(component_span),
-                    Some(format!("tools.{alias}.component")),
-                    format!("{} does not exist or is not a file", component.display()),
-                ));
-            }
+            let text = tool.component.into_inner();
+            let component = if text.starts_with("oci://") {
+                ComponentLocation::Registry(text)
+            } else {
+                let path = base.join(text);
+                if !path.is_file() {
+                    return Err(error(
+                        Some(component_span),
+                        Some(format!("tools.{alias}.component")),
+                        format!("{} does not exist or is not a file", path.display()),
+                    ));
+                }
+                ComponentLocation::File(path)
+            };
+            let verify = verify_key(tool.verify, format!("tools.{alias}.verify.key"))?;
             if let Some(prefix) = &tool.prefix
                 && !prefix
                     .chars()
@@ -230,6 +298,7 @@ impl ConfigFile {
                 ToolConfig {
                     alias,
                     component,
+                    verify: verify.or_else(|| default_verify.clone()),
                     prefix: tool.prefix,
                     policy,
                 },
@@ -242,6 +311,8 @@ impl ConfigFile {
         Ok(ConfigFile {
             path: path.to_path_buf(),
             defaults,
+            verify: default_verify,
+            locked: raw.locked,
             tools,
             text: text.to_string(),
         })
@@ -323,7 +394,10 @@ mod tests {
         assert_eq!(policy.memory.bytes(), 16 << 20);
         assert_eq!(policy.env["A"], "1");
         let tool = &config.tools["calc"];
-        assert!(tool.component.is_absolute() || tool.component.starts_with(std::env::temp_dir()));
+        let ComponentLocation::File(path) = &tool.component else {
+            panic!("a file")
+        };
+        assert!(path.is_absolute() || path.starts_with(std::env::temp_dir()));
         assert_eq!(tool.prefix.as_deref(), Some("c_"));
     }
 
@@ -413,5 +487,38 @@ mod tests {
     fn syntax_error_has_a_line() {
         let err = parse("[defaults\n").unwrap_err();
         assert_eq!(err.line, Some(1), "{err}");
+    }
+
+    #[test]
+    fn registry_components_verify_keys_and_locked() {
+        let dir = std::env::temp_dir().join("wasm-agent-config-test");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("cosign.pub"), b"").unwrap();
+        let config = parse(
+            "locked = true\n[defaults]\nverify = { key = \"cosign.pub\" }\ntimeout = \"2s\"\n\n\
+             [tools.calc]\ncomponent = \"oci://127.0.0.1:5000/calc:1\"\n\n\
+             [tools.local]\ncomponent = \"tool.wasm\"\nverify = { key = \"cosign.pub\" }\n",
+        )
+        .unwrap();
+        assert!(config.locked);
+        assert_eq!(
+            config.tools["calc"].component,
+            ComponentLocation::Registry("oci://127.0.0.1:5000/calc:1".into())
+        );
+        let key = dir.join("cosign.pub");
+        assert_eq!(config.tools["calc"].verify.as_ref().unwrap().key, key);
+        assert_eq!(config.verify.as_ref().unwrap().key, key);
+        assert_eq!(
+            config.policy_for("calc").unwrap().timeout,
+            Duration::from_secs(2)
+        );
+
+        let err = parse("[defaults]\nverify = { key = \"missing.pub\" }\n").unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("defaults.verify.key"), "{err}");
+        let err =
+            parse("[tools.x]\ncomponent = \"tool.wasm\"\nverify = { keys = \"a\" }\n").unwrap_err();
+        assert!(err.message.contains("keys"), "{err}");
+        let err = parse("[defaults]\ntimout = \"1s\"\n").unwrap_err();
+        assert!(err.message.contains("timout"), "{err}");
     }
 }

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use config::{ConfigError, ConfigFile, ToolConfig};
+pub use config::{ComponentLocation, ConfigError, ConfigFile, ToolConfig, VerifyConfig};
 pub use dirs::{DirGrant, DirMode};
 pub use headers::{CredentialHeaders, HeaderTarget};
 pub use layer::{LAYER_KEYS, PolicyLayer};

@@ -17,6 +17,7 @@
 //! | [`metrics`] | `wasm-agent-metrics` | always |
 //! | `agent`, `provider` | `wasm-agent-agent` | `agent` |
 //! | `mcp` | `wasm-agent-mcp` | `mcp` |
+//! | `oci` | `wasm-agent-oci` | `oci` |
 //!
 //! ```no_run
 //! use wasm_agent::{CallContext, Policy, ToolHost};
@@ -47,6 +48,8 @@ pub use wasm_agent_agent as agent;
 pub use wasm_agent_agent::provider;
 #[cfg(feature = "mcp")]
 pub use wasm_agent_mcp as mcp;
+#[cfg(feature = "oci")]
+pub use wasm_agent_oci as oci;
 
 #[cfg(feature = "fuzz")]
 #[doc(hidden)]

@@ -177,6 +177,16 @@ impl ToolHost {
         })
         .await
         .ok_or_else(shutting_down)??;
+        let actual = format!("sha256:{}", hex::encode(loaded.digest));
+        if let Some(expected) = &options.expected_digest
+            && *expected != actual
+        {
+            return Err(HostError::WrongDigest {
+                component: id,
+                expected: expected.clone(),
+                actual,
+            });
+        }
         let sandbox = &self.inner.sandbox;
         let (cache, load_time) = (loaded.cache, loaded.load_time);
         let state_scope: Arc<str> = match &options.state_scope {

@@ -62,6 +62,16 @@ pub enum HostError {
     /// An invalid component name or prefix.
     #[error("{0}")]
     BadName(String),
+    /// The component is not the content that was asked for.
+    #[error("component {component}: its content is {actual}, but {expected} was expected")]
+    WrongDigest {
+        /// The component's name.
+        component: String,
+        /// The digest asked for (`sha256:HEX`).
+        expected: String,
+        /// The content's digest.
+        actual: String,
+    },
     /// The async runtime is shutting down, so the component was not loaded.
     #[error("component {0}: not loaded, the runtime is shutting down")]
     ShuttingDown(String),
@@ -112,6 +122,11 @@ pub struct LoadOptions {
     /// see it; a name (a config alias) keeps it across versions. Either way
     /// a component with another identity never sees it.
     pub state_scope: Option<String>,
+    /// The content digest (`sha256:HEX`) the component must have: a pin
+    /// from a lock file, or the digest a registry named. Checked against the
+    /// bytes that are compiled, so a file changed after it was checked is
+    /// refused too.
+    pub expected_digest: Option<String>,
 }
 
 impl LoadOptions {
@@ -130,6 +145,11 @@ impl LoadOptions {
     /// Sets the tool-name prefix.
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = Some(prefix.into());
+        self
+    }
+    /// Requires this content digest (`sha256:HEX`).
+    pub fn expected_digest(mut self, digest: impl Into<String>) -> Self {
+        self.expected_digest = Some(digest.into());
         self
     }
     /// Keeps session state under this name (an operator's alias) instead of

@@ -1,0 +1,452 @@
+//! Pulling: a reference's manifest, then its component layer, into the
+//! store; from the store alone when offline or when a digest names it.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use futures::StreamExt;
+use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::errors::{OciDistributionError, OciErrorCode};
+
+use crate::credentials::Credentials;
+use crate::digest::Digest;
+use crate::layout::{self, Blob, MANIFEST_TYPES, MAX_MANIFEST};
+use crate::reference::{ComponentRef, host_of};
+use crate::store::Store;
+use crate::{RegistryError, shorten};
+
+/// The default cap on a component's size.
+pub const DEFAULT_MAX_COMPONENT: u64 = 256 << 20;
+/// The default deadline of one pull.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How to reach registries and where pulled components go.
+#[derive(Clone, Debug)]
+pub struct RegistryOptions {
+    /// The local store's folder.
+    pub store: PathBuf,
+    /// Never use the network: only what the store holds.
+    pub offline: bool,
+    /// Registries (`host:port`) spoken to over plain HTTP; loopback only.
+    pub insecure: Vec<String>,
+    /// The largest component pulled.
+    pub max_component_size: u64,
+    /// How long one pull (manifest and blobs) may take.
+    pub timeout: Duration,
+}
+
+impl RegistryOptions {
+    /// Defaults, with the store in `store`.
+    pub fn new(store: impl Into<PathBuf>) -> Self {
+        Self {
+            store: store.into(),
+            offline: false,
+            insecure: Vec::new(),
+            max_component_size: DEFAULT_MAX_COMPONENT,
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+}
+
+/// A component in the store.
+#[derive(Clone, Debug)]
+pub struct Pulled {
+    /// What was asked for.
+    pub reference: ComponentRef,
+    /// The manifest's digest (what signatures and `@sha256:` name).
+    pub manifest: Digest,
+    /// The component's content digest (what the lock pins and the host reports).
+    pub digest: Digest,
+    /// The component file in the store.
+    pub path: PathBuf,
+}
+
+/// Pulls components from OCI registries into a local store.
+pub struct Registry {
+    options: RegistryOptions,
+    client: oci_client::Client,
+    store: Store,
+}
+
+impl Registry {
+    /// A registry client; refuses plain HTTP for registries off this machine.
+    pub fn new(options: RegistryOptions) -> Result<Self, RegistryError> {
+        for registry in &options.insecure {
+            if !is_loopback(host_of(registry)) {
+                return Err(RegistryError::InsecureNotLoopback {
+                    registry: registry.clone(),
+                });
+            }
+        }
+        // reqwest's rustls is built without a provider: use ring, as the host
+        // does elsewhere. Already installed is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = oci_client::Client::new(ClientConfig {
+            protocol: ClientProtocol::HttpsExcept(options.insecure.clone()),
+            connect_timeout: Some(options.timeout.min(Duration::from_secs(10))),
+            read_timeout: Some(options.timeout),
+            // A Wasm artifact names one component; an index is refused.
+            platform_resolver: None,
+            user_agent: concat!("wasm-agent/", env!("CARGO_PKG_VERSION")),
+            ..ClientConfig::default()
+        });
+        Ok(Self {
+            store: Store::new(&options.store),
+            options,
+            client,
+        })
+    }
+
+    /// The local store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The options it was made with.
+    pub fn options(&self) -> &RegistryOptions {
+        &self.options
+    }
+
+    /// Pulls a component into the store (or finds it there) and returns where
+    /// it is. With `pinned`, a component whose content digest differs is
+    /// refused before it is downloaded.
+    pub async fn pull(
+        &self,
+        reference: &ComponentRef,
+        pinned: Option<&Digest>,
+    ) -> Result<Pulled, RegistryError> {
+        self.within_deadline(reference, async {
+            let (manifest, bytes) = self.manifest(reference).await?;
+            let text = reference.to_string();
+            let parsed =
+                layout::parse_manifest(&bytes).map_err(|reason| RegistryError::MediaType {
+                    reference: text.clone(),
+                    reason,
+                })?;
+            let layer =
+                layout::component_layer(&parsed).map_err(|reason| RegistryError::MediaType {
+                    reference: text.clone(),
+                    reason,
+                })?;
+            if let Some(pinned) = pinned
+                && *pinned != layer.digest
+            {
+                return Err(RegistryError::Pinned {
+                    reference: text,
+                    pinned: *pinned,
+                    actual: layer.digest,
+                });
+            }
+            let path = self
+                .blob(
+                    reference,
+                    &layer,
+                    self.options.max_component_size,
+                    "the component",
+                )
+                .await?;
+            Ok(Pulled {
+                reference: reference.clone(),
+                manifest,
+                digest: layer.digest,
+                path,
+            })
+        })
+        .await
+    }
+
+    /// Runs `work` under the pull deadline.
+    pub(crate) async fn within_deadline<T>(
+        &self,
+        reference: &ComponentRef,
+        work: impl Future<Output = Result<T, RegistryError>>,
+    ) -> Result<T, RegistryError> {
+        tokio::time::timeout(self.options.timeout, work)
+            .await
+            .map_err(|_| RegistryError::Deadline {
+                reference: reference.to_string(),
+                after: self.options.timeout,
+            })?
+    }
+
+    /// A manifest and its digest: from the store when a digest names one it
+    /// holds (or when offline), else from the registry (and then stored).
+    pub(crate) async fn manifest(
+        &self,
+        reference: &ComponentRef,
+    ) -> Result<(Digest, Vec<u8>), RegistryError> {
+        let stored = match (&reference.digest, &reference.tag) {
+            (Some(digest), _) => Some(*digest),
+            (None, Some(tag)) if self.options.offline => self.store.tag(reference, tag),
+            _ => None,
+        };
+        if let Some(digest) = stored
+            && let Some(bytes) = self.store.read_small(&digest, MAX_MANIFEST)
+        {
+            return Ok((digest, bytes));
+        }
+        if self.options.offline {
+            return Err(self.not_stored(reference));
+        }
+        let auth = Credentials::for_registry(&reference.registry)?.to_auth();
+        let (bytes, digest) = self
+            .client
+            .pull_manifest_raw(&reference.to_oci(), &auth, MANIFEST_TYPES)
+            .await
+            .map_err(|e| self.registry_error(reference, e))?;
+        let claimed: Digest = digest.parse().map_err(|e| RegistryError::Registry {
+            reference: reference.to_string(),
+            reason: format!("the manifest's digest header: {e}"),
+        })?;
+        // oci-client checks a digest the reference names; check it again,
+        // and that the header tells the truth.
+        let actual = Digest::of(&bytes);
+        let expected = reference.digest.unwrap_or(claimed);
+        if actual != expected || actual != claimed {
+            return Err(RegistryError::WrongContent {
+                what: format!("{reference}: the manifest"),
+                expected,
+                actual,
+            });
+        }
+        if bytes.len() as u64 > MAX_MANIFEST {
+            return Err(RegistryError::TooLarge {
+                reference: reference.to_string(),
+                what: "the manifest",
+                size: bytes.len() as u64,
+                limit: MAX_MANIFEST,
+            });
+        }
+        self.store.write_small(&bytes)?;
+        if let (Some(tag), None) = (&reference.tag, &reference.digest) {
+            self.store.set_tag(reference, tag, &actual)?;
+        }
+        Ok((actual, bytes.to_vec()))
+    }
+
+    /// A blob in the store, downloaded (at most `limit` bytes, checked
+    /// against its digest) unless the store has it.
+    pub(crate) async fn blob(
+        &self,
+        reference: &ComponentRef,
+        blob: &Blob,
+        limit: u64,
+        what: &'static str,
+    ) -> Result<PathBuf, RegistryError> {
+        let path = self.store.blob_path(&blob.digest);
+        if self.store.has_blob(&blob.digest) {
+            return Ok(path);
+        }
+        if self.options.offline {
+            return Err(self.not_stored(reference));
+        }
+        let too_large = |size| RegistryError::TooLarge {
+            reference: reference.to_string(),
+            what,
+            size,
+            limit,
+        };
+        if blob.size > limit {
+            return Err(too_large(blob.size));
+        }
+        let auth = Credentials::for_registry(&reference.registry)?.to_auth();
+        let oci = reference.to_oci();
+        self.client
+            .store_auth_if_needed(oci.resolve_registry(), &auth)
+            .await;
+        // By digest alone: a descriptor's `urls` would send the host elsewhere.
+        let digest = blob.digest.to_string();
+        let mut stream = self
+            .client
+            .pull_blob_stream(&oci, digest.as_str())
+            .await
+            .map_err(|e| self.registry_error(reference, e))?;
+        if let Some(length) = stream.content_length
+            && length > limit
+        {
+            return Err(too_large(length));
+        }
+        let mut writer = self.store.blob_writer()?;
+        while let Some(piece) = stream.stream.next().await {
+            let piece = piece.map_err(|e| RegistryError::Unreachable {
+                reference: reference.to_string(),
+                reason: format!("the download of {what} broke off: {}", chain(&e)),
+            })?;
+            writer.write(&piece)?;
+            if writer.written() > limit {
+                return Err(too_large(writer.written()));
+            }
+            if writer.written() > blob.size {
+                return Err(RegistryError::Registry {
+                    reference: reference.to_string(),
+                    reason: format!(
+                        "{what} is larger than the {} bytes its manifest declares",
+                        blob.size
+                    ),
+                });
+            }
+        }
+        writer.finish(&blob.digest).map_err(|e| match e {
+            RegistryError::WrongContent {
+                expected, actual, ..
+            } => RegistryError::WrongContent {
+                what: format!("{reference}: {what}"),
+                expected,
+                actual,
+            },
+            other => other,
+        })
+    }
+
+    pub(crate) fn not_stored(&self, reference: &ComponentRef) -> RegistryError {
+        RegistryError::NotStored {
+            reference: reference.to_string(),
+            store: self.store.root().to_path_buf(),
+        }
+    }
+
+    pub(crate) fn client(&self) -> &oci_client::Client {
+        &self.client
+    }
+
+    /// An oci-client error as one that names the reference and says what
+    /// happened in the user's terms.
+    pub(crate) fn registry_error(
+        &self,
+        reference: &ComponentRef,
+        error: OciDistributionError,
+    ) -> RegistryError {
+        let text = reference.to_string();
+        let not_found = || RegistryError::NotFound {
+            reference: text.clone(),
+            what: if reference.digest.is_some() {
+                "digest"
+            } else {
+                "tag"
+            },
+        };
+        let unauthorized = |reason: String| RegistryError::Unauthorized {
+            reference: text.clone(),
+            reason,
+        };
+        match error {
+            OciDistributionError::RegistryError { envelope, .. } => {
+                let codes: Vec<&OciErrorCode> = envelope.errors.iter().map(|e| &e.code).collect();
+                if codes.contains(&&OciErrorCode::NameUnknown) {
+                    RegistryError::NotFound {
+                        reference: text,
+                        what: "repository",
+                    }
+                } else if codes.contains(&&OciErrorCode::ManifestUnknown)
+                    || codes.contains(&&OciErrorCode::BlobUnknown)
+                {
+                    not_found()
+                } else if codes.contains(&&OciErrorCode::Unauthorized)
+                    || codes.contains(&&OciErrorCode::Denied)
+                {
+                    unauthorized(shorten(&envelope.to_string()))
+                } else {
+                    RegistryError::Registry {
+                        reference: text,
+                        reason: shorten(&envelope.to_string()),
+                    }
+                }
+            }
+            OciDistributionError::ImageManifestNotFoundError(_) => not_found(),
+            OciDistributionError::UnauthorizedError { .. } => {
+                unauthorized("HTTP 401 Unauthorized".into())
+            }
+            OciDistributionError::AuthenticationFailure(reason) => unauthorized(shorten(&reason)),
+            OciDistributionError::ServerError { code: 404, .. } => not_found(),
+            OciDistributionError::ServerError {
+                code: 401 | 403,
+                message,
+                ..
+            } => unauthorized(shorten(&message)),
+            OciDistributionError::ServerError { code, message, .. } => RegistryError::Registry {
+                reference: text,
+                reason: format!("HTTP {code}: {}", shorten(&message)),
+            },
+            OciDistributionError::RequestError(error) => {
+                if error.is_timeout() {
+                    RegistryError::Deadline {
+                        reference: text,
+                        after: self.options.timeout,
+                    }
+                } else {
+                    RegistryError::Unreachable {
+                        reference: text,
+                        reason: shorten(&chain(&error)),
+                    }
+                }
+            }
+            other => RegistryError::Registry {
+                reference: text,
+                reason: shorten(&chain(&other)),
+            },
+        }
+    }
+}
+
+/// An error and its sources on one line (reqwest's own text is only
+/// "error sending request").
+pub(crate) fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// `localhost`, 127.0.0.0/8 or ::1.
+fn is_loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_http_only_for_loopback_registries() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = RegistryOptions::new(dir.path());
+        options.insecure = vec![
+            "127.0.0.1:5000".into(),
+            "localhost:5001".into(),
+            "[::1]:5".into(),
+        ];
+        assert!(Registry::new(options.clone()).is_ok());
+        options.insecure.push("registry.example.com:5000".into());
+        let error = Registry::new(options).err().unwrap().to_string();
+        assert!(error.contains("registry.example.com:5000"), "{error}");
+        assert!(error.contains("loopback"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn offline_pulls_say_what_is_missing_and_where() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = RegistryOptions::new(dir.path());
+        options.offline = true;
+        let registry = Registry::new(options).unwrap();
+        let reference: ComponentRef = "oci://127.0.0.1:1/calc:1".parse().unwrap();
+        let error = registry
+            .pull(&reference, None)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("oci://127.0.0.1:1/calc:1: not in the local store"),
+            "{error}"
+        );
+        assert!(error.contains(&dir.path().display().to_string()), "{error}");
+    }
+}

@@ -1,0 +1,423 @@
+//! Cosign keyed signatures, verified in-process: the signature artifact at
+//! tag `sha256-HEX.sig` beside the component holds simple-signing payloads
+//! (JSON naming the manifest digest) as layers, each with its ECDSA P-256
+//! signature (DER, base64) in an annotation. Verified signatures are kept in
+//! the store, so verification works offline.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use oci_client::client::{Config, ImageLayer};
+use p256::ecdsa::signature::{Signer as _, Verifier as _};
+use p256::ecdsa::{DerSignature, Signature};
+use p256::pkcs8::{DecodePrivateKey, DecodePublicKey};
+use serde_json::{Value, json};
+
+use crate::credentials::Credentials;
+use crate::digest::Digest;
+use crate::layout::{self, Blob};
+use crate::pull::{Pulled, Registry};
+use crate::reference::ComponentRef;
+use crate::{RegistryError, shorten};
+
+/// The media type of a simple-signing payload layer.
+pub const PAYLOAD_LAYER: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
+/// The layer annotation that holds the signature.
+pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
+/// The payload's `critical.type`.
+const PAYLOAD_TYPE: &str = "cosign container image signature";
+/// The largest payload read.
+const MAX_PAYLOAD: u64 = 64 << 10;
+
+/// Which signature check failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SignatureError {
+    /// No signature artifact in the registry.
+    #[error("unsigned: the registry has no signature at {tag}, and a key is configured")]
+    Unsigned {
+        /// The signature tag looked for.
+        tag: String,
+    },
+    /// Offline, and the store has no signature.
+    #[error("no signature in the local store ({tag}); verify once without --offline")]
+    NotStored {
+        /// The signature tag.
+        tag: String,
+    },
+    /// A signature that the key does not verify.
+    #[error(
+        "the signature does not verify with the key {key}: signed by another key, or tampered with"
+    )]
+    BadSignature {
+        /// The key file.
+        key: String,
+    },
+    /// A valid signature over a payload for other content.
+    #[error("the signed payload names {named}, not this component's manifest {manifest}")]
+    WrongSubject {
+        /// What the payload names.
+        named: String,
+        /// The component's manifest digest.
+        manifest: Digest,
+    },
+    /// The signature artifact is not in cosign's format.
+    #[error("the signature artifact is malformed: {0}")]
+    Malformed(String),
+    /// A key file that cannot be used.
+    #[error("{path}: {reason}")]
+    Key {
+        /// The key file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// A public key that signatures are checked against.
+#[derive(Clone, Debug)]
+pub struct VerifyKey {
+    key: p256::ecdsa::VerifyingKey,
+    /// Where it came from, for messages.
+    label: String,
+}
+
+impl VerifyKey {
+    /// Reads a PEM public key (`cosign.pub`).
+    pub fn from_file(path: &Path) -> Result<Self, SignatureError> {
+        let key_error = |reason: String| SignatureError::Key {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| key_error(format!("cannot read the public key: {e}")))?;
+        Self::from_pem(&text, &path.display().to_string()).map_err(key_error)
+    }
+
+    /// Parses a PEM public key; `label` names it in messages.
+    pub fn from_pem(text: &str, label: &str) -> Result<Self, String> {
+        let key = p256::PublicKey::from_public_key_pem(text.trim()).map_err(|e| {
+            format!(
+                "not an ECDSA P-256 public key in PEM (-----BEGIN PUBLIC KEY-----, as cosign \
+                 generate-key-pair writes): {e}"
+            )
+        })?;
+        Ok(Self {
+            key: key.into(),
+            label: label.to_string(),
+        })
+    }
+
+    /// Checks a base64 DER signature over `payload`.
+    fn verifies(&self, payload: &[u8], signature_base64: &str) -> bool {
+        let Ok(der) = BASE64.decode(signature_base64.trim()) else {
+            return false;
+        };
+        let Ok(signature) = Signature::from_der(&der) else {
+            return false;
+        };
+        self.key.verify(payload, &signature).is_ok()
+    }
+}
+
+/// A private key for `wasm-agent sign`.
+pub struct SigningKey(p256::ecdsa::SigningKey);
+
+impl SigningKey {
+    /// Reads a PEM ECDSA P-256 private key (PKCS#8 or SEC1, as openssl writes).
+    pub fn from_file(path: &Path) -> Result<Self, SignatureError> {
+        let key_error = |reason: String| SignatureError::Key {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| key_error(format!("cannot read the private key: {e}")))?;
+        if text.contains("ENCRYPTED") {
+            return Err(key_error(
+                "an encrypted key (cosign's own format, or PKCS#8 with a password); give an \
+                 unencrypted P-256 key in PEM, e.g. from `openssl ecparam -genkey -name prime256v1`"
+                    .into(),
+            ));
+        }
+        let secret = p256::SecretKey::from_pkcs8_pem(text.trim())
+            .or_else(|_| p256::SecretKey::from_sec1_pem(text.trim()))
+            .map_err(|_| key_error("not an ECDSA P-256 private key in PEM".into()))?;
+        Ok(Self(secret.into()))
+    }
+
+    fn sign(&self, payload: &[u8]) -> String {
+        let signature: Signature = self.0.sign(payload);
+        let der: DerSignature = signature.to_der();
+        BASE64.encode(der.as_bytes())
+    }
+}
+
+impl std::fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SigningKey(<redacted>)")
+    }
+}
+
+/// The tag cosign keeps a manifest's signatures under.
+pub fn signature_tag(manifest: &Digest) -> String {
+    format!("sha256-{}.sig", manifest.hex())
+}
+
+/// The simple-signing payload for a manifest.
+fn payload(reference: &ComponentRef, manifest: &Digest) -> Vec<u8> {
+    let identity = format!("{}/{}", reference.registry, reference.repository);
+    serde_json::to_vec(&json!({
+        "critical": {
+            "identity": {"docker-reference": identity},
+            "image": {"docker-manifest-digest": manifest.to_string()},
+            "type": PAYLOAD_TYPE,
+        },
+        "optional": null,
+    }))
+    .expect("JSON values serialize")
+}
+
+/// Checks a verified payload's claims: cosign's type, this manifest.
+fn check_payload(bytes: &[u8], manifest: &Digest) -> Result<(), SignatureError> {
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|e| SignatureError::Malformed(format!("the payload is not JSON: {e}")))?;
+    let critical = &value["critical"];
+    if critical["type"] != PAYLOAD_TYPE {
+        return Err(SignatureError::Malformed(format!(
+            "the payload's critical.type is {}, not {PAYLOAD_TYPE:?}",
+            shorten(&critical["type"].to_string())
+        )));
+    }
+    let named = critical["image"]["docker-manifest-digest"]
+        .as_str()
+        .unwrap_or_default();
+    if named != manifest.to_string() {
+        return Err(SignatureError::WrongSubject {
+            named: shorten(named),
+            manifest: *manifest,
+        });
+    }
+    Ok(())
+}
+
+impl Registry {
+    /// Verifies a pulled component's cosign signature with `key`. Online,
+    /// the signature is fetched (and stored); offline, the stored one is used.
+    pub async fn verify(&self, pulled: &Pulled, key: &VerifyKey) -> Result<(), RegistryError> {
+        let tag = signature_tag(&pulled.manifest);
+        let signatures = pulled.reference.with_tag(tag.clone());
+        let fail = |reason| RegistryError::Signature {
+            reference: pulled.reference.to_string(),
+            reason,
+        };
+        let (_, bytes) = self
+            .within_deadline(&signatures, self.manifest(&signatures))
+            .await
+            .map_err(|e| match e {
+                RegistryError::NotFound { .. } => {
+                    fail(SignatureError::Unsigned { tag: tag.clone() })
+                }
+                RegistryError::NotStored { .. } => {
+                    fail(SignatureError::NotStored { tag: tag.clone() })
+                }
+                other => other,
+            })?;
+        let manifest =
+            layout::parse_manifest(&bytes).map_err(|e| fail(SignatureError::Malformed(e)))?;
+        let mut failure = None;
+        for layer in manifest
+            .layers
+            .iter()
+            .filter(|l| l.media_type == PAYLOAD_LAYER)
+        {
+            let Some(signature) = layer
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(SIGNATURE_ANNOTATION))
+            else {
+                failure.get_or_insert(SignatureError::Malformed(format!(
+                    "a payload layer without the {SIGNATURE_ANNOTATION} annotation"
+                )));
+                continue;
+            };
+            let blob =
+                layout::descriptor_blob(layer).map_err(|e| fail(SignatureError::Malformed(e)))?;
+            let path = self
+                .within_deadline(
+                    &signatures,
+                    self.blob(&signatures, &blob, MAX_PAYLOAD, "a signature payload"),
+                )
+                .await?;
+            let payload = self
+                .store()
+                .read_small(&blob.digest, MAX_PAYLOAD)
+                .ok_or_else(|| {
+                    fail(SignatureError::Malformed(format!(
+                        "cannot read {}",
+                        path.display()
+                    )))
+                })?;
+            if !key.verifies(&payload, signature) {
+                // A bad signature says more than a malformed neighbour.
+                if !matches!(failure, Some(SignatureError::WrongSubject { .. })) {
+                    failure = Some(SignatureError::BadSignature {
+                        key: key.label.clone(),
+                    });
+                }
+                continue;
+            }
+            match check_payload(&payload, &pulled.manifest) {
+                Ok(()) => return Ok(()),
+                Err(error) => failure = Some(error),
+            }
+        }
+        Err(fail(failure.unwrap_or_else(|| {
+            SignatureError::Malformed(format!("no {PAYLOAD_LAYER} layer"))
+        })))
+    }
+
+    /// Signs the component `reference` names with `key`: a simple-signing
+    /// payload for its manifest, added to its `sha256-HEX.sig` artifact
+    /// (beside any signatures already there). Returns the signature tag.
+    pub async fn sign(
+        &self,
+        reference: &ComponentRef,
+        key: &SigningKey,
+    ) -> Result<ComponentRef, RegistryError> {
+        let (manifest, _) = self
+            .within_deadline(reference, self.manifest(reference))
+            .await?;
+        let signatures = reference.with_tag(signature_tag(&manifest));
+        let auth = Credentials::for_registry(&reference.registry)?.to_auth();
+        // Signatures already there are kept: fetch their payloads to push
+        // them again with the new one.
+        let mut layers = Vec::new();
+        match self
+            .within_deadline(&signatures, self.manifest(&signatures))
+            .await
+        {
+            Ok((_, bytes)) => {
+                let existing =
+                    layout::parse_manifest(&bytes).map_err(|e| RegistryError::Signature {
+                        reference: reference.to_string(),
+                        reason: SignatureError::Malformed(e),
+                    })?;
+                for layer in existing.layers {
+                    let blob: Blob =
+                        layout::descriptor_blob(&layer).map_err(|e| RegistryError::Signature {
+                            reference: reference.to_string(),
+                            reason: SignatureError::Malformed(e),
+                        })?;
+                    self.within_deadline(
+                        &signatures,
+                        self.blob(&signatures, &blob, MAX_PAYLOAD, "a signature payload"),
+                    )
+                    .await?;
+                    let data = self
+                        .store()
+                        .read_small(&blob.digest, MAX_PAYLOAD)
+                        .unwrap_or_default();
+                    layers.push(ImageLayer::new(data, layer.media_type, layer.annotations));
+                }
+            }
+            Err(RegistryError::NotFound { .. }) => {}
+            Err(other) => return Err(other),
+        }
+        let payload = payload(reference, &manifest);
+        let annotations = BTreeMap::from([(SIGNATURE_ANNOTATION.to_string(), key.sign(&payload))]);
+        layers.push(ImageLayer::new(
+            payload,
+            PAYLOAD_LAYER.to_string(),
+            Some(annotations),
+        ));
+        let diff_ids: Vec<String> = layers
+            .iter()
+            .map(|l| Digest::of(&l.data).to_string())
+            .collect();
+        let config = serde_json::to_vec(&json!({
+            "architecture": "",
+            "os": "",
+            "config": {},
+            "rootfs": {"type": "layers", "diff_ids": diff_ids},
+        }))
+        .expect("JSON values serialize");
+        let config = Config::new(
+            config,
+            "application/vnd.oci.image.config.v1+json".to_string(),
+            None,
+        );
+        self.within_deadline(&signatures, async {
+            self.client()
+                .push(&signatures.to_oci(), &layers, config, &auth, None)
+                .await
+                .map_err(|e| self.registry_error(&signatures, e))
+        })
+        .await?;
+        Ok(signatures)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fixed test key, through its PEM form as openssl would write it.
+    fn keys() -> (SigningKey, VerifyKey) {
+        use p256::pkcs8::{EncodePrivateKey, LineEnding};
+        let secret = p256::SecretKey::from_slice(&[7u8; 32]).unwrap();
+        let pem = secret.to_pkcs8_pem(LineEnding::LF).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k.pem");
+        std::fs::write(&path, pem.as_bytes()).unwrap();
+        let signing = SigningKey::from_file(&path).unwrap();
+        let public = *signing.0.verifying_key();
+        (
+            signing,
+            VerifyKey {
+                key: public,
+                label: "test.pub".into(),
+            },
+        )
+    }
+
+    #[test]
+    fn signatures_verify_only_over_the_signed_bytes() {
+        let (signing, verify) = keys();
+        let reference: ComponentRef = "oci://r:5000/calc:1".parse().unwrap();
+        let manifest = Digest::of(b"manifest");
+        let payload = payload(&reference, &manifest);
+        let signature = signing.sign(&payload);
+        assert!(verify.verifies(&payload, &signature));
+        check_payload(&payload, &manifest).unwrap();
+
+        let mut tampered = payload.clone();
+        tampered[10] ^= 1;
+        assert!(!verify.verifies(&tampered, &signature));
+        assert!(!verify.verifies(&payload, "not base64!"));
+        assert!(matches!(
+            check_payload(&payload, &Digest::of(b"other")),
+            Err(SignatureError::WrongSubject { .. })
+        ));
+        let other_type = br#"{"critical":{"type":"x","image":{"docker-manifest-digest":"y"}}}"#;
+        assert!(matches!(
+            check_payload(other_type, &manifest),
+            Err(SignatureError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn keys_of_other_kinds_are_refused_saying_what_is_expected() {
+        let error = VerifyKey::from_pem(
+            "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n",
+            "k",
+        )
+        .unwrap_err();
+        assert!(error.contains("ECDSA P-256"), "{error}");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cosign.key");
+        std::fs::write(&path, "-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\n").unwrap();
+        let error = SigningKey::from_file(&path).unwrap_err().to_string();
+        assert!(error.contains("encrypted"), "{error}");
+    }
+}
