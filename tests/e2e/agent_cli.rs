@@ -188,6 +188,7 @@ async fn approval_is_denied_without_a_terminal_unless_given() {
     let config = approval_config(dir.path());
     let data_dir = dir.path().join("data").display().to_string();
     let config = config.display().to_string();
+    let audit = dir.path().join("audit.jsonl");
     for (extra, expected) in [(None, "denied"), (Some("state_set"), "ok")] {
         let server = ProviderServer::start(vec![
             openai::tool_calls(&[("c1", "state_set", r#"{"key": "k", "value": 1}"#)]),
@@ -206,6 +207,8 @@ async fn approval_is_denied_without_a_terminal_unless_given() {
             "--data-dir",
             &data_dir,
             "--json",
+            "--audit",
+            audit.to_str().unwrap(),
         ]);
         if let Some(tool) = extra {
             list.extend(args(&["--approve", tool]));
@@ -225,6 +228,23 @@ async fn approval_is_denied_without_a_terminal_unless_given() {
             assert_eq!(call["error"], Value::Null);
         }
     }
+    // Both runs are in the audit trail, with who decided.
+    let records: Vec<Value> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .filter(|record: &Value| record["event"] == "call")
+        .collect();
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert_eq!(records[0]["tool"], "state_set");
+    assert_eq!(records[0]["outcome"], "denied");
+    assert_eq!(records[0]["approval"]["decision"], "denied");
+    assert_eq!(records[0]["approval"]["by"], "nobody: no terminal to ask");
+    assert_eq!(records[0]["fuel_used"], Value::Null, "it never ran");
+    assert_eq!(records[1]["outcome"], "ok");
+    assert_eq!(records[1]["approval"]["decision"], "approved");
+    assert_eq!(records[1]["approval"]["by"], "the operator (--approve)");
+    assert!(records[1]["fuel_used"].as_u64().unwrap() > 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

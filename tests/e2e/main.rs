@@ -5,6 +5,7 @@
 mod agent;
 mod agent_cli;
 mod agent_runs;
+mod audit;
 mod cli;
 mod code_mode;
 mod code_mode_run;

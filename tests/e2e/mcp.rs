@@ -468,7 +468,7 @@ async fn a_new_file_never_displaces_another_files_component() {
 }
 
 /// Polls `probe` until `done` holds (at most 20 s).
-async fn wait_for<F, Fut, T>(mut probe: F, done: impl Fn(&T) -> bool) -> T
+pub(crate) async fn wait_for<F, Fut, T>(mut probe: F, done: impl Fn(&T) -> bool) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = T>,

@@ -138,19 +138,32 @@ impl Agent {
             &context.cancellation,
         )
         .await;
-        match verdict {
-            Verdict::NotNeeded | Verdict::Approved => {}
-            Verdict::Cancelled => return Err(cancelled()),
-            Verdict::Denied => {
-                return Err(CallError::new(
-                    ErrorKind::Denied,
-                    format!(
-                        "the user did not approve this call to {}, so it did not run; do not \
-                         retry it: continue without it or ask the user",
-                        tool.name
-                    ),
-                ));
+        // The approval goes with the call to the host's audit trail.
+        let approved_context;
+        let context = match verdict.note(self.inner.approval.as_ref(), &tool.name) {
+            None => context,
+            Some(note) => {
+                approved_context = context.clone().approval(note);
+                &approved_context
             }
+        };
+        let refused = match verdict {
+            Verdict::NotNeeded | Verdict::Approved => None,
+            Verdict::Cancelled => Some(cancelled()),
+            Verdict::Denied => Some(CallError::new(
+                ErrorKind::Denied,
+                format!(
+                    "the user did not approve this call to {}, so it did not run; do not \
+                     retry it: continue without it or ask the user",
+                    tool.name
+                ),
+            )),
+        };
+        if let Some(error) = refused {
+            if let Runner::Sandboxed { host, tool: name } = &tool.runner {
+                host.audit_refusal(name, &arguments, context, &error);
+            }
+            return Err(error);
         }
         let cache_key = tool.settings.cache_ttl.and_then(|ttl| {
             Some((

@@ -114,6 +114,11 @@ pub enum Command {
         #[command(flatten)]
         registry: RegistryFlags,
     },
+    /// Audit logs: `audit verify FILE`.
+    Audit {
+        #[command(subcommand)]
+        command: crate::audit::AuditCommand,
+    },
     /// Create a tool project (a working example tool, its build, a README).
     New {
         /// The project's name (letters, digits, '-' and '_').
@@ -313,6 +318,8 @@ pub struct HostFlags {
     pub locked: bool,
     #[command(flatten)]
     pub registry: RegistryFlags,
+    #[command(flatten)]
+    pub audit: crate::audit::AuditFlags,
     #[command(flatten)]
     pub policy: PolicyFlags,
 }

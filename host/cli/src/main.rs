@@ -1,6 +1,7 @@
 //! The `wasm-agent` command line.
 
 mod args;
+mod audit;
 mod code_mode;
 mod components;
 mod new;
@@ -73,7 +74,11 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let code = match runtime.block_on(run(cli)) {
+    let code = match runtime.block_on(run(cli)).and_then(|code| {
+        // Every record written before the process ends.
+        audit::flush()?;
+        Ok(code)
+    }) {
         Ok(code) => code,
         Err(e) => {
             // Errors may quote a component's own text: escape it.
@@ -195,7 +200,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let config = host.load_config()?;
             let store = store::open_store(&host, config.as_ref()).await?;
             let targets: Vec<String> = std::iter::once(component).chain(with).collect();
-            let tool_host = load_targets_with(&targets, &host, config.as_ref(), store).await?;
+            let tool_host =
+                load_targets_with(&targets, &host, config.as_ref(), store, Some("call")).await?;
             // Ctrl-C stops the sandboxed call cleanly instead of killing the host.
             let cancellation = context.cancellation.clone();
             tokio::spawn(async move {
@@ -207,6 +213,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             // this call does.
             let context = context.tool_caller(Arc::new(tool_host.clone()));
             let result = tool_host.call(&tool, &arguments, &context).await;
+            // Failing closed, a call whose record cannot be written shows no result.
+            audit::flush()?;
             output::print_call(&result, json)?;
             Ok(if result.is_ok() {
                 ExitCode::SUCCESS
@@ -243,6 +251,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => oci_commands::sign(&references, &key, cache_dir.as_deref(), &registry).await,
         Command::Run(args) => run::run(*args).await,
         Command::Serve(args) => serve::serve(*args).await,
+        Command::Audit {
+            command:
+                audit::AuditCommand::Verify {
+                    file,
+                    partial,
+                    json,
+                },
+        } => audit::verify(&file, partial, json).map(|()| ExitCode::SUCCESS),
         Command::New {
             name,
             lang,
@@ -273,6 +289,7 @@ async fn load_targets(targets: &[String], flags: &HostFlags) -> anyhow::Result<T
         flags,
         config.as_ref(),
         Arc::new(InMemorySessionStore::default()),
+        None,
     )
     .await
 }
@@ -283,8 +300,9 @@ async fn load_targets_with(
     flags: &HostFlags,
     config: Option<&ConfigFile>,
     sessions: Arc<dyn SessionStore>,
+    entry: Option<&str>,
 ) -> anyhow::Result<ToolHost> {
-    load_targets_adjusted(targets, flags, config, sessions, |_, _| {}).await
+    load_targets_adjusted(targets, flags, config, sessions, entry, |_, _| {}).await
 }
 
 /// [`load_targets_with`], after `adjust` has seen each target's name and
@@ -294,6 +312,7 @@ async fn load_targets_adjusted(
     flags: &HostFlags,
     config: Option<&ConfigFile>,
     sessions: Arc<dyn SessionStore>,
+    entry: Option<&str>,
     adjust: impl Fn(&str, &mut Policy),
 ) -> anyhow::Result<ToolHost> {
     let mut resolved = resolve_targets(targets, config, false)?;
@@ -301,14 +320,25 @@ async fn load_targets_adjusted(
         adjust(&target.name, &mut target.policy);
     }
     let components = components::load_list(resolved, flags, config).await?;
-    let host = host_builder(flags, sessions).build()?;
+    let host = host_builder(flags, config, sessions, entry)?.build()?;
     host.load_all(components).await?;
     Ok(host)
 }
 
-/// A host with the flags' concurrency and cache, and no tools yet.
-fn host_builder(flags: &HostFlags, sessions: Arc<dyn SessionStore>) -> ToolHostBuilder {
+/// A host with the flags' concurrency and cache, and no tools yet; for a
+/// command that makes calls (`entry`), the audit log, if one is named.
+fn host_builder(
+    flags: &HostFlags,
+    config: Option<&ConfigFile>,
+    sessions: Arc<dyn SessionStore>,
+    entry: Option<&str>,
+) -> anyhow::Result<ToolHostBuilder> {
     let mut builder = ToolHost::builder().session_store(sessions);
+    if let Some(entry) = entry
+        && let Some(log) = audit::shared(&flags.audit, config, entry)?
+    {
+        builder = builder.auditor(log);
+    }
     if let Some(calls) = flags.max_concurrency {
         builder = builder.max_concurrency(calls);
     }
@@ -320,7 +350,7 @@ fn host_builder(flags: &HostFlags, sessions: Arc<dyn SessionStore>) -> ToolHostB
     } else if let Some(dir) = &flags.cache_dir {
         builder = builder.cache_dir(dir);
     }
-    builder
+    Ok(builder)
 }
 
 /// The components `targets` name (files, folders, config aliases, `oci://`

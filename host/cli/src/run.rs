@@ -54,6 +54,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             &args.host,
             config.as_ref(),
             store.clone(),
+            Some("run"),
             |name, policy| {
                 // Code mode's interpreter may call the run's tools, unless
                 // the config or the flags say which.
@@ -473,6 +474,16 @@ impl ApprovalHandler for TerminalApproval {
             read_line().await.ok().flatten().as_deref().map(str::trim),
             Some("y" | "Y" | "yes")
         )
+    }
+
+    fn decided_by(&self, tool: &str) -> String {
+        if self.approved.covers(tool) {
+            "the operator (--approve)".into()
+        } else if std::io::stdin().is_terminal() {
+            "the user at the terminal".into()
+        } else {
+            "nobody: no terminal to ask".into()
+        }
     }
 }
 

@@ -61,7 +61,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let resolved = resolve_targets(&args.tools, config.as_ref(), args.watch)?;
     let components = components::load_list(resolved, &args.host, config.as_ref()).await?;
-    let host = host_builder(&args.host, store)
+    let host = host_builder(&args.host, config.as_ref(), store, Some("serve"))?
         .observer(metrics.clone())
         .build()?;
     metrics.watch(host.gauges());

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
+use wasm_agent_sandbox::ApprovalNote;
 use wasm_agent_sandbox::approval::{self, ApprovalRequest, Verdict};
 use wasm_agent_sandbox::context::{CallContext, ToolCaller, ToolOutput};
 use wasm_agent_sandbox::{CallError, ErrorKind, ToolCallResult, ToolInfo};
@@ -17,7 +17,6 @@ use crate::server::Shared;
 /// Calls tools for a tool that one client's request runs.
 pub(crate) struct ClientToolCaller {
     pub(crate) shared: Arc<Shared>,
-    pub(crate) session_id: String,
     /// The client's request the calling tool runs for.
     pub(crate) request_id: String,
 }
@@ -34,57 +33,63 @@ impl ToolCaller for ClientToolCaller {
         arguments: Value,
         context: &CallContext,
     ) -> Result<ToolOutput, CallError> {
-        let verdict = self
+        let context = match self
             .shared
-            .approved(
-                &self.session_id,
-                name,
-                &arguments,
-                &self.request_id,
-                &context.cancellation,
-            )
-            .await;
-        if let Verdict::Denied | Verdict::Cancelled = verdict {
-            let refused = refusal(name, self.request_id.clone(), verdict == Verdict::Cancelled);
-            return Err(refused
-                .error
-                .unwrap_or_else(|| CallError::new(ErrorKind::Denied, "not approved")));
-        }
+            .approved(name, &arguments, &self.request_id, context)
+            .await
+        {
+            Ok(None) => std::borrow::Cow::Borrowed(context),
+            Ok(Some(note)) => std::borrow::Cow::Owned(context.clone().approval(note)),
+            Err(refused) => {
+                return Err(refused
+                    .error
+                    .unwrap_or_else(|| CallError::new(ErrorKind::Denied, "not approved")));
+            }
+        };
         self.shared
             .host
-            .call_json(name, &arguments, context)
+            .call_json(name, &arguments, &context)
             .await
             .into_output()
     }
 }
 
 impl Shared {
-    /// Whether a call may run: the approval step the agent loop takes too.
+    /// Whether a call within `context` may run (the approval step the
+    /// agent loop takes too): the approval note to call with, if one was
+    /// needed, or the refusal, told to the audit trail.
     pub(crate) async fn approved(
         &self,
-        session_id: &str,
         tool: &str,
         arguments: &Value,
         request_id: &str,
-        cancellation: &CancellationToken,
-    ) -> Verdict {
+        context: &CallContext,
+    ) -> Result<Option<ApprovalNote>, ToolCallResult> {
         let Some(approval) = self.approvals.get(tool) else {
-            return Verdict::NotNeeded;
+            return Ok(None);
         };
         let request = || ApprovalRequest {
-            run_id: session_id.to_string(),
+            run_id: context.session_id.clone(),
             call_id: request_id.to_string(),
             tool: tool.to_string(),
             arguments: arguments.clone(),
         };
-        approval::decide(
-            approval,
-            arguments,
-            request,
-            self.approver.as_ref(),
-            cancellation,
-        )
-        .await
+        let handler = self.approver.as_ref();
+        let verdict =
+            approval::decide(approval, arguments, request, handler, &context.cancellation).await;
+        let note = verdict.note(handler, tool);
+        match verdict {
+            Verdict::NotNeeded | Verdict::Approved => Ok(note),
+            Verdict::Denied | Verdict::Cancelled => {
+                let mut refused =
+                    refusal(tool, request_id.to_string(), verdict == Verdict::Cancelled);
+                if let (Some(error), Some(note)) = (&refused.error, note) {
+                    let context = context.clone().approval(note);
+                    refused.call_id = self.host.audit_refusal(tool, arguments, &context, error);
+                }
+                Err(refused)
+            }
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! The MCP server: a [`ToolHost`]'s tools behind rmcp's `ServerHandler`.
 
-use crate::caller::{ClientToolCaller, refusal};
+use crate::caller::ClientToolCaller;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -20,7 +20,7 @@ use super::cached::{self, ResultCaching};
 use super::content;
 use super::drain::{Drain, SHUTDOWN_GRACE};
 use super::identity::Identity;
-use wasm_agent_sandbox::approval::{Approval, ApprovalHandler, DenyAll, Verdict};
+use wasm_agent_sandbox::approval::{Approval, ApprovalHandler, DenyAll};
 use wasm_agent_sandbox::context::CallContext;
 use wasm_agent_sandbox::host::ToolHost;
 use wasm_agent_sandbox::result::ErrorKind;
@@ -402,27 +402,23 @@ impl McpServer {
             return Err(ErrorData::invalid_params(unknown.message, None));
         }
         let arguments = Value::Object(request.arguments.unwrap_or_default());
-        match self
-            .shared
-            .approved(session_id, name, &arguments, &request_id, &cancellation)
-            .await
-        {
-            Verdict::NotNeeded | Verdict::Approved => {}
-            verdict => {
-                let refused = refusal(name, request_id, verdict == Verdict::Cancelled);
-                return Ok(content::call_result(&refused).into());
-            }
-        }
         let mut call_context = CallContext::new()
             .session(session_id.to_string())
             .tool_caller(Arc::new(ClientToolCaller {
                 shared: self.shared.clone(),
-                session_id: session_id.to_string(),
                 request_id: request_id.clone(),
             }));
         call_context.user_id = identity.principal.clone();
         call_context.tenant_id = identity.tenant.clone();
         call_context.cancellation = cancellation;
+        match self
+            .shared
+            .approved(name, &arguments, &request_id, &call_context)
+            .await
+        {
+            Ok(note) => call_context.approval = note,
+            Err(refused) => return Ok(content::call_result(&refused).into()),
+        }
         let host = &self.shared.host;
         let filed = self
             .shared

@@ -141,6 +141,10 @@ struct RawConfig {
     #[serde(default)]
     #[allow(dead_code)]
     cache: Option<IgnoredAny>,
+    /// The audit log, checked by its owner through [`ConfigFile::section`].
+    #[serde(default)]
+    #[allow(dead_code)]
+    audit: Option<IgnoredAny>,
 }
 
 /// The keys of every `[tools.<alias>]` section, with where they are: serde

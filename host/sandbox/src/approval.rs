@@ -90,6 +90,13 @@ pub struct ApprovalRequest {
 pub trait ApprovalHandler: Send + Sync + 'static {
     /// True to let the call run.
     async fn approve(&self, request: &ApprovalRequest) -> bool;
+
+    /// Who decides calls of `tool`, for the audit trail (`the operator
+    /// (--approve)`, `the user at the terminal`).
+    fn decided_by(&self, tool: &str) -> String {
+        let _ = tool;
+        "the approval handler".into()
+    }
 }
 
 /// Denies every call that needs approval (the default: nothing risky runs
@@ -101,6 +108,10 @@ pub struct DenyAll;
 impl ApprovalHandler for DenyAll {
     async fn approve(&self, _: &ApprovalRequest) -> bool {
         false
+    }
+
+    fn decided_by(&self, _: &str) -> String {
+        "the default policy (nobody may approve)".into()
     }
 }
 
@@ -140,6 +151,10 @@ impl ApprovalHandler for ApproveTools {
     async fn approve(&self, request: &ApprovalRequest) -> bool {
         self.covers(&request.tool)
     }
+
+    fn decided_by(&self, _: &str) -> String {
+        "the operator (--approve)".into()
+    }
 }
 
 #[async_trait::async_trait]
@@ -163,6 +178,31 @@ pub enum Verdict {
     Denied,
     /// The call was cancelled while waiting for an answer.
     Cancelled,
+}
+
+impl Verdict {
+    /// Its name in the audit trail (`approved`, `denied`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::NotNeeded => "not_needed",
+            Verdict::Approved => "approved",
+            Verdict::Denied => "denied",
+            Verdict::Cancelled => "cancelled",
+        }
+    }
+
+    /// The note for the audit trail of a call of `tool` that `handler`
+    /// decided, if one was needed.
+    pub fn note(
+        self,
+        handler: &dyn ApprovalHandler,
+        tool: &str,
+    ) -> Option<crate::report::ApprovalNote> {
+        (self != Verdict::NotNeeded).then(|| crate::report::ApprovalNote {
+            verdict: self,
+            by: handler.decided_by(tool),
+        })
+    }
 }
 
 /// Asks `handler` about a call when `approval` requires it for `arguments`

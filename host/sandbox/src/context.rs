@@ -24,6 +24,9 @@ pub struct CallContext {
     pub metadata: Map<String, Value>,
     /// Fire to stop the call (and any other call sharing the token).
     pub cancellation: CancellationToken,
+    /// How the call's approval went, set by the entry point that asked
+    /// (for the audit trail; calls made from this one do not inherit it).
+    pub approval: Option<crate::report::ApprovalNote>,
     /// How many agents handed this work on (bounds delegation chains).
     pub(crate) delegation_depth: u32,
     /// Who runs `host.delegate` for sandboxed tools (set by the agent loop).
@@ -113,6 +116,7 @@ impl Default for CallContext {
             tenant_id: None,
             metadata: Map::new(),
             cancellation: CancellationToken::new(),
+            approval: None,
             delegation_depth: 0,
             delegator: None,
             tool_call_depth: 0,
@@ -142,6 +146,12 @@ impl CallContext {
     /// Sets the tenant id.
     pub fn tenant(mut self, tenant_id: impl Into<String>) -> Self {
         self.tenant_id = Some(tenant_id.into());
+        self
+    }
+
+    /// Notes how the call's approval went (for the audit trail).
+    pub fn approval(mut self, note: crate::report::ApprovalNote) -> Self {
+        self.approval = Some(note);
         self
     }
 
@@ -178,6 +188,7 @@ impl CallContext {
         Self {
             cancellation: self.cancellation.child_token(),
             tool_call_depth: self.tool_call_depth.saturating_add(1),
+            approval: None,
             ..self.clone()
         }
     }
@@ -188,6 +199,7 @@ impl CallContext {
         Self {
             run_id: uuid::Uuid::new_v4().to_string(),
             cancellation: self.cancellation.child_token(),
+            approval: None,
             ..self.clone()
         }
     }

@@ -57,6 +57,8 @@ pub struct ToolInfo {
 /// A loaded component and the policy its calls run under.
 pub(crate) struct ComponentEntry {
     pub id: Arc<str>,
+    /// Its name, origin and content digest, for the audit trail.
+    pub identity: crate::report::ComponentIdentity,
     /// What its session state is keyed by (`alias:NAME` or `sha256:HEX`).
     pub state_scope: Arc<str>,
     pub loaded: LoadedComponent,

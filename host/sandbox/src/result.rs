@@ -74,6 +74,8 @@ pub enum ErrorKind {
     Denied,
     /// The session store failed or did not answer within the call's deadline.
     StoreUnavailable,
+    /// The audit trail cannot be written and fails closed, so no call runs.
+    AuditUnavailable,
 }
 
 impl ErrorKind {
@@ -93,6 +95,7 @@ impl ErrorKind {
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::Denied => "denied",
             ErrorKind::StoreUnavailable => "store_unavailable",
+            ErrorKind::AuditUnavailable => "audit_unavailable",
         }
     }
 }

@@ -36,9 +36,13 @@
 
 pub use wasm_agent_policy as policy;
 pub use wasm_agent_sandbox::runtime as sandbox;
-pub use wasm_agent_sandbox::{approval, context, events, host, registry, result, specs, text};
+pub use wasm_agent_sandbox::{
+    approval, context, events, host, registry, report, result, specs, text,
+};
 
 pub mod cache;
+/// The audit trail: hash-chained records of every call.
+pub use wasm_agent_audit as audit;
 pub use wasm_agent_metrics as metrics;
 pub mod session;
 

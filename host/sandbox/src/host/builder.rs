@@ -8,6 +8,7 @@ use super::{DEFAULT_CONCURRENCY, DEFAULT_KEPT_INSTANCES, Inner, ToolHost};
 use crate::events::EventBus;
 use crate::observe::CallObserver;
 use crate::registry::Registry;
+use crate::report::CallAuditor;
 use crate::runtime::{CompileCache, LoadError, Sandbox};
 use wasm_agent_session::{InMemorySessionStore, SessionStore};
 
@@ -20,6 +21,7 @@ pub struct ToolHostBuilder {
     sessions: Option<Arc<dyn SessionStore>>,
     events: EventBus,
     observer: Option<Arc<dyn CallObserver>>,
+    auditor: Option<Arc<dyn CallAuditor>>,
 }
 
 impl Default for ToolHostBuilder {
@@ -32,6 +34,7 @@ impl Default for ToolHostBuilder {
             sessions: None,
             events: EventBus::default(),
             observer: None,
+            auditor: None,
         }
     }
 }
@@ -79,6 +82,12 @@ impl ToolHostBuilder {
         self.observer = Some(observer);
         self
     }
+    /// Reports every call to `auditor` (an audit trail), which may also
+    /// refuse calls while it cannot record them.
+    pub fn auditor(mut self, auditor: Arc<dyn CallAuditor>) -> Self {
+        self.auditor = Some(auditor);
+        self
+    }
     /// Builds the host.
     pub fn build(self) -> Result<ToolHost, LoadError> {
         let sandbox = Sandbox::new(
@@ -96,6 +105,7 @@ impl ToolHostBuilder {
                     .unwrap_or_else(|| Arc::new(InMemorySessionStore::default())),
                 events: self.events,
                 observer: self.observer,
+                auditor: self.auditor,
                 next_call: AtomicU64::new(1),
             }),
         })

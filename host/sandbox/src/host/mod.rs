@@ -11,6 +11,7 @@ use crate::context::{CallContext, ToolCaller, ToolOutput};
 use crate::events::{EventBus, ToolEvent};
 use crate::observe::CallObserver;
 use crate::registry::{ComponentEntry, Registry, ToolEntry, ToolInfo};
+use crate::report::{CallAuditor, ComponentIdentity};
 use crate::result::{CallError, ErrorKind, ToolCallResult};
 use crate::runtime::{
     Allocator, CallId, CallPolicy, CallScope, HostImports, KeptInstances, LoadError, LoadFileError,
@@ -20,6 +21,7 @@ use crate::specs;
 use wasm_agent_policy::{Policy, ValidPolicy};
 use wasm_agent_session::SessionStore;
 
+mod audited;
 mod builder;
 mod options;
 
@@ -51,6 +53,7 @@ struct Inner {
     sessions: Arc<dyn SessionStore>,
     events: EventBus,
     observer: Option<Arc<dyn CallObserver>>,
+    auditor: Option<Arc<dyn CallAuditor>>,
     next_call: AtomicU64,
 }
 
@@ -157,6 +160,11 @@ impl ToolHost {
         options: LoadOptions,
     ) -> Result<Prepared, HostError> {
         let (id, prefix) = identify(&source, &options)?;
+        let origin: Arc<str> = match (&options.origin, &source) {
+            (Some(origin), _) => origin.as_str().into(),
+            (None, ComponentSource::File(path)) => path.display().to_string().into(),
+            (None, ComponentSource::Bytes { name, .. }) => format!("bytes:{name}").into(),
+        };
         let policy = resolve_policy(&id, options.policy).await?;
         let shutting_down = || HostError::ShuttingDown(id.clone());
         let host = self.clone();
@@ -195,6 +203,11 @@ impl ToolHost {
         };
         let component = Arc::new(ComponentEntry {
             id: id.as_str().into(),
+            identity: ComponentIdentity {
+                name: id.as_str().into(),
+                source: origin,
+                digest: actual.into(),
+            },
             state_scope,
             loaded,
             dependencies: Arc::new(policy.dependencies.clone()),
@@ -324,6 +337,16 @@ impl ToolHost {
             self.inner.next_call.fetch_add(1, Ordering::Relaxed)
         );
         let entry = self.inner.tools.get(name);
+        let draft = self.inner.auditor.as_ref().map(|auditor| {
+            audited::Draft::new(
+                auditor.clone(),
+                &call_id,
+                name,
+                arguments,
+                context,
+                entry.as_deref(),
+            )
+        });
         let mut result = ToolCallResult {
             tool: name.to_string(),
             call_id: call_id.clone(),
@@ -345,17 +368,25 @@ impl ToolHost {
         if let Some((observer, tool)) = observer {
             observer.call_started(tool);
         }
-        let unfinished = Unfinished {
+        let usage = draft.as_ref().map(|draft| draft.usage.clone());
+        let refused = draft.as_ref().and_then(audited::Draft::refused);
+        let mut unfinished = Unfinished {
             events: &self.inner.events,
             observer,
+            draft,
             call_id: &call_id,
             tool: name,
             started,
         };
-        let outcome = match &entry {
-            None => Err(self.unknown_tool(name)),
-            Some(entry) => self.run_call(entry, &call_id, arguments, context).await,
+        let outcome = match (&entry, refused) {
+            (_, Some(refused)) => Err(refused),
+            (None, None) => Err(self.unknown_tool(name)),
+            (Some(entry), None) => {
+                self.run_call(entry, &call_id, arguments, context, usage)
+                    .await
+            }
         };
+        let draft = unfinished.draft.take();
         std::mem::forget(unfinished);
         match outcome {
             Ok(output) => {
@@ -365,8 +396,12 @@ impl ToolHost {
             Err(error) => result.error = Some(error),
         }
         result.duration = started.elapsed();
+        let kind = result.error.as_ref().map(|e| e.kind);
         if let Some((observer, tool)) = observer {
-            observer.call_finished(tool, result.error.as_ref().map(|e| e.kind), result.duration);
+            observer.call_finished(tool, kind, result.duration);
+        }
+        if let Some(draft) = draft {
+            draft.finish(kind, result.duration);
         }
         self.inner.events.publish_with(|| ToolEvent::Finished {
             call_id,
@@ -383,6 +418,7 @@ impl ToolHost {
         call_id: &str,
         arguments: Arguments<'_>,
         context: &CallContext,
+        usage: Option<crate::runtime::UsageSink>,
     ) -> Result<crate::runtime::GuestOutput, CallError> {
         let policy = &entry.component.policy;
         let invalid = |message| CallError::new(ErrorKind::InvalidArguments, message);
@@ -412,6 +448,9 @@ impl ToolHost {
         if let Some(kept) = &entry.component.kept {
             imports = imports.keeping(kept.clone(), context);
         }
+        if let Some(usage) = usage {
+            imports = imports.reporting_to(usage);
+        }
         self.inner
             .sandbox
             .call(
@@ -431,6 +470,35 @@ impl ToolHost {
         // Compared outside the registry's lock, so a reload never waits.
         let names = self.inner.tools.names();
         specs::unknown_tool(name, names.iter().map(String::as_str))
+    }
+
+    /// Tells the auditor of a call an entry point refused before calling
+    /// (approval denied, or cancelled while waiting for it): `context`
+    /// carries the approval note. Returns the call id the report has.
+    pub fn audit_refusal(
+        &self,
+        name: &str,
+        arguments: &Value,
+        context: &CallContext,
+        error: &CallError,
+    ) -> String {
+        let call_id = format!(
+            "call-{}",
+            self.inner.next_call.fetch_add(1, Ordering::Relaxed)
+        );
+        if let Some(auditor) = &self.inner.auditor {
+            let entry = self.inner.tools.get(name);
+            let draft = audited::Draft::new(
+                auditor.clone(),
+                &call_id,
+                name,
+                Arguments::Parsed(arguments),
+                context,
+                entry.as_deref(),
+            );
+            draft.finish(Some(error.kind), Duration::ZERO);
+        }
+        call_id
     }
 
     fn host_imports(
@@ -465,6 +533,7 @@ impl ToolHost {
 struct Unfinished<'a> {
     events: &'a EventBus,
     observer: Option<(&'a dyn CallObserver, Option<&'a str>)>,
+    draft: Option<audited::Draft>,
     call_id: &'a str,
     tool: &'a str,
     started: Instant,
@@ -474,6 +543,9 @@ impl Drop for Unfinished<'_> {
     fn drop(&mut self) {
         if let Some((observer, tool)) = self.observer {
             observer.call_finished(tool, Some(ErrorKind::Cancelled), self.started.elapsed());
+        }
+        if let Some(draft) = self.draft.take() {
+            draft.finish(Some(ErrorKind::Cancelled), self.started.elapsed());
         }
         self.events.publish_with(|| ToolEvent::Finished {
             call_id: self.call_id.to_string(),

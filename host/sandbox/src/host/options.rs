@@ -127,6 +127,9 @@ pub struct LoadOptions {
     /// bytes that are compiled, so a file changed after it was checked is
     /// refused too.
     pub expected_digest: Option<String>,
+    /// Where the component came from, for the audit trail (default: its
+    /// path, or its name for bytes): an `oci://` reference, say.
+    pub origin: Option<String>,
 }
 
 impl LoadOptions {
@@ -150,6 +153,11 @@ impl LoadOptions {
     /// Requires this content digest (`sha256:HEX`).
     pub fn expected_digest(mut self, digest: impl Into<String>) -> Self {
         self.expected_digest = Some(digest.into());
+        self
+    }
+    /// Names where the component came from (an `oci://` reference).
+    pub fn origin(mut self, origin: impl Into<String>) -> Self {
+        self.origin = Some(origin.into());
         self
     }
     /// Keeps session state under this name (an operator's alias) instead of

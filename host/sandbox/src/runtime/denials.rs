@@ -1,11 +1,15 @@
 //! What the sandbox refused during one call (network, files, delegation):
-//! logged up to a cap and kept for the call's error message.
+//! logged up to a cap and kept for the call's error message and its audit
+//! record, with the network requests it let through.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// Refusals of one call that are logged and kept.
 const MAX_DENIALS: usize = 16;
+
+/// Network requests of one call kept for its audit record (the rest counted).
+const MAX_REQUESTS: usize = 64;
 
 /// What kind of attempt the sandbox refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -73,11 +77,37 @@ impl DenialTotals {
 #[derive(Clone, Debug, Default)]
 pub struct Denials(Arc<Mutex<Kept>>, Arc<DenialTotals>);
 
-/// The refusals kept, and whether more came than were kept.
+/// The refusals and requests kept, and how many more came than were kept.
 #[derive(Debug, Default)]
 struct Kept {
     first: Vec<Denial>,
     more: bool,
+    requests: Vec<NetRequest>,
+    more_requests: u64,
+}
+
+/// One outgoing network request (an HTTP request or a socket connection)
+/// and whether the sandbox let it through.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NetRequest {
+    /// What the tool tried (`GET http://x:80/`, `connect to tcp 1.2.3.4:5`).
+    pub attempt: String,
+    /// Whether it was allowed.
+    pub allowed: bool,
+}
+
+/// Everything one call was refused and every network request it made, as
+/// kept (the first few of each; `more_*` count the rest).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallActivity {
+    /// The refusals, in order.
+    pub denials: Vec<Denial>,
+    /// Whether there were more refusals than kept.
+    pub more_denials: bool,
+    /// The network requests, allowed or not, in order.
+    pub requests: Vec<NetRequest>,
+    /// How many more requests were made than kept.
+    pub more_requests: u64,
 }
 
 /// One refusal.
@@ -87,6 +117,8 @@ pub struct Denial {
     pub attempt: String,
     /// Why it was refused, and what would allow it.
     pub reason: String,
+    /// What kind of attempt it was.
+    pub kind: DenialKind,
 }
 
 impl Denials {
@@ -99,22 +131,46 @@ impl Denials {
     pub fn record(&self, kind: DenialKind, attempt: String, reason: String) {
         self.1.add(kind);
         let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if matches!(kind, DenialKind::Network | DenialKind::MaxRequests) {
+            kept.request(&attempt, false);
+        }
         // Logged and kept up to a cap, so a tool retrying in a loop cannot
         // flood the host's log.
         if kept.first.len() < MAX_DENIALS {
             tracing::info!(target: "wasm_agent::sandbox", "denied: {attempt}: {reason}");
-            kept.first.push(Denial { attempt, reason });
+            kept.first.push(Denial {
+                attempt,
+                reason,
+                kind,
+            });
         } else if !kept.more {
             kept.more = true;
             tracing::info!(target: "wasm_agent::sandbox", "further denials of this call are not logged");
         }
     }
 
-    /// Forgets every refusal (a kept instance's next call starts clean).
+    /// Records a network request the sandbox let through.
+    pub fn allowed(&self, attempt: &str) {
+        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.request(attempt, true);
+    }
+
+    /// Forgets every refusal and request (a kept instance's next call
+    /// starts clean).
     pub fn clear(&self) {
         let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        kept.first.clear();
-        kept.more = false;
+        *kept = Kept::default();
+    }
+
+    /// What this call was refused and the requests it made, so far.
+    pub fn activity(&self) -> CallActivity {
+        let kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        CallActivity {
+            denials: kept.first.clone(),
+            more_denials: kept.more,
+            requests: kept.requests.clone(),
+            more_requests: kept.more_requests,
+        }
     }
 
     /// The first refusal, if any.
@@ -125,6 +181,19 @@ impl Denials {
             .first
             .first()
             .cloned()
+    }
+}
+
+impl Kept {
+    fn request(&mut self, attempt: &str, allowed: bool) {
+        if self.requests.len() < MAX_REQUESTS {
+            self.requests.push(NetRequest {
+                attempt: attempt.to_string(),
+                allowed,
+            });
+        } else {
+            self.more_requests += 1;
+        }
     }
 }
 
@@ -151,5 +220,31 @@ mod tests {
         assert!(kept.more);
         drop(kept);
         assert_eq!(denials.first().unwrap().attempt, "attempt 0");
+        let activity = denials.activity();
+        assert_eq!(activity.requests.len(), MAX_REQUESTS);
+        assert_eq!(activity.more_requests, 100 - MAX_REQUESTS as u64);
+        assert!(activity.requests.iter().all(|r| !r.allowed));
+        assert_eq!(activity.denials[0].kind, DenialKind::Network);
+    }
+
+    #[test]
+    fn keeps_allowed_requests_beside_denied_ones_until_cleared() {
+        let denials = Denials::new(Arc::default());
+        denials.allowed("GET http://a/");
+        denials.record(DenialKind::Network, "GET http://b/".into(), "no".into());
+        denials.record(DenialKind::MaxWrite, "write".into(), "over".into());
+        let activity = denials.activity();
+        let requests: Vec<_> = activity
+            .requests
+            .iter()
+            .map(|r| (r.attempt.as_str(), r.allowed))
+            .collect();
+        assert_eq!(
+            requests,
+            [("GET http://a/", true), ("GET http://b/", false)]
+        );
+        assert_eq!(activity.denials.len(), 2);
+        denials.clear();
+        assert_eq!(denials.activity(), CallActivity::default());
     }
 }

@@ -244,6 +244,7 @@ impl Target {
                 return Err(HttpError::DestinationIpProhibited);
             }
         }
+        self.denials.allowed(&self.attempt);
         Ok(addresses)
     }
 }

@@ -58,6 +58,8 @@ pub struct HostImports {
     pub(super) deadline: Instant,
     /// Where the session's instance is kept, under `keep_instance`.
     pub(super) keep: Option<(Arc<KeptInstances>, SessionKey)>,
+    /// Where the run leaves what it used, when the call is audited.
+    pub(super) usage: Option<super::UsageSink>,
 }
 
 impl HostImports {
@@ -96,8 +98,15 @@ impl HostImports {
             cancellation: context.cancellation.child_token(),
             deadline,
             keep: None,
+            usage: None,
             call,
         }
+    }
+
+    /// Leaves what the run used and did in `sink` when it ends.
+    pub fn reporting_to(mut self, sink: super::UsageSink) -> Self {
+        self.usage = Some(sink);
+        self
     }
 
     /// Runs the call on the instance `kept` holds for the session of

@@ -8,6 +8,7 @@ use wasmtime::ResourceLimiter;
 pub struct CallLimiter {
     max_memory: usize,
     used_memory: usize,
+    peak_memory: usize,
     refused: Option<usize>,
 }
 
@@ -20,6 +21,7 @@ impl CallLimiter {
         Self {
             max_memory: usize::try_from(max_memory).unwrap_or(usize::MAX),
             used_memory: 0,
+            peak_memory: 0,
             refused: None,
         }
     }
@@ -27,6 +29,11 @@ impl CallLimiter {
     /// The total size a refused growth asked for, if any growth was refused.
     pub fn refused_growth(&self) -> Option<usize> {
         self.refused
+    }
+
+    /// The most linear memory the store has held at once, in bytes.
+    pub fn peak_memory(&self) -> usize {
+        self.peak_memory
     }
 
     /// Forgets a refused growth (a kept instance's next call starts clean;
@@ -49,6 +56,7 @@ impl ResourceLimiter for CallLimiter {
             return Ok(false);
         }
         self.used_memory = total;
+        self.peak_memory = self.peak_memory.max(total);
         Ok(true)
     }
 
@@ -74,5 +82,6 @@ mod tests {
         assert!(!limiter.memory_growing(30, 50, None).unwrap());
         assert_eq!(limiter.refused_growth(), Some(110));
         assert!(limiter.memory_growing(30, 40, None).unwrap());
+        assert_eq!(limiter.peak_memory(), 100);
     }
 }

@@ -24,6 +24,7 @@ mod session_state;
 mod store;
 mod tool_calls;
 mod turns;
+mod usage;
 mod wasi;
 mod writes;
 
@@ -39,13 +40,14 @@ use wasmtime::component::{Component, Linker};
 pub use admission::raise_open_file_limit;
 use cache::CacheFolder;
 pub use cache::{CacheOutcome, CompileCache};
-pub use denials::DenialKind;
+pub use denials::{CallActivity, Denial, DenialKind, NetRequest};
 pub use engine::Allocator;
 pub use gauges::{HostGauges, PoolUse};
 pub use imports::{CallId, CallScope, HostImports};
 pub use kept::{KeptBudget, KeptInstances};
 pub use output::Captured;
 pub use tool_calls::{MAX_TOOL_CALL_DEPTH, MAX_TOOL_CALLS};
+pub use usage::{CallUsage, UsageSink};
 
 use crate::bindings::{ToolkitPre, types};
 use crate::result::{Artifact, CallError, ErrorKind};

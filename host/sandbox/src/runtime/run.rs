@@ -52,6 +52,7 @@ impl Sandbox {
         let timeout = policy.timeout;
         // One call of a session at a time, waited for within the deadline.
         let keep = host.keep.take();
+        let usage = host.usage.take();
         let mut turn: Option<Turn> = match &keep {
             None => None,
             Some((kept, key)) => tokio::select! {
@@ -102,6 +103,9 @@ impl Sandbox {
                 _ = tokio::time::sleep_until(deadline.into()) => None,
             }
         };
+        if let Some(sink) = &usage {
+            sink.put(measure(&store, policy, &denials));
+        }
         forward_output(&log_target.0, &log_target.1, "stdout", &stdout.captured());
         let stderr_text = stderr.captured();
         forward_output(&log_target.0, &log_target.1, "stderr", &stderr_text);
@@ -241,6 +245,20 @@ impl Sandbox {
             stderr,
             denials,
         })
+    }
+}
+
+/// What the run in `store` used and did so far.
+fn measure(
+    store: &Store<CallState>,
+    policy: &CallPolicy,
+    denials: &denials::Denials,
+) -> super::CallUsage {
+    let given = policy.fuel.unwrap_or(u64::MAX);
+    super::CallUsage {
+        fuel_used: given.saturating_sub(store.get_fuel().unwrap_or(given)),
+        peak_memory: store.data().limiter.peak_memory() as u64,
+        activity: denials.activity(),
     }
 }
 

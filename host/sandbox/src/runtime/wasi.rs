@@ -68,7 +68,10 @@ pub fn build(
                     }
                 };
                 match network.check_socket(scheme, addr).await {
-                    Ok(()) => true,
+                    Ok(()) => {
+                        denials.allowed(&attempt);
+                        true
+                    }
                     Err(reason) => {
                         denials.record(DenialKind::Network, attempt, reason);
                         false

@@ -1,0 +1,118 @@
+//! The files of one audit log: `FILE` and, once rotated, `FILE.1`,
+//! `FILE.2`, ... (oldest first), and the chain's end read back from them.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use crate::AuditError;
+use crate::chain::{self, GENESIS};
+
+/// The tail read back to find the last record (records are far smaller).
+const TAIL: u64 = 1 << 20;
+
+/// Where the chain stands: the next record's `seq` and `prev`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChainEnd {
+    /// The next record's number.
+    pub seq: u64,
+    /// The hash of the last record.
+    pub prev: String,
+}
+
+impl ChainEnd {
+    /// The end of an empty chain.
+    pub fn start() -> Self {
+        Self {
+            seq: 0,
+            prev: GENESIS.into(),
+        }
+    }
+}
+
+/// The rotated files of the log at `path`, oldest first, with their numbers.
+pub fn rotated(path: &Path) -> Vec<(u64, PathBuf)> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Vec::new();
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let prefix = format!("{}.", name.to_string_lossy());
+    let mut found: Vec<(u64, PathBuf)> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let file = entry.file_name().to_string_lossy().into_owned();
+            let number = file.strip_prefix(&prefix)?.parse().ok()?;
+            Some((number, entry.path()))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// Where the chain of the log at `path` ends: its last record, or the last
+/// rotated file's when it is empty or missing.
+pub fn chain_end(path: &Path) -> Result<ChainEnd, AuditError> {
+    if let Some(end) = last_record(path)? {
+        return Ok(end);
+    }
+    match rotated(path).last() {
+        Some((_, previous)) => Ok(last_record(previous)?.unwrap_or_else(ChainEnd::start)),
+        None => Ok(ChainEnd::start()),
+    }
+}
+
+/// The end of the chain in one file, or `None` when it is empty, missing
+/// or not a regular file.
+fn last_record(path: &Path) -> Result<Option<ChainEnd>, AuditError> {
+    let damaged = |reason: String| AuditError::Damaged {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let Ok(mut file) = File::open(path) else {
+        return Ok(None);
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| damaged(format!("cannot read it: {e}")))?;
+    if !meta.is_file() || meta.len() == 0 {
+        return Ok(None);
+    }
+    let start = meta.len().saturating_sub(TAIL);
+    let mut tail = Vec::new();
+    file.seek(SeekFrom::Start(start))
+        .and_then(|_| file.take(TAIL).read_to_end(&mut tail))
+        .map_err(|e| damaged(format!("cannot read it: {e}")))?;
+    let Some(text) = tail.strip_suffix(b"\n") else {
+        return Err(damaged(
+            "its last record is incomplete (no newline at the end)".into(),
+        ));
+    };
+    let line = text.rsplit(|b| *b == b'\n').next().unwrap_or(text);
+    let line =
+        std::str::from_utf8(line).map_err(|_| damaged("its last line is not UTF-8".into()))?;
+    let unsealed = chain::unseal(line)
+        .filter(|u| u.intact())
+        .ok_or_else(|| damaged("its last record does not check against its hash".into()))?;
+    let seq = serde_json::from_str::<serde_json::Value>(&unsealed.body)
+        .ok()
+        .and_then(|v| v.get("seq")?.as_u64())
+        .ok_or_else(|| damaged("its last record has no seq".into()))?;
+    Ok(Some(ChainEnd {
+        seq: seq + 1,
+        prev: unsealed.claimed.to_string(),
+    }))
+}
+
+/// The name the current file of the log at `path` is rotated to.
+pub fn next_rotated(path: &Path) -> PathBuf {
+    let number = rotated(path).last().map_or(1, |(n, _)| n + 1);
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".{number}"));
+    PathBuf::from(name)
+}

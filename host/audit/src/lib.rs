@@ -1,0 +1,120 @@
+//! # wasm-agent-audit
+//!
+//! The audit trail of a tool host: one JSON object per line for every call
+//! ([`AuditLog`], a [`CallAuditor`](wasm_agent_sandbox::CallAuditor) for
+//! `ToolHostBuilder::auditor`), each carrying the hash of the one before it,
+//! so that [`verify`] finds the first record edited, deleted or moved.
+//! Records are written by a thread of their own, off the call path, and the
+//! file is rotated by size without breaking the chain.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use wasm_agent_audit::{AuditLog, AuditOptions};
+//!
+//! # fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let audit = Arc::new(AuditLog::open(AuditOptions::new("audit.jsonl"))?);
+//! let host = wasm_agent_sandbox::ToolHost::builder().auditor(audit.clone()).build()?;
+//! # Ok(()) }
+//! ```
+
+#![warn(missing_docs)]
+
+mod chain;
+mod config;
+mod files;
+mod log;
+pub mod record;
+mod verify;
+
+use std::path::PathBuf;
+
+pub use chain::GENESIS;
+pub use config::{AuditConfig, AuditSection};
+pub use log::AuditLog;
+pub use verify::{Verified, verify};
+
+/// Default size at which the log file is rotated.
+pub const DEFAULT_MAX_SIZE: u64 = 100 << 20;
+
+/// What happens to calls while the log cannot be written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FailMode {
+    /// They are refused (`audit_unavailable`) until it can be again.
+    #[default]
+    Closed,
+    /// They run; the host warns, and the trail records the gap.
+    Open,
+}
+
+/// How to open an [`AuditLog`].
+#[derive(Clone, Debug)]
+pub struct AuditOptions {
+    /// The log file.
+    pub path: PathBuf,
+    /// Whether records carry the arguments (secret-looking keys redacted),
+    /// not only their digest.
+    pub arguments: bool,
+    /// Refuse calls (closed, the default) or warn (open) when the log
+    /// cannot be written.
+    pub fail: FailMode,
+    /// The size at which the file is rotated to `FILE.N`.
+    pub max_size: u64,
+    /// What opens the log (`serve`, `call`, ...), in its `open` record.
+    pub entry: String,
+}
+
+impl AuditOptions {
+    /// A log at `path`: digests only, failing closed, rotated at 100 MiB.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            arguments: false,
+            fail: FailMode::Closed,
+            max_size: DEFAULT_MAX_SIZE,
+            entry: "library".into(),
+        }
+    }
+}
+
+/// Why the audit log cannot be opened, written or checked.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    /// The file cannot be opened or written.
+    #[error("audit log {}: {reason}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The file cannot be read.
+    #[error("audit log {}: cannot read it: {reason}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The end of the chain cannot be continued.
+    #[error(
+        "audit log {}: {reason}; move it away to start a new chain (and check it with \
+         `wasm-agent audit verify`)", path.display()
+    )]
+    Damaged {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A record does not hold.
+    #[error("audit log {}, line {line}: {reason}", path.display())]
+    Broken {
+        /// The file.
+        path: PathBuf,
+        /// The first line that does not hold (from 1).
+        line: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
+}

@@ -1,0 +1,339 @@
+//! [`AuditLog`]: the file writer. Calls hand their reports to a bounded
+//! queue; one thread numbers, chains and appends them in batches, rotates
+//! the file by size, and, while the file cannot be written, keeps what it
+//! could not write, retries, and (failing closed) has calls refused.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime};
+
+use wasm_agent_sandbox::{CallAuditor, CallReport};
+
+use crate::chain;
+use crate::files::{self, ChainEnd};
+use crate::record::{self, Event};
+use crate::{AuditError, AuditOptions, FailMode};
+
+/// Records waiting for the writer at most.
+const QUEUE: usize = 16 * 1024;
+/// Bytes kept while the file cannot be written; later records are dropped
+/// (and a gap record says how many).
+const MAX_PENDING: usize = 16 << 20;
+/// How often the writer retries a file it could not write.
+const RETRY: Duration = Duration::from_millis(250);
+/// How long [`AuditLog::flush`] waits for the writer.
+const FLUSH_WAIT: Duration = Duration::from_secs(10);
+
+enum Message {
+    Record(Event, SystemTime),
+    Flush(mpsc::Sender<Result<(), String>>),
+}
+
+/// What the calls and the writer share.
+struct Shared {
+    path: PathBuf,
+    fail: FailMode,
+    arguments: bool,
+    /// Why the file cannot be written now, if it cannot.
+    failure: Mutex<Option<String>>,
+    /// Records dropped before the writer saw them (queue full, failing open).
+    dropped: AtomicU64,
+}
+
+/// An append-only, hash-chained audit log in a file. Cheap to share; the
+/// last handle dropped writes what is queued and stops the writer.
+pub struct AuditLog {
+    shared: Arc<Shared>,
+    queue: SyncSender<Message>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl AuditLog {
+    /// Opens (or creates, private to its owner) the log and continues its
+    /// chain, or the chain of its last rotated file; writes an `open`
+    /// record. A damaged end of the chain is refused: move the file away.
+    pub fn open(options: AuditOptions) -> Result<Self, AuditError> {
+        let path = options.path.clone();
+        let end = files::chain_end(&path)?;
+        let file = open_file(&path)?;
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let shared = Arc::new(Shared {
+            path: path.clone(),
+            fail: options.fail,
+            arguments: options.arguments,
+            failure: Mutex::new(None),
+            dropped: AtomicU64::new(0),
+        });
+        let mut writer = Writer {
+            shared: shared.clone(),
+            file: Some(file),
+            size,
+            max_size: options.max_size.max(1),
+            end,
+            pending: Vec::new(),
+            acks: Vec::new(),
+        };
+        let entry = options.entry.clone();
+        writer.seal(&Event::Open { entry }, SystemTime::now());
+        // Failing closed, a log that cannot be written is an error now;
+        // failing open, the writer keeps the record and retries.
+        match (writer.write(), options.fail) {
+            (Ok(()), _) => {}
+            (Err(reason), FailMode::Closed) => return Err(AuditError::Write { path, reason }),
+            (Err(reason), FailMode::Open) => writer.report(Err(reason)),
+        }
+        let (queue, receiver) = mpsc::sync_channel(QUEUE);
+        let thread = std::thread::Builder::new()
+            .name("wasm-agent-audit".into())
+            .spawn(move || writer.run(receiver))
+            .map_err(|e| AuditError::Write {
+                path: path.clone(),
+                reason: format!("cannot start the writer: {e}"),
+            })?;
+        Ok(Self {
+            shared,
+            queue,
+            writer: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// Whether calls are refused while the log cannot be written.
+    pub fn fails_closed(&self) -> bool {
+        self.shared.fail == FailMode::Closed
+    }
+
+    /// The log's file.
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// Waits until every record handed over so far is written; the error
+    /// says why they could not be.
+    pub fn flush(&self) -> Result<(), AuditError> {
+        let (ack, answer) = mpsc::channel();
+        let error = |reason: String| AuditError::Write {
+            path: self.shared.path.clone(),
+            reason,
+        };
+        self.queue
+            .send(Message::Flush(ack))
+            .map_err(|_| error("the writer has stopped".into()))?;
+        answer
+            .recv_timeout(FLUSH_WAIT)
+            .map_err(|_| error(format!("not written within {FLUSH_WAIT:?}")))?
+            .map_err(error)
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.shared
+            .failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl Drop for AuditLog {
+    fn drop(&mut self) {
+        let writer = self
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        // The writer ends once the queue is closed and drained; a clone of
+        // the sender is all that holds it open, and it is ours.
+        let (closed, _) = mpsc::sync_channel(0);
+        drop(std::mem::replace(&mut self.queue, closed));
+        if let Some(writer) = writer {
+            let _ = writer.join();
+        }
+    }
+}
+
+impl CallAuditor for AuditLog {
+    fn admit(&self) -> Result<(), String> {
+        match (self.shared.fail, self.failure()) {
+            (FailMode::Closed, Some(reason)) => Err(format!(
+                "the audit log {} cannot be written ({reason}), and it fails closed \
+                 (audit fail = \"closed\")",
+                self.shared.path.display()
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn wants_arguments(&self) -> bool {
+        self.shared.arguments
+    }
+
+    fn record(&self, mut report: CallReport) {
+        if !self.shared.arguments {
+            report.arguments = None;
+        }
+        let time = report.started;
+        let message = Message::Record(Event::Call(Box::new(report)), time);
+        match self.queue.try_send(message) {
+            Ok(()) => {}
+            // Failing closed, a call waits for room rather than go unrecorded.
+            Err(TrySendError::Full(message)) if self.shared.fail == FailMode::Closed => {
+                let _ = self.queue.send(message);
+            }
+            Err(_) => {
+                self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// The writer thread's state.
+struct Writer {
+    shared: Arc<Shared>,
+    file: Option<File>,
+    size: u64,
+    max_size: u64,
+    end: ChainEnd,
+    /// Sealed lines not yet written.
+    pending: Vec<u8>,
+    /// Flushes waiting for `pending` to be written.
+    acks: Vec<mpsc::Sender<Result<(), String>>>,
+}
+
+impl Writer {
+    fn run(mut self, queue: Receiver<Message>) {
+        loop {
+            let first = if self.pending.is_empty() {
+                queue.recv().map_err(|_| RecvTimeoutError::Disconnected)
+            } else {
+                queue.recv_timeout(RETRY)
+            };
+            let open = match first {
+                Ok(message) => {
+                    self.take(message);
+                    // A batch: whatever else is queued now.
+                    for message in queue.try_iter().take(QUEUE) {
+                        self.take(message);
+                    }
+                    true
+                }
+                Err(RecvTimeoutError::Timeout) => true,
+                Err(RecvTimeoutError::Disconnected) => false,
+            };
+            self.note_dropped();
+            let written = self.write();
+            self.report(written);
+            if !open {
+                return;
+            }
+        }
+    }
+
+    fn take(&mut self, message: Message) {
+        match message {
+            Message::Record(event, time) if self.pending.len() < MAX_PENDING => {
+                self.seal(&event, time)
+            }
+            Message::Record(..) => {
+                self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+            Message::Flush(ack) => self.acks.push(ack),
+        }
+    }
+
+    /// Numbers, chains and queues one record.
+    fn seal(&mut self, event: &Event, time: SystemTime) {
+        let body = record::body(event, self.end.seq, &self.end.prev, time);
+        let (line, hash) = chain::seal(&body);
+        self.pending.extend_from_slice(line.as_bytes());
+        self.pending.push(b'\n');
+        self.end = ChainEnd {
+            seq: self.end.seq + 1,
+            prev: hash,
+        };
+    }
+
+    /// A record of the records dropped since the last, in the chain.
+    fn note_dropped(&mut self) {
+        let dropped = self.shared.dropped.swap(0, Ordering::Relaxed);
+        if dropped > 0 {
+            tracing::warn!(target: "wasm_agent::audit", dropped, "audit records were dropped");
+            self.seal(&Event::Gap { dropped }, SystemTime::now());
+        }
+    }
+
+    /// Writes what is pending (rotating first when the file is full).
+    fn write(&mut self) -> Result<(), String> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        if self.size > 0 && self.size + self.pending.len() as u64 > self.max_size {
+            self.rotate()?;
+        }
+        let file = match &mut self.file {
+            Some(file) => file,
+            None => self
+                .file
+                .insert(open_file(&self.shared.path).map_err(|e| e.to_string())?),
+        };
+        file.write_all(&self.pending).map_err(|e| {
+            // A partial write leaves a torn line: start the next on its own.
+            self.file = None;
+            e.to_string()
+        })?;
+        self.size += self.pending.len() as u64;
+        self.pending.clear();
+        Ok(())
+    }
+
+    fn rotate(&mut self) -> Result<(), String> {
+        let target = files::next_rotated(&self.shared.path);
+        std::fs::rename(&self.shared.path, &target)
+            .map_err(|e| format!("cannot rotate to {}: {e}", target.display()))?;
+        self.file = Some(open_file(&self.shared.path).map_err(|e| e.to_string())?);
+        self.size = 0;
+        Ok(())
+    }
+
+    /// Records whether the file can be written, and answers flushes.
+    fn report(&mut self, written: Result<(), String>) {
+        let mut failure = self
+            .shared
+            .failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match (&written, failure.is_some()) {
+            (Err(reason), false) => tracing::error!(
+                target: "wasm_agent::audit",
+                path = %self.shared.path.display(),
+                "the audit log cannot be written: {reason}"
+            ),
+            (Ok(()), true) => tracing::warn!(
+                target: "wasm_agent::audit",
+                path = %self.shared.path.display(),
+                "the audit log can be written again"
+            ),
+            _ => {}
+        }
+        *failure = written.clone().err();
+        drop(failure);
+        for ack in self.acks.drain(..) {
+            let _ = ack.send(written.clone());
+        }
+    }
+}
+
+/// Opens the log file for appending, created private to its owner.
+fn open_file(path: &Path) -> Result<File, AuditError> {
+    let mut options = OpenOptions::new();
+    options.create(true).append(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path).map_err(|e| AuditError::Write {
+        path: path.to_path_buf(),
+        reason: format!("cannot open it for appending: {e}"),
+    })
+}

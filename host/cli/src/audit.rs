@@ -1,0 +1,144 @@
+//! The audit trail at the command line: `--audit` and the config's `audit`
+//! open one log for the process (every host it builds reports to it), and
+//! `wasm-agent audit verify` checks one.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use anyhow::Context as _;
+use clap::Args;
+use wasm_agent::audit::{AuditLog, AuditOptions, AuditSection, FailMode};
+use wasm_agent::policy::{ByteSize, ConfigFile};
+
+/// `wasm-agent audit ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum AuditCommand {
+    /// Check an audit log's hash chain (with its rotated FILE.N files) and
+    /// name the first record that does not hold.
+    Verify {
+        /// The log file.
+        file: PathBuf,
+        /// Accept a chain whose oldest files were removed (it need not
+        /// start at seq 0).
+        #[arg(long)]
+        partial: bool,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Where and how calls are recorded.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Audit")]
+pub struct AuditFlags {
+    /// Append a hash-chained JSON record of every call to FILE (config `audit`).
+    #[arg(long, value_name = "FILE", env = "WASM_AGENT_AUDIT")]
+    pub audit: Option<PathBuf>,
+    /// Record the arguments too (secret-looking keys redacted), not only
+    /// their digest.
+    #[arg(long)]
+    pub audit_arguments: bool,
+    /// While the audit log cannot be written: refuse calls (closed, the
+    /// default) or run them and warn (open).
+    #[arg(long, value_name = "closed|open", value_parser = parse_fail)]
+    pub audit_fail: Option<FailMode>,
+    /// Rotate the audit log to FILE.N at this size (default 100MiB).
+    #[arg(long, value_name = "SIZE")]
+    pub audit_max_size: Option<ByteSize>,
+}
+
+fn parse_fail(text: &str) -> Result<FailMode, String> {
+    match text {
+        "closed" => Ok(FailMode::Closed),
+        "open" => Ok(FailMode::Open),
+        _ => Err("expected closed or open".into()),
+    }
+}
+
+/// The process's audit log, once opened.
+static LOG: OnceLock<Option<Arc<AuditLog>>> = OnceLock::new();
+
+/// The audit log the flags and config name (opened on first use, with
+/// `entry` naming the command in its `open` record), or none.
+pub fn shared(
+    flags: &AuditFlags,
+    config: Option<&ConfigFile>,
+    entry: &str,
+) -> anyhow::Result<Option<Arc<AuditLog>>> {
+    if let Some(log) = LOG.get() {
+        return Ok(log.clone());
+    }
+    let section = match config {
+        Some(config) => config.section::<Option<AuditSection>>("audit")?,
+        None => None,
+    }
+    .map(|s| s.0)
+    .unwrap_or_default();
+    let Some(path) = flags.audit.clone().or(section.file) else {
+        return Ok(LOG.get_or_init(|| None).clone());
+    };
+    let options = AuditOptions {
+        path,
+        arguments: flags.audit_arguments || section.arguments.unwrap_or(false),
+        fail: flags.audit_fail.or(section.fail).unwrap_or_default(),
+        max_size: flags
+            .audit_max_size
+            .or(section.max_size)
+            .map_or(wasm_agent::audit::DEFAULT_MAX_SIZE, |s| s.bytes()),
+        entry: entry.to_string(),
+    };
+    let log = Arc::new(AuditLog::open(options)?);
+    Ok(LOG.get_or_init(|| Some(log)).clone())
+}
+
+/// Waits until every record so far is written: an error when they could
+/// not be and the log fails closed, a warning when it fails open.
+pub fn flush() -> anyhow::Result<()> {
+    if let Some(Some(log)) = LOG.get()
+        && let Err(error) = log.flush()
+    {
+        if log.fails_closed() {
+            return Err(error.into());
+        }
+        tracing::warn!("{error} (audit fail = \"open\": the calls ran)");
+    }
+    Ok(())
+}
+
+/// `wasm-agent audit verify FILE`: checks the chain across the rotated
+/// files; prints what holds, or fails naming the first broken record.
+pub fn verify(file: &std::path::Path, partial: bool, json: bool) -> anyhow::Result<()> {
+    let verified = wasm_agent::audit::verify(file, partial)
+        .with_context(|| format!("{} does not verify", file.display()))?;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "files": verified.files,
+                "records": verified.records,
+                "first_seq": verified.seqs.map(|s| s.0),
+                "last_seq": verified.seqs.map(|s| s.1),
+                "head": verified.head,
+                "gaps": verified.gaps,
+            })
+        );
+        return Ok(());
+    }
+    let seqs = verified
+        .seqs
+        .map_or("no records".into(), |(a, b)| format!("seq {a}..={b}"));
+    println!(
+        "ok: {} records ({seqs}) in {} file(s); head {}",
+        verified.records,
+        verified.files.len(),
+        verified.head
+    );
+    if verified.gaps > 0 {
+        println!(
+            "note: {} gap record(s): records were dropped while the log could not keep up",
+            verified.gaps
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,77 @@
+//! The audit report of each call: drafted when it starts, finished when it
+//! ends (or when its future is dropped, as cancelled).
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use super::Arguments;
+use crate::context::CallContext;
+use crate::registry::ToolEntry;
+use crate::report::{CallAuditor, CallReport, arguments_digest};
+use crate::result::{CallError, ErrorKind};
+use crate::runtime::UsageSink;
+
+/// A call's report, waiting for its end.
+pub(super) struct Draft {
+    auditor: Arc<dyn CallAuditor>,
+    report: CallReport,
+    /// Where the sandbox leaves what the run used.
+    pub usage: UsageSink,
+}
+
+impl Draft {
+    /// The report of call `call_id` of `tool` (offered by `entry`, if any).
+    pub fn new(
+        auditor: Arc<dyn CallAuditor>,
+        call_id: &str,
+        tool: &str,
+        arguments: Arguments<'_>,
+        context: &CallContext,
+        entry: Option<&ToolEntry>,
+    ) -> Self {
+        let text = match arguments {
+            Arguments::Text(text) => std::borrow::Cow::Borrowed(text),
+            Arguments::Parsed(value) => std::borrow::Cow::Owned(value.to_string()),
+        };
+        let report = CallReport {
+            started: SystemTime::now(),
+            call_id: call_id.to_string(),
+            run_id: context.run_id.clone(),
+            session_id: context.session_id.clone(),
+            principal: context.user_id.clone(),
+            tenant: context.tenant_id.clone(),
+            tool: tool.to_string(),
+            component: entry.map(|e| e.component.identity.clone()),
+            arguments_digest: arguments_digest(&text),
+            arguments: auditor.wants_arguments().then(|| text.into_owned()),
+            approval: context.approval.clone(),
+            usage: None,
+            outcome: None,
+            duration: Duration::ZERO,
+            depth: context.tool_call_depth,
+        };
+        Self {
+            auditor,
+            report,
+            usage: UsageSink::new(),
+        }
+    }
+
+    /// Why calls may not run now, if the auditor refuses them.
+    pub fn refused(&self) -> Option<CallError> {
+        self.auditor.admit().err().map(|why| {
+            CallError::new(
+                ErrorKind::AuditUnavailable,
+                format!("the call did not run: {why}"),
+            )
+        })
+    }
+
+    /// Hands the finished report to the auditor.
+    pub fn finish(mut self, outcome: Option<ErrorKind>, duration: Duration) {
+        self.report.usage = self.usage.take();
+        self.report.outcome = outcome;
+        self.report.duration = duration;
+        self.auditor.record(self.report);
+    }
+}
