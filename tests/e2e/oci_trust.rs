@@ -124,6 +124,10 @@ async fn serve_watch_keeps_the_pinned_version_when_a_file_changes() {
     assert!(locked.status.success(), "{}", stderr(&locked));
     let server = crate::mcp::Server::start(&["--config", &config_arg, "--locked", "--watch"]);
     let session = server.session(None).await;
+    // Both loaded (in the background) before either file changes.
+    server
+        .wait_for_tools(&session, |names| names.iter().any(|n| n == "json_query"))
+        .await;
     // Other content where the pinned calculator was: refused, kept.
     std::fs::copy(component("echo_tool"), dir.path().join("calc.wasm")).unwrap();
     // Then a removal, which the watcher acts on two polls later: by then it

@@ -123,8 +123,11 @@ impl fmt::Display for ConfigError {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
+    /// Read on its own ([`ConfigFile::defaults_section`]), so that its
+    /// errors name their key and line.
     #[serde(default)]
-    defaults: RawDefaults,
+    #[allow(dead_code)]
+    defaults: Option<IgnoredAny>,
     #[serde(default)]
     locked: bool,
     #[serde(default)]
@@ -153,19 +156,70 @@ struct RawConfig {
 #[derive(Deserialize)]
 struct ToolKeys {
     #[serde(default)]
-    tools: BTreeMap<String, BTreeMap<Spanned<String>, serde::de::IgnoredAny>>,
+    tools: BTreeMap<String, SectionKeys>,
+    #[serde(default)]
+    defaults: SectionKeys,
 }
+
+/// The keys of one section, with where they are.
+type SectionKeys = BTreeMap<Spanned<String>, serde::de::IgnoredAny>;
+
+/// Keys `[defaults]` takes besides the policy keys.
+const DEFAULTS_KEYS: &[&str] = &["verify"];
 
 /// Keys a `[tools.<alias>]` section takes besides the policy keys.
 const TOOL_KEYS: &[&str] = &["component", "prefix", "verify"];
 
 /// `[defaults]`: the policy keys and `verify`.
-#[derive(Default, Deserialize)]
+#[derive(Default)]
 struct RawDefaults {
-    #[serde(default)]
     verify: Option<VerifyConfig>,
-    #[serde(flatten)]
     policy: PolicyLayer,
+}
+
+/// `[defaults]`, read with the spans of its keys: `verify` taken out and
+/// read on its own, the rest as a policy layer (which refuses unknown keys).
+fn defaults_section(text: &str, path: &Path) -> Result<RawDefaults, ConfigError> {
+    let error = |span: Option<std::ops::Range<usize>>, key: String, message: String| ConfigError {
+        path: path.to_path_buf(),
+        line: span.map(|s| line_of(text, s.start)),
+        key: Some(key),
+        message,
+    };
+    let mut table = toml::de::DeTable::parse(text)
+        .map_err(|e| error(e.span(), "defaults".into(), e.message().to_string()))?
+        .into_inner();
+    let Some(mut defaults) = table.remove("defaults") else {
+        return Ok(RawDefaults::default());
+    };
+    let verify = match defaults.get_mut() {
+        toml::de::DeValue::Table(section) => section.remove("verify"),
+        _ => None,
+    };
+    let policy = deserialize_at(defaults, "defaults", &error)?;
+    let verify = match verify {
+        Some(value) => Some(deserialize_at(value, "defaults.verify", &error)?),
+        None => None,
+    };
+    Ok(RawDefaults { verify, policy })
+}
+
+/// Deserializes `value`, found at `name`, with errors naming key and line.
+fn deserialize_at<T: DeserializeOwned>(
+    value: toml::Spanned<toml::de::DeValue<'_>>,
+    name: &str,
+    error: &impl Fn(Option<std::ops::Range<usize>>, String, String) -> ConfigError,
+) -> Result<T, ConfigError> {
+    serde_path_to_error::deserialize(toml::de::ValueDeserializer::from(value)).map_err(|e| {
+        let at = e.path().to_string();
+        let inner = e.into_inner();
+        let key = if at == "." {
+            name.to_string()
+        } else {
+            format!("{name}.{at}")
+        };
+        error(inner.span(), key, inner.message().to_string())
+    })
 }
 
 #[derive(Deserialize)]
@@ -217,18 +271,24 @@ impl ConfigFile {
 
         let keys: ToolKeys =
             toml::from_str(text).map_err(|e| error(e.span(), None, e.message().to_string()))?;
-        for (alias, section) in &keys.tools {
-            if let Some(unknown) = section.keys().find(|key| {
-                !TOOL_KEYS.contains(&key.get_ref().as_str())
-                    && !LAYER_KEYS.contains(&key.get_ref().as_str())
-            }) {
+        let sections = keys
+            .tools
+            .iter()
+            .map(|(alias, keys)| (format!("tools.{alias}"), keys, TOOL_KEYS))
+            .chain(std::iter::once((
+                "defaults".to_string(),
+                &keys.defaults,
+                DEFAULTS_KEYS,
+            )));
+        for (section, keys, own) in sections {
+            let known = |key: &str| own.contains(&key) || LAYER_KEYS.contains(&key);
+            if let Some(unknown) = keys.keys().find(|key| !known(key.get_ref())) {
                 return Err(error(
                     Some(unknown.span()),
-                    Some(format!("tools.{alias}.{}", unknown.get_ref())),
+                    Some(format!("{section}.{}", unknown.get_ref())),
                     format!(
                         "unknown key; expected one of {}",
-                        TOOL_KEYS
-                            .iter()
+                        own.iter()
                             .chain(LAYER_KEYS)
                             .copied()
                             .collect::<Vec<_>>()
@@ -237,7 +297,8 @@ impl ConfigFile {
                 ));
             }
         }
-        let defaults = raw.defaults.policy.relative_to(&base);
+        let raw_defaults = defaults_section(text, path)?;
+        let defaults = raw_defaults.policy.relative_to(&base);
         let verify_key = |verify: Option<VerifyConfig>, key: String| {
             let Some(verify) = verify else {
                 return Ok(None);
@@ -252,7 +313,7 @@ impl ConfigFile {
             }
             Ok(Some(VerifyConfig { key: path }))
         };
-        let default_verify = verify_key(raw.defaults.verify, "defaults.verify.key".into())?;
+        let default_verify = verify_key(raw_defaults.verify, "defaults.verify.key".into())?;
         let mut tools = BTreeMap::new();
         for (alias, section) in raw.tools {
             let span = section.span();
@@ -523,6 +584,6 @@ mod tests {
             parse("[tools.x]\ncomponent = \"tool.wasm\"\nverify = { keys = \"a\" }\n").unwrap_err();
         assert!(err.message.contains("keys"), "{err}");
         let err = parse("[defaults]\ntimout = \"1s\"\n").unwrap_err();
-        assert!(err.message.contains("timout"), "{err}");
+        assert!(err.to_string().contains("defaults.timout"), "{err}");
     }
 }
