@@ -2,10 +2,15 @@
 //! ends (or when its future is dropped, as cancelled).
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime};
 
-use super::Arguments;
+use serde_json::Value;
+
+use super::{Arguments, ToolHost};
 use crate::context::CallContext;
+use crate::events::{EventBus, ToolEvent};
+use crate::observe::CallObserver;
 use crate::registry::ToolEntry;
 use crate::report::{CallAuditor, CallReport, arguments_digest};
 use crate::result::{CallError, ErrorKind};
@@ -73,5 +78,64 @@ impl Draft {
         self.report.outcome = outcome;
         self.report.duration = duration;
         self.auditor.record(self.report);
+    }
+}
+
+impl ToolHost {
+    /// Tells the auditor of a call an entry point refused before calling
+    /// (approval denied, or cancelled while waiting for it): `context`
+    /// carries the approval note. Returns the call id the report has.
+    pub fn audit_refusal(
+        &self,
+        name: &str,
+        arguments: &Value,
+        context: &CallContext,
+        error: &CallError,
+    ) -> String {
+        let call_id = format!(
+            "call-{}",
+            self.inner.next_call.fetch_add(1, Ordering::Relaxed)
+        );
+        if let Some(auditor) = &self.inner.auditor {
+            let entry = self.inner.tools.get(name);
+            let draft = Draft::new(
+                auditor.clone(),
+                &call_id,
+                name,
+                Arguments::Parsed(arguments),
+                context,
+                entry.as_deref(),
+            );
+            draft.finish(Some(error.kind), Duration::ZERO);
+        }
+        call_id
+    }
+}
+
+/// Publishes a cancelled `Finished` for a call whose future is dropped
+/// before it ends (forgotten once it does end).
+pub(super) struct Unfinished<'a> {
+    pub events: &'a EventBus,
+    pub observer: Option<(&'a dyn CallObserver, Option<&'a str>)>,
+    pub draft: Option<Draft>,
+    pub call_id: &'a str,
+    pub tool: &'a str,
+    pub started: Instant,
+}
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        if let Some((observer, tool)) = self.observer {
+            observer.call_finished(tool, Some(ErrorKind::Cancelled), self.started.elapsed());
+        }
+        if let Some(draft) = self.draft.take() {
+            draft.finish(Some(ErrorKind::Cancelled), self.started.elapsed());
+        }
+        self.events.publish_with(|| ToolEvent::Finished {
+            call_id: self.call_id.to_string(),
+            tool: self.tool.to_string(),
+            duration_ms: self.started.elapsed().as_secs_f64() * 1000.0,
+            error: Some(ErrorKind::Cancelled),
+        });
     }
 }

@@ -22,6 +22,7 @@ use wasm_agent_policy::{Policy, ValidPolicy};
 use wasm_agent_session::SessionStore;
 
 mod audited;
+use audited::Unfinished;
 mod builder;
 mod options;
 
@@ -472,35 +473,6 @@ impl ToolHost {
         specs::unknown_tool(name, names.iter().map(String::as_str))
     }
 
-    /// Tells the auditor of a call an entry point refused before calling
-    /// (approval denied, or cancelled while waiting for it): `context`
-    /// carries the approval note. Returns the call id the report has.
-    pub fn audit_refusal(
-        &self,
-        name: &str,
-        arguments: &Value,
-        context: &CallContext,
-        error: &CallError,
-    ) -> String {
-        let call_id = format!(
-            "call-{}",
-            self.inner.next_call.fetch_add(1, Ordering::Relaxed)
-        );
-        if let Some(auditor) = &self.inner.auditor {
-            let entry = self.inner.tools.get(name);
-            let draft = audited::Draft::new(
-                auditor.clone(),
-                &call_id,
-                name,
-                Arguments::Parsed(arguments),
-                context,
-                entry.as_deref(),
-            );
-            draft.finish(Some(error.kind), Duration::ZERO);
-        }
-        call_id
-    }
-
     fn host_imports(
         &self,
         component: &ComponentEntry,
@@ -525,34 +497,6 @@ impl ToolHost {
             self.inner.sessions.clone(),
             self.inner.events.clone(),
         )
-    }
-}
-
-/// Publishes a cancelled `Finished` for a call whose future is dropped
-/// before it ends (forgotten once it does end).
-struct Unfinished<'a> {
-    events: &'a EventBus,
-    observer: Option<(&'a dyn CallObserver, Option<&'a str>)>,
-    draft: Option<audited::Draft>,
-    call_id: &'a str,
-    tool: &'a str,
-    started: Instant,
-}
-
-impl Drop for Unfinished<'_> {
-    fn drop(&mut self) {
-        if let Some((observer, tool)) = self.observer {
-            observer.call_finished(tool, Some(ErrorKind::Cancelled), self.started.elapsed());
-        }
-        if let Some(draft) = self.draft.take() {
-            draft.finish(Some(ErrorKind::Cancelled), self.started.elapsed());
-        }
-        self.events.publish_with(|| ToolEvent::Finished {
-            call_id: self.call_id.to_string(),
-            tool: self.tool.to_string(),
-            duration_ms: self.started.elapsed().as_secs_f64() * 1000.0,
-            error: Some(ErrorKind::Cancelled),
-        });
     }
 }
 
