@@ -4,15 +4,28 @@ after which the server answers the next call."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+
 import mcp_types as types
 import pytest
 
-from conftest import REPO_ROOT, approval_config, dump, http_session, text_of
+from conftest import BIN, REPO_ROOT, approval_config, dump, http_session, text_of
 
 pytestmark = pytest.mark.anyio
 
 PYTHON = REPO_ROOT / "target/polyglot/run_python.wasm"
 JAVASCRIPT = REPO_ROOT / "target/polyglot/run_javascript.wasm"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compiled(server_env):
+    """Compile both interpreters into the session's cache before any server
+    starts: these tests are about calls, and on a loaded machine a cold
+    compile of 17 MiB components can outlast a request's timeout.
+    (Cold starts have their own tests in test_cold_start.py.)"""
+    env = {**os.environ, **server_env}
+    subprocess.run([BIN, "tools", PYTHON, JAVASCRIPT], env=env, check=True, capture_output=True, timeout=900)
 
 
 async def test_code_runs_and_its_output_value_and_files_come_back(open_session):
