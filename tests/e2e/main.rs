@@ -25,6 +25,8 @@ mod notebook;
 mod oauth;
 mod oci;
 mod oci_trust;
+mod otlp;
+mod otlp_receiver;
 mod policy;
 mod polyglot;
 #[path = "../support/postgres.rs"]

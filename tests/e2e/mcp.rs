@@ -25,9 +25,15 @@ pub(crate) struct Server {
 
 impl Server {
     pub(crate) fn start(args: &[&str]) -> Self {
+        Self::start_with_env(args, &[])
+    }
+
+    /// [`start`](Self::start) with variables added to its environment.
+    pub(crate) fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = wasm_agent()
             .args(["serve", "--http", "127.0.0.1:0"])
             .args(args)
+            .envs(env.iter().copied())
             .stderr(Stdio::piped())
             .spawn()
             .expect("wasm-agent serve starts");
@@ -110,6 +116,17 @@ impl Server {
         response_in(&text, id).unwrap_or_else(|| panic!("no response {id} in {text:?}"))
     }
 
+    /// `tools/call` with these `params` (`_meta` and all) in `session`.
+    pub(crate) fn call_tool_with(
+        &self,
+        session: &str,
+        id: u64,
+        params: Value,
+    ) -> reqwest::RequestBuilder {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        self.post(&body).header("mcp-session-id", session)
+    }
+
     /// `tools/call` of `name` with `arguments` in `session`, sent now.
     pub(crate) fn call_tool_request(
         &self,
@@ -182,7 +199,7 @@ pub(crate) fn initialize() -> Value {
 }
 
 /// The JSON-RPC response with `id` in a JSON or SSE body.
-fn response_in(body: &str, id: u64) -> Option<Value> {
+pub(crate) fn response_in(body: &str, id: u64) -> Option<Value> {
     let candidates = body
         .lines()
         .filter_map(|line| line.strip_prefix("data:"))

@@ -41,6 +41,7 @@ mod proptests;
 pub mod provider;
 pub mod router;
 mod run;
+mod spans;
 mod tool;
 mod tool_calls;
 

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use serde::{Serialize, Serializer};
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
+use super::spans;
 use super::tool::AgentTool;
 use super::tool_calls::RunToolCaller;
 use super::{Agent, AgentError};
@@ -211,6 +213,30 @@ impl Agent {
     }
 
     async fn run_inner(
+        &self,
+        input: &str,
+        options: RunOptions,
+        events: Option<&EventSender>,
+    ) -> Result<RunOutput, AgentError> {
+        let span = spans::run(&options.context.run_id, &options.context.session_id);
+        let outcome = self
+            .run_steps(input, options, events)
+            .instrument(span.clone())
+            .await;
+        match &outcome {
+            Ok(output) => spans::finish_run(&span, &output.usage, output.roundtrips, None),
+            Err(AgentError::ModelFailed { partial, .. }) => spans::finish_run(
+                &span,
+                &partial.usage,
+                partial.roundtrips,
+                Some("model_failed"),
+            ),
+            Err(_) => spans::finish_run(&span, &Usage::default(), 0, Some("agent_error")),
+        }
+        outcome
+    }
+
+    async fn run_steps(
         &self,
         input: &str,
         options: RunOptions,

@@ -3,8 +3,10 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use wasm_agent::audit::{AuditLog, AuditOptions};
 use wasm_agent::sandbox::CacheOutcome;
 use wasm_agent::{CallContext, Policy, ToolHost};
 
@@ -14,6 +16,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const WARM_CALLS: usize = 20_000;
 const SUBPROCESS_CALLS: usize = 30;
 const POLYGLOT_CALLS: usize = 400;
+/// Calls per round of the audit-cost comparison (three rounds each way).
+const AUDIT_ROUND: usize = 5_000;
 
 /// A component `make setup` built into `target/FOLDER`.
 fn built(folder: &str, name: &str) -> PathBuf {
@@ -109,6 +113,56 @@ async fn cold_load(path: &Path, cache: &Path) -> (Duration, Duration, CacheOutco
     (started.elapsed(), report.load_time, report.cache)
 }
 
+/// What the audit log costs a call: the same warm calls and throughput
+/// without and with it, in interleaved rounds (medians of three), and
+/// whether every call made it into the log.
+async fn audit_cost(echo: &Path, cache: &Path) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("audit.jsonl");
+    let log = Arc::new(AuditLog::open(AuditOptions::new(&file)).expect("audit log"));
+    let plain = ToolHost::builder().cache_dir(cache).build().expect("host");
+    let audited = ToolHost::builder()
+        .cache_dir(cache)
+        .auditor(log.clone())
+        .build()
+        .expect("host");
+    for host in [&plain, &audited] {
+        host.load(echo, Policy::default()).await.expect("load");
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (mut latency, mut rate) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
+    for _ in 0..3 {
+        for (i, host) in [&plain, &audited].into_iter().enumerate() {
+            let warm = warm_latency(host, AUDIT_ROUND).await;
+            latency[i].push(percentile(&warm, 0.50).as_secs_f64());
+            rate[i].push(throughput(host, 16, AUDIT_ROUND / 4).await);
+        }
+    }
+    log.flush().expect("audit log flushed");
+    let made = 3 * (AUDIT_ROUND + AUDIT_ROUND / 20 + 16 * (AUDIT_ROUND / 4));
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    let recorded = text
+        .lines()
+        .filter(|l| l.contains(r#""event":"call""#))
+        .count();
+    let [plain_p50, audited_p50] = latency.map(median);
+    let [plain_rate, audited_rate] = rate.map(median);
+    println!(
+        "| warm call p50 without / with the audit log | {} / {} ({:+.1}%) |",
+        micros(Duration::from_secs_f64(plain_p50)),
+        micros(Duration::from_secs_f64(audited_p50)),
+        (audited_p50 / plain_p50 - 1.0) * 100.0
+    );
+    println!(
+        "| calls/s with 16 tasks without / with the audit log | {plain_rate:.0} / {audited_rate:.0} ({:+.1}%) |",
+        (audited_rate / plain_rate - 1.0) * 100.0
+    );
+    println!("| audited calls recorded | {recorded} of {made} |");
+}
+
 fn node_subprocess() -> Option<Vec<Duration>> {
     let script = "process.stdout.write(JSON.parse(process.argv[1]).text)";
     let mut samples = Vec::new();
@@ -163,6 +217,7 @@ async fn main() {
         let rate = throughput(&host, tasks, 40_000 / tasks).await;
         println!("| calls/s with {tasks} parallel tasks | {rate:.0} |");
     }
+    audit_cost(&echo, cache.path()).await;
     for name in ["echo_tool", "calculator", "files"] {
         let path = component(name);
         let dir = tempfile::tempdir().expect("temp dir");

@@ -18,6 +18,11 @@ pub struct Cli {
     /// More log output on stderr (-v: info, -vv: debug); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Export traces (and, under serve, metrics) over OTLP/HTTP to this
+    /// collector, e.g. http://127.0.0.1:4318; OTEL_EXPORTER_OTLP_ENDPOINT
+    /// does the same.
+    #[arg(long, global = true, value_name = "URL")]
+    pub otlp: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -437,6 +442,10 @@ pub struct PolicyFlags {
     /// Drop a kept instance after this long unused (default 10m).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub kept_idle: Option<Duration>,
+    /// Send the call's W3C traceparent with the tool's outgoing HTTP
+    /// requests, so its backends join the trace (with --otlp).
+    #[arg(long)]
+    pub propagate_trace: bool,
 }
 
 impl PolicyFlags {
@@ -465,6 +474,7 @@ impl PolicyFlags {
             scratch: self.scratch.then_some(true),
             keep_instance: self.keep_instance.then_some(true),
             kept_idle: self.kept_idle,
+            propagate_trace: self.propagate_trace.then_some(true),
             http_headers: self.http_headers.iter().fold(
                 BTreeMap::<String, BTreeMap<String, String>>::new(),
                 |mut all, (pattern, name, value)| {
@@ -578,6 +588,7 @@ mod tests {
             "--keep-instance",
             "--kept-idle",
             "5m",
+            "--propagate-trace",
         ])
         .unwrap();
         let Command::Call { host, .. } = cli.command else {

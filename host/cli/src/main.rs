@@ -6,6 +6,7 @@ mod code_mode;
 mod components;
 mod new;
 mod oci_commands;
+mod otel;
 mod output;
 mod run;
 mod serve;
@@ -55,12 +56,6 @@ fn error_chain(error: &anyhow::Error) -> String {
 /// Parses arguments, runs the command and maps every outcome to an exit code.
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.verbose);
-    compile_in_the_background();
-    // Calls reserve descriptors from the soft limit: make it as large as allowed.
-    if let Err(e) = wasm_agent::sandbox::raise_open_file_limit() {
-        tracing::warn!("cannot raise the open-file limit: {e}");
-    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         // Idle blocking threads (compiles ran on them) end soon, and their
@@ -74,6 +69,15 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    if let Err(e) = otel::init(cli.verbose, cli.otlp.as_deref(), &runtime) {
+        eprintln!("error: {}", wasm_agent::text::one_line(&error_chain(&e)));
+        return ExitCode::from(EXIT_USAGE);
+    }
+    compile_in_the_background();
+    // Calls reserve descriptors from the soft limit: make it as large as allowed.
+    if let Err(e) = wasm_agent::sandbox::raise_open_file_limit() {
+        tracing::warn!("cannot raise the open-file limit: {e}");
+    }
     let code = match runtime.block_on(run(cli)).and_then(|code| {
         // Every record written before the process ends.
         audit::flush()?;
@@ -86,6 +90,7 @@ fn main() -> ExitCode {
             ExitCode::from(EXIT_USAGE)
         }
     };
+    otel::finish(&runtime);
     // A read of stdin blocked in a worker thread (serve --stdio) must not
     // keep the process alive once the command is done.
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
@@ -141,24 +146,6 @@ fn compile_in_the_background() {
     {
         tracing::debug!("cannot set up the compile threads: {e}");
     }
-}
-
-fn init_logging(verbose: u8) {
-    // rmcp warns about every client mistake it answers (unknown tools, ...);
-    // those are the client's to see, not the operator's.
-    let default = match verbose {
-        0 => "warn,rmcp=error",
-        1 => "info",
-        _ => "debug",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .init();
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {

@@ -44,7 +44,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let config = args.host.load_config()?;
-    let metrics = Metrics::new();
+    // The Prometheus metrics go over OTLP too when exporting.
+    let metrics = match crate::otel::meter() {
+        Some(meter) => Metrics::exporting(&meter),
+        None => Metrics::new(),
+    };
     let store = MeteredStore::around(
         open_store(&args.host, config.as_ref()).await?,
         metrics.clone(),

@@ -18,8 +18,10 @@ use rmcp::model::{
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::server::{McpServer, SendProgress};
+use super::traced::{self, Origin};
 
 /// Most calls of one client in flight at once; more are refused.
 const MAX_IN_FLIGHT: usize = 1024;
@@ -134,10 +136,38 @@ impl Dispatcher {
         self.closed.is_cancelled()
     }
 
-    /// The answer to request `id`. `progress` makes the sender for the
-    /// progress notifications of a call that asked for them; it is called
-    /// only then.
+    /// The answer to request `id`, which came in from `origin`. `progress`
+    /// makes the sender for the progress notifications of a call that asked
+    /// for them; it is called only then.
     pub fn answer(
+        &self,
+        id: RequestId,
+        method: &str,
+        params: &str,
+        progress: impl FnOnce() -> SendProgress,
+        origin: Origin<'_>,
+    ) -> Answer {
+        let span = traced::request(method, &id, params, origin);
+        if span.is_disabled() {
+            return self.answer_in_span(id, method, params, progress);
+        }
+        let answer = span.in_scope(|| self.answer_in_span(id, method, params, progress));
+        match answer {
+            Answer::Now(answer) => {
+                traced::finish(&span, &answer);
+                Answer::Now(answer)
+            }
+            Answer::Later(answer) => Answer::Later(Box::pin(async move {
+                let answer = answer.instrument(span.clone()).await;
+                if let Some(answer) = &answer {
+                    traced::finish(&span, answer);
+                }
+                answer
+            })),
+        }
+    }
+
+    fn answer_in_span(
         &self,
         id: RequestId,
         method: &str,

@@ -11,9 +11,11 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
+use tracing::Instrument;
 
 use super::identity::Identity;
 use super::server::{McpServer, SendProgress};
+use super::traced::{self, Origin};
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
@@ -77,15 +79,29 @@ impl ServerHandler for McpServer {
             None => self.session_id.clone(),
         };
         let cancellation = context.ct.child_token();
-        self.call_tool_as(
-            request,
-            request_id,
-            cancellation,
-            progress,
-            &session_id,
-            &identity,
-        )
-        .await
+        let headers = context
+            .extensions
+            .get::<http::request::Parts>()
+            .map(|parts| &parts.headers);
+        let span = traced::tool_call(
+            &request.name,
+            &request_id,
+            request.meta.as_ref().map(|meta| &meta.0.0),
+            headers.map_or(Origin::STDIO, Origin::http),
+        );
+        let answer = self
+            .call_tool_as(
+                request,
+                request_id,
+                cancellation,
+                progress,
+                &session_id,
+                &identity,
+            )
+            .instrument(span.clone())
+            .await;
+        traced::finish_call(&span, &answer);
+        answer
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {

@@ -23,6 +23,7 @@ mod records;
 mod server;
 mod stdio;
 mod streamable;
+mod traced;
 mod wire;
 
 pub use cached::CACHED_META;

@@ -25,6 +25,7 @@ use tokio_util::task::TaskTracker;
 use super::dispatch::{self, Answer, Dispatcher, Message, Notify};
 use super::drain::SHUTDOWN_GRACE;
 use super::server::{McpServer, SendProgress, ServeError};
+use super::traced::Origin;
 
 /// The longest message read from the client (a line of JSON).
 pub const MAX_MESSAGE: usize = 16 << 20;
@@ -157,10 +158,13 @@ impl Connection {
                 .notified(method, message.params(), &self.notify);
         };
         let progress = || self.out.progress_sender();
-        match self
-            .requests
-            .answer(id.clone(), method, message.params(), progress)
-        {
+        match self.requests.answer(
+            id.clone(),
+            method,
+            message.params(),
+            progress,
+            Origin::STDIO,
+        ) {
             Answer::Now(answer) => self.out.respond(id, *answer).await,
             Answer::Later(answer) => {
                 let out = self.out.clone();

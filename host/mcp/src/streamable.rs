@@ -30,6 +30,7 @@ use super::gate::{Body, plain};
 use super::identity::Identity;
 use super::records::Records;
 use super::server::{McpServer, SendProgress};
+use super::traced::Origin;
 use super::wire::{
     accepted, accepts, event, event_stream, header_mismatch, json, refuse_post, unknown_version,
 };
@@ -286,9 +287,9 @@ impl Sessions {
             return refusal;
         }
         match session {
-            Some(busy) => Session::post(busy, &message, &self.tasks).await,
+            Some(busy) => Session::post(busy, &message, &self.tasks, &parts.headers).await,
             None if message.method.as_deref() == Some("initialize") && message.id.is_some() => {
-                self.open(&message, identity).await
+                self.open(&message, identity, &parts.headers).await
             }
             None => {
                 drop(message);
@@ -300,7 +301,12 @@ impl Sessions {
     }
 
     /// Answers `initialize`, opening a session for the client.
-    async fn open(&self, message: &Message<'_>, identity: Identity) -> Response<Body> {
+    async fn open(
+        &self,
+        message: &Message<'_>,
+        identity: Identity,
+        headers: &HeaderMap,
+    ) -> Response<Body> {
         if self.is_closing() {
             return plain(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping");
         }
@@ -310,11 +316,13 @@ impl Sessions {
         let session_id: Arc<str> = uuid::Uuid::new_v4().simple().to_string().into();
         let requests = Dispatcher::new(self.server.for_client(&session_id, identity.clone()));
         let id = message.id.clone().unwrap_or(RequestId::Number(0));
-        let Answer::Now(answer) =
-            requests.answer(id.clone(), "initialize", message.params(), || {
-                unreachable!("initialize reports no progress")
-            })
-        else {
+        let Answer::Now(answer) = requests.answer(
+            id.clone(),
+            "initialize",
+            message.params(),
+            || unreachable!("initialize reports no progress"),
+            Origin::http(headers),
+        ) else {
             unreachable!("initialize is answered at once")
         };
         let opened = answer.is_ok();
@@ -375,7 +383,12 @@ impl Session {
             .take();
     }
 
-    async fn post(busy: Busy, message: &Message<'_>, tasks: &TaskTracker) -> Response<Body> {
+    async fn post(
+        busy: Busy,
+        message: &Message<'_>,
+        tasks: &TaskTracker,
+        headers: &HeaderMap,
+    ) -> Response<Body> {
         let this = &busy.0;
         if this.requests.is_closed() {
             // Ended while the body came in.
@@ -396,9 +409,13 @@ impl Session {
             stream = Some((sender.clone(), receiver));
             progress_sender(sender)
         };
-        let answer = this
-            .requests
-            .answer(id.clone(), method, message.params(), progress);
+        let answer = this.requests.answer(
+            id.clone(),
+            method,
+            message.params(),
+            progress,
+            Origin::http(headers),
+        );
         match (answer, stream) {
             (Answer::Now(answer), _) => json(&dispatch::response(id, *answer)),
             (Answer::Later(answer), None) => {

@@ -11,6 +11,9 @@
 //! | `wasm_agent_store_operation_duration_seconds` (histogram), `wasm_agent_store_errors_total` | `operation` |
 //! | `wasm_agent_cache_operation_duration_seconds` (histogram), `wasm_agent_cache_errors_total` | `operation` |
 //!
+//! The same metrics go over OTLP too when made with
+//! [`Metrics::exporting`] (names in the `otlp` module's table).
+//!
 //! Tool names come only from the tools the host offers (a call of an
 //! unknown name counts as `tool="(unknown)"`), so a client cannot grow the
 //! label space.
@@ -19,12 +22,14 @@
 
 mod host;
 mod metered;
+mod otlp;
 #[cfg(test)]
 mod tests;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use opentelemetry::metrics::Meter;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -78,16 +83,26 @@ pub struct Metrics {
     calls: Family<CallLabels, Counter>,
     durations: Timings<ToolLabel>,
     in_flight: Gauge,
-    pub(crate) store_timings: Timings<OperationLabel>,
-    pub(crate) store_errors: Family<OperationLabel, Counter>,
-    pub(crate) cache_timings: Timings<OperationLabel>,
-    pub(crate) cache_errors: Family<OperationLabel, Counter>,
+    store_timings: Timings<OperationLabel>,
+    store_errors: Family<OperationLabel, Counter>,
+    cache_timings: Timings<OperationLabel>,
+    cache_errors: Family<OperationLabel, Counter>,
     gauges: Arc<OnceLock<HostGauges>>,
+    otlp: Option<otlp::Mirror>,
 }
 
 impl Metrics {
     /// Every metric, at zero.
     pub fn new() -> Arc<Self> {
+        Self::build(None)
+    }
+
+    /// Every metric, at zero, recorded into `meter` too (for OTLP export).
+    pub fn exporting(meter: &Meter) -> Arc<Self> {
+        Self::build(Some(meter))
+    }
+
+    fn build(meter: Option<&Meter>) -> Arc<Self> {
         let mut registry = Registry::default();
         let calls = Family::<CallLabels, Counter>::default();
         registry.register(
@@ -133,6 +148,7 @@ impl Metrics {
         );
         let gauges = Arc::new(OnceLock::new());
         registry.register_collector(Box::new(host::HostCollector(gauges.clone())));
+        let otlp = meter.map(|meter| otlp::Mirror::new(meter, &gauges));
         Arc::new(Self {
             registry,
             calls,
@@ -143,6 +159,7 @@ impl Metrics {
             cache_timings,
             cache_errors,
             gauges,
+            otlp,
         })
     }
 
@@ -160,14 +177,46 @@ impl Metrics {
         text
     }
 
-    pub(crate) fn time(timings: &Timings<OperationLabel>, operation: &'static str, took: Duration) {
-        timings
-            .get_or_create(&OperationLabel { operation })
-            .observe(took.as_secs_f64());
+    /// Notes a session-store operation: how long it took, whether it failed.
+    pub(crate) fn store_operation(&self, operation: &'static str, took: Duration, failed: bool) {
+        note(
+            &self.store_timings,
+            &self.store_errors,
+            operation,
+            took,
+            failed,
+        );
+        if let Some(otlp) = &self.otlp {
+            otlp.store.note(operation, took, failed);
+        }
     }
 
-    pub(crate) fn fail(errors: &Family<OperationLabel, Counter>, operation: &'static str) {
-        errors.get_or_create(&OperationLabel { operation }).inc();
+    /// Notes a result-cache operation: how long it took, whether it failed.
+    pub(crate) fn cache_operation(&self, operation: &'static str, took: Duration, failed: bool) {
+        note(
+            &self.cache_timings,
+            &self.cache_errors,
+            operation,
+            took,
+            failed,
+        );
+        if let Some(otlp) = &self.otlp {
+            otlp.cache.note(operation, took, failed);
+        }
+    }
+}
+
+fn note(
+    timings: &Timings<OperationLabel>,
+    errors: &Family<OperationLabel, Counter>,
+    operation: &'static str,
+    took: Duration,
+    failed: bool,
+) {
+    let label = OperationLabel { operation };
+    timings.get_or_create(&label).observe(took.as_secs_f64());
+    if failed {
+        errors.get_or_create(&label).inc();
     }
 }
 
@@ -180,12 +229,18 @@ impl std::fmt::Debug for Metrics {
 impl CallObserver for Metrics {
     fn call_started(&self, _tool: Option<&str>) {
         self.in_flight.inc();
+        if let Some(otlp) = &self.otlp {
+            otlp.started();
+        }
     }
 
     fn call_finished(&self, tool: Option<&str>, error: Option<ErrorKind>, took: Duration) {
         self.in_flight.dec();
         let tool = tool.unwrap_or(UNKNOWN_TOOL).to_string();
         let outcome = error.map_or("ok", |kind| kind.as_str());
+        if let Some(otlp) = &self.otlp {
+            otlp.finished(&tool, outcome, took);
+        }
         self.calls
             .get_or_create(&CallLabels {
                 tool: tool.clone(),

@@ -23,10 +23,9 @@ impl MeteredStore {
     }
 
     fn note<T>(&self, operation: &'static str, started: Instant, result: &Result<T, SessionError>) {
-        Metrics::time(&self.metrics.store_timings, operation, started.elapsed());
-        if matches!(result, Err(SessionError::Backend { .. })) {
-            Metrics::fail(&self.metrics.store_errors, operation);
-        }
+        let failed = matches!(result, Err(SessionError::Backend { .. }));
+        self.metrics
+            .store_operation(operation, started.elapsed(), failed);
     }
 }
 
@@ -131,10 +130,9 @@ impl MeteredCache {
     }
 
     fn note<T>(&self, operation: &'static str, started: Instant, result: &Result<T, CacheError>) {
-        Metrics::time(&self.metrics.cache_timings, operation, started.elapsed());
-        if matches!(result, Err(e) if !matches!(e, CacheError::TooLarge { .. })) {
-            Metrics::fail(&self.metrics.cache_errors, operation);
-        }
+        let failed = matches!(result, Err(e) if !matches!(e, CacheError::TooLarge { .. }));
+        self.metrics
+            .cache_operation(operation, started.elapsed(), failed);
     }
 }
 

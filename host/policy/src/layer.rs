@@ -93,6 +93,9 @@ pub struct PolicyLayer {
         skip_serializing_if = "Option::is_none"
     )]
     pub kept_idle: Option<Duration>,
+    /// See [`Policy::propagate_trace`](super::Policy::propagate_trace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub propagate_trace: Option<bool>,
 }
 
 /// Every key a [`PolicyLayer`] accepts (config sections are checked against it).
@@ -120,6 +123,7 @@ pub const LAYER_KEYS: &[&str] = &[
     "scratch",
     "keep_instance",
     "kept_idle",
+    "propagate_trace",
 ];
 
 impl PolicyLayer {
@@ -155,6 +159,7 @@ impl PolicyLayer {
             scratch,
             keep_instance,
             kept_idle,
+            propagate_trace,
         } = self;
         if let Some(timeout) = timeout {
             policy.timeout = *timeout;
@@ -190,6 +195,7 @@ impl PolicyLayer {
         replace(&mut policy.scratch, scratch);
         replace(&mut policy.keep_instance, keep_instance);
         replace(&mut policy.kept_idle, kept_idle);
+        replace(&mut policy.propagate_trace, propagate_trace);
         for (pattern, headers) in http_headers {
             policy
                 .http_headers
@@ -241,6 +247,7 @@ mod tests {
             scratch: Some(true),
             keep_instance: Some(true),
             kept_idle: Some(Duration::from_secs(60)),
+            propagate_trace: Some(true),
         };
         let layer = serde_json::to_value(full_layer).unwrap();
         let mut layer_keys: Vec<_> = layer.as_object().unwrap().keys().cloned().collect();

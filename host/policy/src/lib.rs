@@ -105,6 +105,10 @@ pub struct Policy {
     /// 10 min).
     #[serde(with = "duration_text")]
     pub kept_idle: Duration,
+    /// Send the call's W3C `traceparent` with the tool's outgoing HTTP
+    /// requests (to hosts `network` allows), so the tool's backends join the
+    /// trace; off by default: a tool's requests carry nothing of the host's.
+    pub propagate_trace: bool,
 }
 
 impl std::fmt::Debug for Policy {
@@ -139,6 +143,7 @@ impl std::fmt::Debug for Policy {
             .field("scratch", &self.scratch)
             .field("keep_instance", &self.keep_instance)
             .field("kept_idle", &self.kept_idle)
+            .field("propagate_trace", &self.propagate_trace)
             .finish()
     }
 }
@@ -169,6 +174,7 @@ impl Default for Policy {
             scratch: false,
             keep_instance: false,
             kept_idle: Duration::from_secs(600),
+            propagate_trace: false,
         }
     }
 }
@@ -392,6 +398,13 @@ impl Policy {
     pub fn keep_instance(mut self, idle: Duration) -> Self {
         self.keep_instance = true;
         self.kept_idle = idle;
+        self
+    }
+
+    /// Sends the call's `traceparent` with the tool's HTTP requests (see
+    /// [`Policy::propagate_trace`]).
+    pub fn propagate_trace(mut self, propagate: bool) -> Self {
+        self.propagate_trace = propagate;
         self
     }
 

@@ -31,6 +31,7 @@ pub mod registry;
 pub mod report;
 pub mod result;
 pub mod runtime;
+mod spans;
 pub mod specs;
 pub mod text;
 

@@ -44,6 +44,8 @@ pub mod cache;
 /// The audit trail: hash-chained records of every call.
 pub use wasm_agent_audit as audit;
 pub use wasm_agent_metrics as metrics;
+/// OpenTelemetry: trace context in and out, OTLP export of spans and metrics.
+pub use wasm_agent_telemetry as telemetry;
 pub mod session;
 
 #[cfg(feature = "agent")]

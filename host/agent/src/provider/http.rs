@@ -4,12 +4,14 @@
 use std::time::Duration;
 
 use serde_json::Value;
+use tracing::Instrument;
 
 use super::sse::SseParser;
 use super::wire::{Wire, WireError};
 use super::{
     ChatRequest, ChatResponse, ModelSpec, Provider, ProviderError, ProviderKind, TextSink,
 };
+use crate::spans;
 
 /// The largest answer read from a provider, streamed or not; a larger one is
 /// refused (a broken or hostile server must not exhaust memory).
@@ -261,6 +263,27 @@ impl Provider for HttpProvider {
             }
         });
         let tracked = tracked.as_ref().map(|f| f as &(dyn Fn(&str) + Send + Sync));
+        let span = spans::chat(self.kind, &self.model, &self.base_url);
+        let outcome = self
+            .attempts(request, tracked, &shown)
+            .instrument(span.clone())
+            .await;
+        match &outcome {
+            Ok(response) => spans::answered(&span, response),
+            Err(error) => spans::chat_failed(&span, error.kind(), &error.to_string()),
+        }
+        outcome
+    }
+}
+
+impl HttpProvider {
+    /// The request, retried while it may be.
+    async fn attempts(
+        &self,
+        request: &ChatRequest,
+        tracked: Option<TextSink<'_>>,
+        shown: &std::sync::atomic::AtomicBool,
+    ) -> Result<ChatResponse, ProviderError> {
         let mut attempt = 0;
         loop {
             match self.attempt(request, tracked).await {

@@ -113,4 +113,16 @@ impl ProviderError {
             _ => false,
         }
     }
+
+    /// A short name of what went wrong (`error.type` in traces).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ProviderError::MissingKey { .. } => "missing_key",
+            ProviderError::BadSpec(_) => "bad_spec",
+            ProviderError::MissingBaseUrl { .. } => "missing_base_url",
+            ProviderError::Status { .. } => "status",
+            ProviderError::Transport { .. } => "transport",
+            ProviderError::Malformed { .. } => "malformed",
+        }
+    }
 }

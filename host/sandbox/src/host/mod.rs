@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::sync::broadcast;
+use tracing::Instrument;
 
 use crate::context::{CallContext, ToolCaller, ToolOutput};
 use crate::events::{EventBus, ToolEvent};
@@ -17,7 +18,7 @@ use crate::runtime::{
     Allocator, CallId, CallPolicy, CallScope, HostImports, KeptInstances, LoadError, LoadFileError,
     Sandbox,
 };
-use crate::specs;
+use crate::{spans, specs};
 use wasm_agent_policy::{Policy, ValidPolicy};
 use wasm_agent_session::SessionStore;
 
@@ -369,7 +370,13 @@ impl ToolHost {
         if let Some((observer, tool)) = observer {
             observer.call_started(tool);
         }
-        let usage = draft.as_ref().map(|draft| draft.usage.clone());
+        let span = spans::call(known, &call_id, context);
+        // What the run used goes to the audit record and the span, if either
+        // will read it.
+        let usage = match &draft {
+            Some(draft) => Some(draft.usage.clone()),
+            None => (!span.is_disabled()).then(crate::runtime::UsageSink::new),
+        };
         let refused = draft.as_ref().and_then(audited::Draft::refused);
         let mut unfinished = Unfinished {
             events: &self.inner.events,
@@ -383,7 +390,8 @@ impl ToolHost {
             (_, Some(refused)) => Err(refused),
             (None, None) => Err(self.unknown_tool(name)),
             (Some(entry), None) => {
-                self.run_call(entry, &call_id, arguments, context, usage)
+                self.run_call(entry, &call_id, arguments, context, usage.clone())
+                    .instrument(span.clone())
                     .await
             }
         };
@@ -398,6 +406,11 @@ impl ToolHost {
         }
         result.duration = started.elapsed();
         let kind = result.error.as_ref().map(|e| e.kind);
+        spans::finish_call(
+            &span,
+            result.error.as_ref(),
+            usage.and_then(|sink| sink.get()).as_ref(),
+        );
         if let Some((observer, tool)) = observer {
             observer.call_finished(tool, kind, result.duration);
         }
@@ -423,6 +436,7 @@ impl ToolHost {
     ) -> Result<crate::runtime::GuestOutput, CallError> {
         let policy = &entry.component.policy;
         let invalid = |message| CallError::new(ErrorKind::InvalidArguments, message);
+        let validating = spans::validate().entered();
         let text = match arguments {
             Arguments::Text(text) => {
                 specs::check_arguments_size(text, policy)?;
@@ -438,6 +452,7 @@ impl ToolHost {
                 std::borrow::Cow::Owned(text)
             }
         };
+        drop(validating);
         let arguments = text.as_ref();
         let mut imports = self.host_imports(
             &entry.component,

@@ -18,8 +18,11 @@ use tokio::time::timeout;
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
+use tracing::Instrument;
+
 use super::denials::{DenialKind, Denials};
 use super::net::NetworkPolicy;
+use crate::spans;
 use wasm_agent_policy::{ValidPolicy, default_port};
 
 type IoFuture = Box<dyn Future<Output = Result<(), HttpError>> + Send>;
@@ -64,23 +67,33 @@ impl WasiHttpHooks for PolicyHooks {
         ) else {
             return refuse(HttpError::HttpRequestUriInvalid);
         };
+        let span = spans::http_request(request.method().as_str(), &scheme, &host, port, uri.path());
         if self.sent >= self.max_requests {
-            self.denials.record(
-                DenialKind::MaxRequests,
-                attempt,
-                format!(
-                    "the call already made {} requests, its limit (max_requests)",
-                    self.max_requests
-                ),
+            let reason = format!(
+                "the call already made {} requests, its limit (max_requests)",
+                self.max_requests
             );
+            spans::failed(&span, "max_requests", &reason);
+            self.denials
+                .record(DenialKind::MaxRequests, attempt, reason);
             return refuse(HttpError::HttpRequestDenied);
         }
         self.sent += 1;
         if let Err(reason) = self.policy.check_destination(&scheme, &host, port) {
+            spans::failed(&span, "capability_denied", &reason);
             self.denials.record(DenialKind::Network, attempt, reason);
             return refuse(HttpError::HttpRequestDenied);
         }
         let mut request = request;
+        // The call's trace goes out only where the policy grants it.
+        if self.credentials.propagate_trace
+            && let Some(parent) = wasm_agent_telemetry::context::traceparent_of(&span)
+            && let Ok(value) = http::HeaderValue::try_from(parent)
+        {
+            request
+                .headers_mut()
+                .insert(wasm_agent_telemetry::context::TRACEPARENT, value);
+        }
         for entry in self.credentials.credential_headers() {
             if !entry.target.applies(&scheme, &host) {
                 if entry.target.hosts.matches(&host) {
@@ -106,7 +119,13 @@ impl WasiHttpHooks for PolicyHooks {
         let max_response = self.max_response;
         Box::new(async move {
             let started = Instant::now();
-            let result = target.send(request).await;
+            let result = target.send(request).instrument(span.clone()).await;
+            match &result {
+                Ok((response, _)) => {
+                    span.record("http.response.status_code", response.status().as_u16());
+                }
+                Err(error) => spans::failed(&span, "network", &error.to_string()),
+            }
             match &result {
                 Ok((response, _)) => tracing::info!(
                     target: "wasm_agent::network",

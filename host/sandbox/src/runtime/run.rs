@@ -4,6 +4,8 @@
 
 use std::time::Instant;
 
+use tracing::Instrument;
+
 use wasmtime::component::ResourceTable;
 use wasmtime::{Store, UpdateDeadline};
 
@@ -92,9 +94,17 @@ impl Sandbox {
             let run = held_turn.releasing(async {
                 let toolkit = match toolkit {
                     Some(toolkit) => toolkit,
-                    None => component.pre.instantiate_async(&mut store).await?,
+                    None => {
+                        component
+                            .pre
+                            .instantiate_async(&mut store)
+                            .instrument(crate::spans::instantiate())
+                            .await?
+                    }
                 };
-                let value = body(&toolkit, &mut store).await?;
+                let value = body(&toolkit, &mut store)
+                    .instrument(crate::spans::guest())
+                    .await?;
                 Ok((value, toolkit))
             });
             tokio::select! {

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tracing::Instrument;
 use wasm_agent_session::{SessionError, SessionStore, StateScope};
 
 /// Largest session-state key and value.
@@ -44,7 +45,7 @@ impl SessionState {
         if !valid_key(key) {
             return Ok(None);
         }
-        self.bounded(self.store.get(&self.scope, key)).await
+        traced("get", self.bounded(self.store.get(&self.scope, key))).await
     }
 
     /// Writes one value: a key of 1-256 bytes without NUL, JSON text of at
@@ -62,7 +63,11 @@ impl SessionState {
         if serde_json::from_str::<serde::de::IgnoredAny>(&value).is_err() {
             wasmtime::bail!("set-state: the value of {key:?} is not JSON text");
         }
-        self.bounded(self.store.set(&self.scope, &key, value)).await
+        traced(
+            "set",
+            self.bounded(self.store.set(&self.scope, &key, value)),
+        )
+        .await
     }
 
     /// Runs a store operation until shortly before the call's deadline.
@@ -86,6 +91,19 @@ impl SessionState {
             .into()),
         }
     }
+}
+
+/// Runs a store operation in a span of its own, failed when it fails.
+async fn traced<T>(
+    operation: &'static str,
+    work: impl Future<Output = wasmtime::Result<T>>,
+) -> wasmtime::Result<T> {
+    let span = crate::spans::state(operation);
+    let result = work.instrument(span.clone()).await;
+    if let Err(error) = &result {
+        crate::spans::failed(&span, "state", &error.to_string());
+    }
+    result
 }
 
 fn valid_key(key: &str) -> bool {

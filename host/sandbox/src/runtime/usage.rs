@@ -27,6 +27,14 @@ impl UsageSink {
         Self::default()
     }
 
+    /// A copy of what the run left, if it got as far as a store.
+    pub fn get(&self) -> Option<CallUsage> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     /// What the run left, if it got as far as a store.
     pub fn take(&self) -> Option<CallUsage> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
