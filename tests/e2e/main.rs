@@ -6,6 +6,7 @@ mod agent;
 mod agent_cli;
 mod agent_runs;
 mod audit;
+mod audit_postgres;
 mod cli;
 mod code_mode;
 mod code_mode_run;

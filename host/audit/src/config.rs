@@ -14,8 +14,10 @@ use crate::FailMode;
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuditConfig {
-    /// The log file.
+    /// The log file, or a `postgres://` URL (records go to a table).
     pub file: Option<PathBuf>,
+    /// This process's chain in a table (default: the host name).
+    pub replica: Option<String>,
     /// Whether records carry the arguments (redacted).
     pub arguments: Option<bool>,
     /// `"closed"` or `"open"`.
@@ -34,7 +36,7 @@ impl<'de> Deserialize<'de> for AuditSection {
         impl<'de> Visitor<'de> for Either {
             type Value = AuditSection;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a file name, or a table with file, arguments, fail, max_size")
+                f.write_str("a file name, or a table with file, replica, arguments, fail, max_size")
             }
             fn visit_str<E: de::Error>(self, file: &str) -> Result<AuditSection, E> {
                 Ok(AuditSection(AuditConfig {

@@ -96,17 +96,25 @@ fn last_record(path: &Path) -> Result<Option<ChainEnd>, AuditError> {
     let line = text.rsplit(|b| *b == b'\n').next().unwrap_or(text);
     let line =
         std::str::from_utf8(line).map_err(|_| damaged("its last line is not UTF-8".into()))?;
-    let unsealed = chain::unseal(line)
-        .filter(|u| u.intact())
-        .ok_or_else(|| damaged("its last record does not check against its hash".into()))?;
-    let seq = serde_json::from_str::<serde_json::Value>(&unsealed.body)
-        .ok()
-        .and_then(|v| v.get("seq")?.as_u64())
-        .ok_or_else(|| damaged("its last record has no seq".into()))?;
-    Ok(Some(ChainEnd {
-        seq: seq + 1,
-        prev: unsealed.claimed.to_string(),
-    }))
+    ChainEnd::after(line).map(Some).map_err(damaged)
+}
+
+impl ChainEnd {
+    /// Where the chain stands after its last record, `line`, which must
+    /// check against its hash.
+    pub fn after(line: &str) -> Result<Self, String> {
+        let unsealed = chain::unseal(line)
+            .filter(|u| u.intact())
+            .ok_or("its last record does not check against its hash")?;
+        let seq = serde_json::from_str::<serde_json::Value>(&unsealed.body)
+            .ok()
+            .and_then(|v| v.get("seq")?.as_u64())
+            .ok_or("its last record has no seq")?;
+        Ok(ChainEnd {
+            seq: seq + 1,
+            prev: unsealed.claimed.to_string(),
+        })
+    }
 }
 
 /// The name the current file of the log at `path` is rotated to.

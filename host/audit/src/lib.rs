@@ -30,8 +30,9 @@ use std::path::PathBuf;
 
 pub use chain::GENESIS;
 pub use config::{AuditConfig, AuditSection};
-pub use log::AuditLog;
-pub use verify::{Verified, verify};
+pub use files::ChainEnd;
+pub use log::{AuditLog, AuditSink};
+pub use verify::{Verified, verify, verify_records};
 
 /// Default size at which the log file is rotated.
 pub const DEFAULT_MAX_SIZE: u64 = 100 << 20;

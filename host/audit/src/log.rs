@@ -62,6 +62,24 @@ impl AuditLog {
         let end = files::chain_end(&path)?;
         let file = open_file(&path)?;
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let sink = FileSink {
+            path: path.clone(),
+            file: Some(file),
+            size,
+            max_size: options.max_size.max(1),
+        };
+        Self::open_sink(Box::new(sink), end, options)
+    }
+
+    /// A log whose records go to `sink`, continuing the chain that ends at
+    /// `end` (`options.path` names the sink in messages); writes an `open`
+    /// record.
+    pub fn open_sink(
+        sink: Box<dyn AuditSink>,
+        end: ChainEnd,
+        options: AuditOptions,
+    ) -> Result<Self, AuditError> {
+        let path = options.path.clone();
         let shared = Arc::new(Shared {
             path: path.clone(),
             fail: options.fail,
@@ -71,11 +89,10 @@ impl AuditLog {
         });
         let mut writer = Writer {
             shared: shared.clone(),
-            file: Some(file),
-            size,
-            max_size: options.max_size.max(1),
+            sink,
             end,
             pending: Vec::new(),
+            pending_bytes: 0,
             acks: Vec::new(),
         };
         let entry = options.entry.clone();
@@ -190,15 +207,66 @@ impl CallAuditor for AuditLog {
     }
 }
 
-/// The writer thread's state.
-struct Writer {
-    shared: Arc<Shared>,
+/// Where sealed records go: a file rotated by size, or a table.
+pub trait AuditSink: Send + 'static {
+    /// Appends `records` (sealed lines, without newlines) in order; on an
+    /// error none of them counts as written, and they come again.
+    fn append(&mut self, records: &[String]) -> Result<(), String>;
+}
+
+/// The file sink: appends lines, rotating to `FILE.N` when full.
+struct FileSink {
+    path: PathBuf,
     file: Option<File>,
     size: u64,
     max_size: u64,
+}
+
+impl AuditSink for FileSink {
+    fn append(&mut self, records: &[String]) -> Result<(), String> {
+        let mut bytes = Vec::with_capacity(records.iter().map(|r| r.len() + 1).sum());
+        for record in records {
+            bytes.extend_from_slice(record.as_bytes());
+            bytes.push(b'\n');
+        }
+        if self.size > 0 && self.size + bytes.len() as u64 > self.max_size {
+            self.rotate()?;
+        }
+        let file = match &mut self.file {
+            Some(file) => file,
+            None => self
+                .file
+                .insert(open_file(&self.path).map_err(|e| e.to_string())?),
+        };
+        file.write_all(&bytes).map_err(|e| {
+            // A partial write leaves a torn line: start the next on its own.
+            self.file = None;
+            e.to_string()
+        })?;
+        self.size += bytes.len() as u64;
+        Ok(())
+    }
+}
+
+impl FileSink {
+    fn rotate(&mut self) -> Result<(), String> {
+        let target = files::next_rotated(&self.path);
+        std::fs::rename(&self.path, &target)
+            .map_err(|e| format!("cannot rotate to {}: {e}", target.display()))?;
+        self.file = Some(open_file(&self.path).map_err(|e| e.to_string())?);
+        self.size = 0;
+        Ok(())
+    }
+}
+
+/// The writer thread's state.
+struct Writer {
+    shared: Arc<Shared>,
+    sink: Box<dyn AuditSink>,
     end: ChainEnd,
-    /// Sealed lines not yet written.
-    pending: Vec<u8>,
+    /// Sealed lines not yet written, and their size.
+    pending: Vec<String>,
+    pending_bytes: usize,
     /// Flushes waiting for `pending` to be written.
     acks: Vec<mpsc::Sender<Result<(), String>>>,
 }
@@ -234,7 +302,7 @@ impl Writer {
 
     fn take(&mut self, message: Message) {
         match message {
-            Message::Record(event, time) if self.pending.len() < MAX_PENDING => {
+            Message::Record(event, time) if self.pending_bytes < MAX_PENDING => {
                 self.seal(&event, time)
             }
             Message::Record(..) => {
@@ -248,8 +316,8 @@ impl Writer {
     fn seal(&mut self, event: &Event, time: SystemTime) {
         let body = record::body(event, self.end.seq, &self.end.prev, time);
         let (line, hash) = chain::seal(&body);
-        self.pending.extend_from_slice(line.as_bytes());
-        self.pending.push(b'\n');
+        self.pending_bytes += line.len() + 1;
+        self.pending.push(line);
         self.end = ChainEnd {
             seq: self.end.seq + 1,
             prev: hash,
@@ -265,36 +333,14 @@ impl Writer {
         }
     }
 
-    /// Writes what is pending (rotating first when the file is full).
+    /// Writes what is pending.
     fn write(&mut self) -> Result<(), String> {
         if self.pending.is_empty() {
             return Ok(());
         }
-        if self.size > 0 && self.size + self.pending.len() as u64 > self.max_size {
-            self.rotate()?;
-        }
-        let file = match &mut self.file {
-            Some(file) => file,
-            None => self
-                .file
-                .insert(open_file(&self.shared.path).map_err(|e| e.to_string())?),
-        };
-        file.write_all(&self.pending).map_err(|e| {
-            // A partial write leaves a torn line: start the next on its own.
-            self.file = None;
-            e.to_string()
-        })?;
-        self.size += self.pending.len() as u64;
+        self.sink.append(&self.pending)?;
         self.pending.clear();
-        Ok(())
-    }
-
-    fn rotate(&mut self) -> Result<(), String> {
-        let target = files::next_rotated(&self.shared.path);
-        std::fs::rename(&self.shared.path, &target)
-            .map_err(|e| format!("cannot rotate to {}: {e}", target.display()))?;
-        self.file = Some(open_file(&self.shared.path).map_err(|e| e.to_string())?);
-        self.size = 0;
+        self.pending_bytes = 0;
         Ok(())
     }
 

@@ -31,20 +31,29 @@ pub struct Verified {
 pub fn verify(path: &Path, partial: bool) -> Result<Verified, AuditError> {
     let mut paths: Vec<PathBuf> = files::rotated(path).into_iter().map(|(_, p)| p).collect();
     paths.push(path.to_path_buf());
-    let mut chain = Chain {
-        partial,
-        last: None,
-        verified: Verified {
-            files: Vec::new(),
-            records: 0,
-            seqs: None,
-            head: GENESIS.into(),
-            gaps: 0,
-        },
-    };
+    let mut chain = Chain::new(partial);
     for file in paths {
         chain.file(&file)?;
         chain.verified.files.push(file);
+    }
+    Ok(chain.verified)
+}
+
+/// Checks records kept elsewhere than in files (a table's rows, in order of
+/// `seq`), named `location` in errors; `line` in an error counts records
+/// from 1.
+pub fn verify_records(
+    location: &str,
+    records: impl IntoIterator<Item = String>,
+    partial: bool,
+) -> Result<Verified, AuditError> {
+    let mut chain = Chain::new(partial);
+    for (number, record) in (1..).zip(records) {
+        chain.sealed(&record).map_err(|reason| AuditError::Broken {
+            path: PathBuf::from(location),
+            line: number,
+            reason,
+        })?;
     }
     Ok(chain.verified)
 }
@@ -57,6 +66,20 @@ struct Chain {
 }
 
 impl Chain {
+    fn new(partial: bool) -> Self {
+        Self {
+            partial,
+            last: None,
+            verified: Verified {
+                files: Vec::new(),
+                records: 0,
+                seqs: None,
+                head: GENESIS.into(),
+                gaps: 0,
+            },
+        }
+    }
+
     fn file(&mut self, path: &Path) -> Result<(), AuditError> {
         let file = std::fs::File::open(path).map_err(|e| AuditError::Read {
             path: path.to_path_buf(),
@@ -89,6 +112,10 @@ impl Chain {
             .strip_suffix(b"\n")
             .ok_or("the record is incomplete (no newline at its end)")?;
         let line = std::str::from_utf8(line).map_err(|_| "the record is not UTF-8")?;
+        self.sealed(line)
+    }
+
+    fn sealed(&mut self, line: &str) -> Result<(), String> {
         let unsealed = chain::unseal(line).ok_or("not a sealed record (no hash at its end)")?;
         if !unsealed.intact() {
             return Err("the record was changed: its hash does not match its content".into());

@@ -7,16 +7,18 @@ use std::sync::{Arc, OnceLock};
 
 use anyhow::Context as _;
 use clap::Args;
-use wasm_agent::audit::{AuditLog, AuditOptions, AuditSection, FailMode};
+use wasm_agent::audit::postgres::{PostgresSink, read_chains};
+use wasm_agent::audit::{AuditLog, AuditOptions, AuditSection, FailMode, verify_records};
 use wasm_agent::policy::{ByteSize, ConfigFile};
 
 /// `wasm-agent audit ...`.
 #[derive(Debug, clap::Subcommand)]
 pub enum AuditCommand {
-    /// Check an audit log's hash chain (with its rotated FILE.N files) and
-    /// name the first record that does not hold.
+    /// Check an audit log's hash chain (with its rotated FILE.N files, or
+    /// every replica's chain in a PostgreSQL table) and name the first
+    /// record that does not hold.
     Verify {
-        /// The log file.
+        /// The log file, or the postgres:// URL of the database.
         file: PathBuf,
         /// Accept a chain whose oldest files were removed (it need not
         /// start at seq 0).
@@ -32,9 +34,14 @@ pub enum AuditCommand {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Audit")]
 pub struct AuditFlags {
-    /// Append a hash-chained JSON record of every call to FILE (config `audit`).
-    #[arg(long, value_name = "FILE", env = "WASM_AGENT_AUDIT")]
+    /// Append a hash-chained JSON record of every call to FILE, or to a
+    /// PostgreSQL table with a postgres:// URL (config `audit`).
+    #[arg(long, value_name = "FILE|URL", env = "WASM_AGENT_AUDIT")]
     pub audit: Option<PathBuf>,
+    /// This process's chain in the PostgreSQL table (default: the host
+    /// name); each replica needs its own.
+    #[arg(long, value_name = "NAME", env = "WASM_AGENT_AUDIT_REPLICA")]
+    pub audit_replica: Option<String>,
     /// Record the arguments too (secret-looking keys redacted), not only
     /// their digest.
     #[arg(long)]
@@ -88,8 +95,58 @@ pub fn shared(
             .map_or(wasm_agent::audit::DEFAULT_MAX_SIZE, |s| s.bytes()),
         entry: entry.to_string(),
     };
-    let log = Arc::new(AuditLog::open(options)?);
-    Ok(LOG.get_or_init(|| Some(log)).clone())
+    let log = match postgres_url(&options.path).map(str::to_string) {
+        Some(url) => {
+            let replica = flags
+                .audit_replica
+                .clone()
+                .or(section.replica)
+                .unwrap_or_else(host_name);
+            open_in_postgres(&url, &replica, options)?
+        }
+        None => AuditLog::open(options)?,
+    };
+    Ok(LOG.get_or_init(|| Some(Arc::new(log))).clone())
+}
+
+/// The URL, when the log is to go to PostgreSQL.
+fn postgres_url(location: &std::path::Path) -> Option<&str> {
+    let text = location.to_str()?;
+    (text.starts_with("postgres://") || text.starts_with("postgresql://")).then_some(text)
+}
+
+/// A log whose records go to `replica`'s chain in the database at `url`.
+/// The sink runs a runtime of its own, so it is opened (and writes its
+/// `open` record) off this one.
+fn open_in_postgres(
+    url: &str,
+    replica: &str,
+    mut options: AuditOptions,
+) -> anyhow::Result<AuditLog> {
+    let open = move || {
+        let (sink, end, location) = PostgresSink::connect(url, replica)?;
+        options.path = location;
+        AuditLog::open_sink(Box::new(sink), end, options)
+    };
+    let log = std::thread::scope(|scope| {
+        scope
+            .spawn(open)
+            .join()
+            .map_err(|_| anyhow::anyhow!("opening the audit log's database failed"))
+    })??;
+    Ok(log)
+}
+
+/// This machine's name (the default replica).
+fn host_name() -> String {
+    let mut name = [0u8; 256];
+    // SAFETY: gethostname writes at most `len` bytes into the buffer.
+    let ok = unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len()) } == 0;
+    let end = name.iter().position(|b| *b == 0).unwrap_or(name.len());
+    match std::str::from_utf8(&name[..end]) {
+        Ok(text) if ok && !text.is_empty() => text.to_string(),
+        _ => "default".into(),
+    }
 }
 
 /// Waits until every record so far is written: an error when they could
@@ -109,6 +166,9 @@ pub fn flush() -> anyhow::Result<()> {
 /// `wasm-agent audit verify FILE`: checks the chain across the rotated
 /// files; prints what holds, or fails naming the first broken record.
 pub fn verify(file: &std::path::Path, partial: bool, json: bool) -> anyhow::Result<()> {
+    if let Some(url) = postgres_url(file) {
+        return verify_table(url, partial, json);
+    }
     let verified = wasm_agent::audit::verify(file, partial)
         .with_context(|| format!("{} does not verify", file.display()))?;
     if json {
@@ -139,6 +199,39 @@ pub fn verify(file: &std::path::Path, partial: bool, json: bool) -> anyhow::Resu
             "note: {} gap record(s): records were dropped while the log could not keep up",
             verified.gaps
         );
+    }
+    Ok(())
+}
+
+/// `wasm-agent audit verify postgres://...`: every replica's chain.
+fn verify_table(url: &str, partial: bool, json: bool) -> anyhow::Result<()> {
+    let chains = std::thread::scope(|scope| {
+        scope
+            .spawn(|| read_chains(url))
+            .join()
+            .map_err(|_| anyhow::anyhow!("reading the audit table failed"))
+    })??;
+    let mut report = Vec::new();
+    for (replica, records) in chains {
+        let verified = verify_records(&format!("replica {replica:?}"), records, partial)
+            .with_context(|| format!("the chain of replica {replica:?} does not verify"))?;
+        if !json {
+            println!(
+                "ok: replica {replica:?}: {} records; head {}",
+                verified.records, verified.head
+            );
+        }
+        report.push(serde_json::json!({
+            "replica": replica,
+            "records": verified.records,
+            "head": verified.head,
+            "gaps": verified.gaps,
+        }));
+    }
+    if json {
+        println!("{}", serde_json::Value::Array(report));
+    } else if report.is_empty() {
+        println!("ok: no records");
     }
     Ok(())
 }

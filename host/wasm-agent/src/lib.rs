@@ -41,8 +41,14 @@ pub use wasm_agent_sandbox::{
 };
 
 pub mod cache;
-/// The audit trail: hash-chained records of every call.
-pub use wasm_agent_audit as audit;
+/// The audit trail: hash-chained records of every call (in a file, or with
+/// `postgres`, in a table).
+pub mod audit {
+    pub use wasm_agent_audit::*;
+    /// Audit records in a PostgreSQL table, a chain per replica.
+    #[cfg(feature = "postgres")]
+    pub use wasm_agent_audit_postgres as postgres;
+}
 pub use wasm_agent_metrics as metrics;
 /// OpenTelemetry: trace context in and out, OTLP export of spans and metrics.
 pub use wasm_agent_telemetry as telemetry;

@@ -1,0 +1,205 @@
+//! The audit trail in PostgreSQL: records go to the table
+//! `wasm_agent_audit` instead of a file, each replica (`--audit-replica`,
+//! by default the host name) keeping its own chain, so replicas never
+//! contend for one. Rows are `(replica, seq, record)`, `record` being the
+//! sealed line exactly as hashed; `record::jsonb` reads it as JSON.
+//!
+//! The writer thread drives its own single-threaded runtime: records go in
+//! one statement per batch, within a timeout, and a lost connection is
+//! opened again on the next batch.
+
+#![warn(missing_docs)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tokio::runtime::Runtime;
+use tokio_postgres::{Client, Config, NoTls};
+use wasm_agent_audit::{AuditError, AuditSink, ChainEnd};
+
+/// The table of every replica's records.
+pub const TABLE: &str = "wasm_agent_audit";
+/// How long connecting and each statement may take.
+const TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest replica name.
+const MAX_REPLICA: usize = 128;
+
+const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS wasm_agent_audit (
+    replica text NOT NULL,
+    seq bigint NOT NULL,
+    record text NOT NULL,
+    PRIMARY KEY (replica, seq)
+)";
+
+/// One replica's chain in the table.
+pub struct PostgresSink {
+    runtime: Runtime,
+    config: Config,
+    client: Option<Client>,
+    replica: String,
+    location: String,
+}
+
+impl PostgresSink {
+    /// Connects to `url` (`postgres://USER:PASSWORD@HOST:PORT/DB`), creates
+    /// the table if it is missing, and reads where `replica`'s chain ends.
+    /// The returned name (the URL without its password, and the replica)
+    /// is for messages.
+    pub fn connect(url: &str, replica: &str) -> Result<(Self, ChainEnd, PathBuf), AuditError> {
+        let config: Config = url.parse().map_err(|e| AuditError::Write {
+            path: PathBuf::from("--audit postgres://..."),
+            reason: format!("cannot read the URL: {e}"),
+        })?;
+        let location = format!("{}#{replica}", described(&config));
+        let failed = |reason: String| AuditError::Write {
+            path: PathBuf::from(&location),
+            reason,
+        };
+        if replica.is_empty()
+            || replica.len() > MAX_REPLICA
+            || replica.chars().any(|c| c.is_control())
+        {
+            return Err(failed(format!(
+                "the replica name must be 1-{MAX_REPLICA} bytes without control characters"
+            )));
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| failed(format!("cannot start its runtime: {e}")))?;
+        let mut sink = Self {
+            runtime,
+            config,
+            client: None,
+            replica: replica.to_string(),
+            location: location.clone(),
+        };
+        let last = sink.reconnect().and_then(|()| {
+            let client = sink.client.as_ref().expect("connected");
+            sink.runtime.block_on(bounded(async {
+                client.batch_execute(SCHEMA).await?;
+                let row = client
+                    .query_opt(
+                        "SELECT record FROM wasm_agent_audit WHERE replica = $1 \
+                         ORDER BY seq DESC LIMIT 1",
+                        &[&sink.replica],
+                    )
+                    .await?;
+                Ok(row.map(|row| row.get::<_, String>(0)))
+            }))
+        });
+        let end = match last.map_err(failed)? {
+            None => ChainEnd::start(),
+            Some(line) => ChainEnd::after(&line).map_err(|reason| AuditError::Damaged {
+                path: PathBuf::from(&location),
+                reason,
+            })?,
+        };
+        Ok((sink, end, PathBuf::from(location)))
+    }
+
+    /// The connection, opened again if it was lost.
+    fn reconnect(&mut self) -> Result<(), String> {
+        if self.client.as_ref().is_none_or(Client::is_closed) {
+            let config = self.config.clone();
+            let client = self.runtime.block_on(async move {
+                let (client, connection) = tokio::time::timeout(TIMEOUT, config.connect(NoTls))
+                    .await
+                    .map_err(|_| format!("no connection within {TIMEOUT:?}"))?
+                    .map_err(|e| format!("cannot connect: {e}"))?;
+                // Driven while the writer waits on the runtime.
+                tokio::spawn(connection);
+                Ok::<_, String>(client)
+            })?;
+            self.client = Some(client);
+        }
+        Ok(())
+    }
+
+    /// The name the sink goes by in messages.
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+}
+
+impl AuditSink for PostgresSink {
+    fn append(&mut self, records: &[String]) -> Result<(), String> {
+        let insert = "INSERT INTO wasm_agent_audit (replica, seq, record) \
+                      SELECT $1, (r::jsonb ->> 'seq')::bigint, r FROM unnest($2::text[]) AS r";
+        let written = self.reconnect().and_then(|()| {
+            let client = self.client.as_ref().expect("connected");
+            self.runtime.block_on(bounded(async {
+                client.execute(insert, &[&self.replica, &records]).await
+            }))
+        });
+        match written {
+            Ok(_) => Ok(()),
+            Err(reason) => {
+                self.client = None;
+                Err(reason)
+            }
+        }
+    }
+}
+
+/// `work` within the timeout, its error as text (a unique violation says
+/// what it means here).
+async fn bounded<T>(
+    work: impl Future<Output = Result<T, tokio_postgres::Error>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(TIMEOUT, work).await {
+        Err(_) => Err(format!("no answer within {TIMEOUT:?}")),
+        Ok(Err(e)) if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => Err(
+            "another process writes this replica's chain: give each replica its own \
+                 --audit-replica"
+                .into(),
+        ),
+        Ok(Err(e)) => Err(e.to_string()),
+        Ok(Ok(value)) => Ok(value),
+    }
+}
+
+/// `postgres://USER@HOST:PORT/DB`, without the password.
+fn described(config: &Config) -> String {
+    use tokio_postgres::config::Host;
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(name)) => name.clone(),
+        #[cfg(unix)]
+        Some(Host::Unix(path)) => path.display().to_string(),
+        None => "localhost".into(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let user = config.get_user().unwrap_or("");
+    let db = config.get_dbname().unwrap_or("");
+    format!("postgres://{user}@{host}:{port}/{db}")
+}
+
+/// Every replica's records, each chain in order of `seq`, for
+/// [`verify_records`](wasm_agent_audit::verify_records).
+pub fn read_chains(url: &str) -> Result<Vec<(String, Vec<String>)>, AuditError> {
+    let (mut sink, _, location) = PostgresSink::connect(url, "(verify)")?;
+    let rows = sink.reconnect().and_then(|()| {
+        let client = sink.client.as_ref().expect("connected");
+        sink.runtime.block_on(bounded(async {
+            client
+                .query(
+                    "SELECT replica, record FROM wasm_agent_audit ORDER BY replica, seq",
+                    &[],
+                )
+                .await
+        }))
+    });
+    let rows = rows.map_err(|reason| AuditError::Read {
+        path: location,
+        reason,
+    })?;
+    let mut chains: Vec<(String, Vec<String>)> = Vec::new();
+    for row in rows {
+        let (replica, record): (String, String) = (row.get(0), row.get(1));
+        match chains.last_mut() {
+            Some((last, records)) if *last == replica => records.push(record),
+            _ => chains.push((replica, vec![record])),
+        }
+    }
+    Ok(chains)
+}

@@ -1,0 +1,110 @@
+//! The audit trail in PostgreSQL through the real CLI: records go to the
+//! `wasm_agent_audit` table, each replica keeping its own chain across
+//! runs; `audit verify URL` checks every chain and finds an edited or
+//! deleted row; a database that is down refuses calls (failing closed)
+//! without showing the URL's password.
+
+use serde_json::{Value, json};
+
+use crate::common::{assert_clean_failure, component, run, stderr, stdout};
+use crate::postgres::Postgres;
+
+fn call(url: &str, replica: &str, expression: &str) -> std::process::Output {
+    let calculator = component("calculator");
+    run(&[
+        "call",
+        calculator.to_str().unwrap(),
+        "calculate",
+        &json!({ "expression": expression }).to_string(),
+        "--audit",
+        url,
+        "--audit-replica",
+        replica,
+    ])
+}
+
+fn sql(url: &str, statement: &str) -> Vec<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        let rows = client.query(statement, &[]).await.unwrap();
+        rows.iter()
+            .filter_map(|row| row.try_get::<_, String>(0).ok())
+            .collect()
+    })
+}
+
+#[test]
+fn records_go_to_a_table_with_a_chain_per_replica_and_tampering_is_found() {
+    let cluster = Postgres::start();
+    // Trust authentication ignores the password; it must never be shown.
+    let url = format!(
+        "postgres://postgres:pg-s3cret@127.0.0.1:{}/postgres",
+        cluster.port()
+    );
+    for (replica, expression) in [("r1", "1+1"), ("r2", "2+2"), ("r1", "3+3")] {
+        let output = call(&url, replica, expression);
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert!(
+            !stderr(&output).contains("pg-s3cret"),
+            "{}",
+            stderr(&output)
+        );
+    }
+    let records = sql(
+        &url,
+        "SELECT record FROM wasm_agent_audit WHERE replica = 'r1' ORDER BY seq",
+    );
+    assert_eq!(records.len(), 4, "{records:#?}");
+    let last: Value = serde_json::from_str(&records[3]).unwrap();
+    assert_eq!(last["seq"], 3);
+    assert_eq!(last["event"], "call");
+    assert_eq!(last["tool"], "calculate");
+    assert_eq!(last["outcome"], "ok");
+    let open: Value = serde_json::from_str(&records[2]).unwrap();
+    assert_eq!(open["event"], "open", "the second run continued the chain");
+
+    let output = run(&["audit", "verify", &url, "--json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let chains: Value = serde_json::from_str(stdout(&output).trim()).unwrap();
+    assert_eq!(chains[0]["replica"], "r1");
+    assert_eq!(chains[0]["records"], 4);
+    assert_eq!(chains[1]["replica"], "r2");
+    assert_eq!(chains[1]["records"], 2);
+
+    sql(
+        &url,
+        "UPDATE wasm_agent_audit SET record = replace(record, '\"outcome\":\"ok\"', \
+         '\"outcome\":\"failed\"') WHERE replica = 'r1' AND seq = 3",
+    );
+    let output = run(&["audit", "verify", &url]);
+    assert_clean_failure(&output, 2, "replica \"r1\"");
+    assert!(stderr(&output).contains("line 4"), "{}", stderr(&output));
+    assert!(stderr(&output).contains("changed"), "{}", stderr(&output));
+    sql(&url, "DELETE FROM wasm_agent_audit WHERE replica = 'r1'");
+
+    sql(
+        &url,
+        "DELETE FROM wasm_agent_audit WHERE replica = 'r2' AND seq = 0",
+    );
+    let output = run(&["audit", "verify", &url]);
+    assert_clean_failure(&output, 2, "replica \"r2\"");
+    assert!(stderr(&output).contains("not 0"), "{}", stderr(&output));
+
+    // Failing closed, no database means no call.
+    cluster.stop();
+    let output = call(&url, "r3", "4+4");
+    assert_clean_failure(&output, 2, "cannot connect");
+    assert!(
+        !stderr(&output).contains("pg-s3cret"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!stdout(&output).contains('8'), "{}", stdout(&output));
+}
