@@ -578,3 +578,59 @@ async fn truncation_keeps_the_first_items_that_fit_and_says_how_many_were_cut() 
     let sent = messages(&server, 1);
     assert_eq!(sent.last().unwrap()["content"], call.model_content.as_str());
 }
+
+/// Keeps every report the host gives it.
+#[derive(Default)]
+struct Reports(std::sync::Mutex<Vec<wasm_agent::report::CallReport>>);
+
+impl wasm_agent::report::CallAuditor for Reports {
+    fn admit(&self) -> Result<(), String> {
+        Ok(())
+    }
+    fn wants_arguments(&self) -> bool {
+        false
+    }
+    fn record(&self, report: wasm_agent::report::CallReport) {
+        self.0.lock().unwrap().push(report);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandboxed_result_from_the_cache_is_reported_to_the_auditor_as_cached() {
+    let server = ProviderServer::with(|_, n| {
+        if n % 2 == 0 {
+            openai::tool_calls(&[("c", "calculate", r#"{"expression": "6*7"}"#)])
+        } else {
+            openai::text("42")
+        }
+    })
+    .await;
+    let reports = Arc::new(Reports::default());
+    let host = ToolHost::builder()
+        .cache_dir(crate::common::cache_dir())
+        .auditor(reports.clone())
+        .build()
+        .unwrap();
+    host.load(component("calculator"), Policy::default())
+        .await
+        .unwrap();
+    let calculate = AgentTool::sandboxed(&host, host.tool("calculate").unwrap())
+        .cache_ttl(Duration::from_secs(60));
+    let agent = Agent::builder("cached")
+        .model(model("openai:m", &server))
+        .tool(calculate)
+        .build()
+        .unwrap();
+    for cached in [false, true] {
+        let output = agent.run("6*7?", RunOptions::new()).await.unwrap();
+        assert_eq!(output.tool_calls[0].cached, cached);
+        assert_eq!(output.tool_calls[0].content, "42");
+    }
+    let reports = reports.0.lock().unwrap();
+    assert_eq!(reports.len(), 2, "{reports:#?}");
+    assert!(!reports[0].cached && reports[0].usage.is_some());
+    assert!(reports[1].cached && reports[1].usage.is_none());
+    assert_eq!(reports[1].outcome, None);
+    assert_eq!(reports[1].tool, "calculate");
+    assert_eq!(reports[1].arguments_digest, reports[0].arguments_digest);
+}

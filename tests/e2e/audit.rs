@@ -258,3 +258,42 @@ async fn serve_records_calls_over_mcp() {
             .contains("\"entry\":\"serve\"")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_served_from_the_cache_is_recorded_as_cached() {
+    let dir = temp_dir();
+    let audit = dir.path().join("audit.jsonl");
+    let config = dir.path().join("wasm-agent.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[tools.calc]\ncomponent = \"{}\"\n\n[agent.tools.calculate]\ncache_ttl = \"5m\"\n",
+            path(&component("calculator"))
+        ),
+    )
+    .unwrap();
+    let server = Server::start(&["--config", &path(&config), "--audit", &path(&audit)]);
+    let session = server.session(None).await;
+    for id in [2, 3] {
+        let answer = server
+            .call_tool(&session, id, "calculate", json!({"expression": "6*7"}))
+            .await;
+        assert_eq!(answer["result"]["content"][0]["text"], "42", "{answer}");
+    }
+    let records = crate::mcp::wait_for(
+        || async { calls(&audit) },
+        |records: &Vec<Value>| records.len() >= 2,
+    )
+    .await;
+    assert_eq!(records.len(), 2, "{records:#?}");
+    assert_eq!(records[0].get("cached"), None, "the first call ran");
+    assert!(records[0]["fuel_used"].is_u64(), "{}", records[0]);
+    assert_eq!(records[1]["cached"], true, "{}", records[1]);
+    assert_eq!(records[1]["outcome"], "ok");
+    assert_eq!(records[1]["tool"], "calculate");
+    assert_eq!(
+        records[1]["arguments_digest"],
+        records[0]["arguments_digest"]
+    );
+    assert_ne!(records[1]["call_id"], records[0]["call_id"]);
+}

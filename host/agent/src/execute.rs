@@ -174,6 +174,9 @@ impl Agent {
         if let Some((key, _)) = &cache_key
             && let Some(hit) = cached::lookup(&*self.inner.cache, key).await
         {
+            if let Runner::Sandboxed { host, tool: name } = &tool.runner {
+                host.audit_cached(name, &arguments, context);
+            }
             *cached = true;
             return Ok(hit);
         }

@@ -122,6 +122,8 @@ struct CallRecord<'a> {
     #[serde(skip_serializing_if = "is_zero")]
     more_requests: u64,
     outcome: &'static str,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    cached: bool,
     duration_us: u64,
     fuel_used: Option<u64>,
     peak_memory: Option<u64>,
@@ -221,6 +223,7 @@ impl<'a> CallRecord<'a> {
                 .unwrap_or_default(),
             more_requests: usage.map_or(0, |u| u.activity.more_requests),
             outcome: report.outcome.map_or("ok", |kind| kind.as_str()),
+            cached: report.cached,
             duration_us: u64::try_from(report.duration.as_micros()).unwrap_or(u64::MAX),
             fuel_used: usage.map(|u| u.fuel_used),
             peak_memory: usage.map(|u| u.peak_memory),

@@ -25,6 +25,7 @@ fn report(n: usize, arguments: &str) -> CallReport {
         outcome: (n % 2 == 1).then_some(ErrorKind::Timeout),
         duration: Duration::from_micros(n as u64),
         depth: 0,
+        cached: false,
     }
 }
 

@@ -427,6 +427,7 @@ impl McpServer {
         if let Some(filed) = &filed
             && let Some(hit) = self.shared.caching.lookup(filed, request_id).await
         {
+            host.audit_cached(name, &arguments, &call_context);
             let mut answer = content::call_result(&hit);
             cached::mark_cached(&mut answer);
             return Ok(answer.into());

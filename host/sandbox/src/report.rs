@@ -60,6 +60,8 @@ pub struct CallReport {
     pub duration: Duration,
     /// How many tool calls deep it was (0: the agent's or client's own).
     pub depth: u32,
+    /// Answered from a result cache, without running.
+    pub cached: bool,
 }
 
 /// Which component a call ran.

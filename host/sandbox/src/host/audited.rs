@@ -54,6 +54,7 @@ impl Draft {
             outcome: None,
             duration: Duration::ZERO,
             depth: context.tool_call_depth,
+            cached: false,
         };
         Self {
             auditor,
@@ -92,13 +93,30 @@ impl ToolHost {
         context: &CallContext,
         error: &CallError,
     ) -> String {
+        self.audit_unrun(name, arguments, context, Some(error.kind), false)
+    }
+
+    /// Tells the auditor of a call an entry point answered from its result
+    /// cache, without running the tool. Returns the call id the report has.
+    pub fn audit_cached(&self, name: &str, arguments: &Value, context: &CallContext) -> String {
+        self.audit_unrun(name, arguments, context, None, true)
+    }
+
+    fn audit_unrun(
+        &self,
+        name: &str,
+        arguments: &Value,
+        context: &CallContext,
+        outcome: Option<ErrorKind>,
+        cached: bool,
+    ) -> String {
         let call_id = format!(
             "call-{}",
             self.inner.next_call.fetch_add(1, Ordering::Relaxed)
         );
         if let Some(auditor) = &self.inner.auditor {
             let entry = self.inner.tools.get(name);
-            let draft = Draft::new(
+            let mut draft = Draft::new(
                 auditor.clone(),
                 &call_id,
                 name,
@@ -106,7 +124,8 @@ impl ToolHost {
                 context,
                 entry.as_deref(),
             );
-            draft.finish(Some(error.kind), Duration::ZERO);
+            draft.report.cached = cached;
+            draft.finish(outcome, Duration::ZERO);
         }
         call_id
     }
