@@ -80,10 +80,7 @@ pub(crate) fn answered(span: &Span, response: &ChatResponse) {
 
 /// Records a failed model request.
 pub(crate) fn chat_failed(span: &Span, kind: &str, message: &str) {
-    span.record("error.type", kind);
-    span.record("otel.status_code", "ERROR");
-    let cut = message.floor_char_boundary(512);
-    span.record("otel.status_description", &message[..cut]);
+    wasm_agent_telemetry::context::record_failure(span, kind, message);
 }
 
 /// `gen_ai.provider.name` (well-known values where the conventions have one).

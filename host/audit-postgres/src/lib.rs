@@ -46,11 +46,8 @@ impl PostgresSink {
     /// The returned name (the URL without its password, and the replica)
     /// is for messages.
     pub fn connect(url: &str, replica: &str) -> Result<(Self, ChainEnd, PathBuf), AuditError> {
-        let config: Config = url.parse().map_err(|e| AuditError::Write {
-            path: PathBuf::from("--audit postgres://..."),
-            reason: format!("cannot read the URL: {e}"),
-        })?;
-        let location = format!("{}#{replica}", described(&config));
+        let mut sink = Self::unconnected(url, replica)?;
+        let location = sink.location.clone();
         let failed = |reason: String| AuditError::Write {
             path: PathBuf::from(&location),
             reason,
@@ -63,17 +60,6 @@ impl PostgresSink {
                 "the replica name must be 1-{MAX_REPLICA} bytes without control characters"
             )));
         }
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| failed(format!("cannot start its runtime: {e}")))?;
-        let mut sink = Self {
-            runtime,
-            config,
-            client: None,
-            replica: replica.to_string(),
-            location: location.clone(),
-        };
         let last = sink.reconnect().and_then(|()| {
             let client = sink.client.as_ref().expect("connected");
             sink.runtime.block_on(bounded(async {
@@ -96,6 +82,29 @@ impl PostgresSink {
             })?,
         };
         Ok((sink, end, PathBuf::from(location)))
+    }
+
+    /// The sink of `replica` at `url`, not yet connected.
+    fn unconnected(url: &str, replica: &str) -> Result<Self, AuditError> {
+        let config: Config = url.parse().map_err(|e| AuditError::Write {
+            path: PathBuf::from("--audit postgres://..."),
+            reason: format!("cannot read the URL: {e}"),
+        })?;
+        let location = format!("{}#{replica}", described(&config));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| AuditError::Write {
+                path: PathBuf::from(&location),
+                reason: format!("cannot start its runtime: {e}"),
+            })?;
+        Ok(Self {
+            runtime,
+            config,
+            client: None,
+            replica: replica.to_string(),
+            location,
+        })
     }
 
     /// The connection, opened again if it was lost.
@@ -177,10 +186,12 @@ fn described(config: &Config) -> String {
 /// Every replica's records, each chain in order of `seq`, for
 /// [`verify_records`](wasm_agent_audit::verify_records).
 pub fn read_chains(url: &str) -> Result<Vec<(String, Vec<String>)>, AuditError> {
-    let (mut sink, _, location) = PostgresSink::connect(url, "(verify)")?;
+    let mut sink = PostgresSink::unconnected(url, "")?;
+    let location = PathBuf::from(sink.location.trim_end_matches('#'));
     let rows = sink.reconnect().and_then(|()| {
         let client = sink.client.as_ref().expect("connected");
         sink.runtime.block_on(bounded(async {
+            client.batch_execute(SCHEMA).await?;
             client
                 .query(
                     "SELECT replica, record FROM wasm_agent_audit ORDER BY replica, seq",

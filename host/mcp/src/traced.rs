@@ -11,7 +11,7 @@ use rmcp::model::{CallToolResponse, ErrorData, ServerResult};
 use serde::Deserialize;
 use tracing::field::Empty;
 use tracing::{Span, info_span};
-use wasm_agent_telemetry::context::{TRACEPARENT, TRACESTATE, adopt_remote_parent};
+use wasm_agent_telemetry::context::{TRACEPARENT, TRACESTATE, adopt_remote_parent, record_failure};
 
 /// Longest method or tool name put in a span (they are the client's text).
 const MAX_NAME: usize = 128;
@@ -173,10 +173,8 @@ pub(crate) fn finish_call(span: &Span, answer: &Result<CallToolResponse, ErrorDa
 
 fn refused(span: &Span, error: &ErrorData) {
     let code = error.code.0.to_string();
-    span.record("error.type", code.as_str());
     span.record("rpc.response.status_code", code.as_str());
-    span.record("otel.status_code", "ERROR");
-    span.record("otel.status_description", cut(&error.message));
+    record_failure(span, &code, &error.message);
 }
 
 fn tool_failed(span: &Span) {

@@ -15,10 +15,6 @@ use crate::context::CallContext;
 use crate::result::CallError;
 use crate::runtime::CallUsage;
 
-/// Longest status description recorded (error messages are the tool's or
-/// the host's, written for a model).
-const MAX_DESCRIPTION: usize = 512;
-
 /// The span of one call of `tool` (`None`: a name the host does not offer,
 /// which is the caller's text and not recorded).
 pub(crate) fn call(tool: Option<&str>, call_id: &str, context: &CallContext) -> Span {
@@ -63,10 +59,7 @@ pub(crate) fn finish_call(span: &Span, error: Option<&CallError>, usage: Option<
 
 /// Marks `span` failed with `kind` (`error.type`) and `message`.
 pub(crate) fn failed(span: &Span, kind: &str, message: &str) {
-    span.record("error.type", kind);
-    span.record("otel.status_code", "ERROR");
-    let cut = message.floor_char_boundary(MAX_DESCRIPTION);
-    span.record("otel.status_description", &message[..cut]);
+    wasm_agent_telemetry::context::record_failure(span, kind, message);
 }
 
 /// Checking the arguments against the tool's schema and limits.

@@ -57,3 +57,17 @@ pub fn traceparent_of(span: &tracing::Span) -> Option<String> {
     TraceContextPropagator::new().inject_context(&context, &mut carrier);
     carrier.remove(TRACEPARENT)
 }
+
+/// Longest `otel.status_description` recorded (error messages are written
+/// for people and models, and may quote a tool's text).
+const MAX_DESCRIPTION: usize = 512;
+
+/// Marks `span` failed: `error.type` is `kind`, the status is ERROR with
+/// the first 512 bytes of `message` as its description. The span must
+/// declare those three fields (as `Empty`).
+pub fn record_failure(span: &tracing::Span, kind: &str, message: &str) {
+    span.record("error.type", kind);
+    span.record("otel.status_code", "ERROR");
+    let cut = message.floor_char_boundary(MAX_DESCRIPTION);
+    span.record("otel.status_description", &message[..cut]);
+}

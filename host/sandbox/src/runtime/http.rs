@@ -122,21 +122,20 @@ impl WasiHttpHooks for PolicyHooks {
             let result = target.send(request).instrument(span.clone()).await;
             match &result {
                 Ok((response, _)) => {
-                    span.record("http.response.status_code", response.status().as_u16());
+                    let status = response.status().as_u16();
+                    span.record("http.response.status_code", status);
+                    tracing::info!(
+                        target: "wasm_agent::network",
+                        request = %attempt,
+                        status,
+                        bytes = response.headers().get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).unwrap_or("?"),
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "allowed"
+                    );
                 }
-                Err(error) => spans::failed(&span, "network", &error.to_string()),
-            }
-            match &result {
-                Ok((response, _)) => tracing::info!(
-                    target: "wasm_agent::network",
-                    request = %attempt,
-                    status = response.status().as_u16(),
-                    bytes = response.headers().get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).unwrap_or("?"),
-                    elapsed_ms = started.elapsed().as_millis() as u64,
-                    "allowed"
-                ),
                 Err(error) => {
-                    tracing::info!(target: "wasm_agent::network", request = %attempt, "failed: {error}")
+                    spans::failed(&span, "network", &error.to_string());
+                    tracing::info!(target: "wasm_agent::network", request = %attempt, "failed: {error}");
                 }
             }
             let (response, io) = result?;
