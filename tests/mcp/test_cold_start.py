@@ -10,6 +10,9 @@ Both paths are tried with both official SDKs.
 
 Compiling these components takes many seconds on any machine, so an
 `initialize` answered within INITIALIZE_BOUND shows it did not wait for them.
+The "lists once compiled" cases give a load wait far above any compile seen
+(about 20 s on an idle machine, over 30 s on a loaded CI machine), so that
+they test the waiting, not the machine's speed.
 """
 
 from __future__ import annotations
@@ -34,6 +37,10 @@ PYTHON, JAVASCRIPT = POLYGLOT / "fixture-py.wasm", POLYGLOT / "mdtable.wasm"
 # Some tools of each: the Python fixture's and the JavaScript table tool's.
 TOOLS = {PYTHON: {"echo", "spin", "state"}, JAVASCRIPT: {"markdown_table", "markdown_toc"}}
 INITIALIZE_BOUND = 2.0
+# Waits for the "lists once compiled" cases: the Python SDK's client has no
+# request timeout of its own (the fixture's read timeout is set above it); the
+# TypeScript SDK's is 60 s.
+PYTHON_SDK_WAIT, TYPESCRIPT_SDK_WAIT = 150, 55
 TS_CLIENT = REPO_ROOT / "tests/mcp/ts/client.mjs"
 ROWS = [{"tool": "calculate", "ms": 0.03}, {"tool": "text_stats", "ms": 1.2}]
 
@@ -61,7 +68,12 @@ async def python_cold_start(tmp_path: Path, stdio_session, components: tuple[Pat
     started = time.perf_counter()
     # The fixture opens the session with `initialize`, and times only that.
     async with stdio_session(
-        "--tools", *components, *flags, env=fresh_cache(tmp_path), message_handler=changed.handler, read_timeout=60
+        "--tools",
+        *components,
+        *flags,
+        env=fresh_cache(tmp_path),
+        message_handler=changed.handler,
+        read_timeout=PYTHON_SDK_WAIT + 30,
     ) as session:
         initialized = time.perf_counter() - started
         assert initialized < INITIALIZE_BOUND, f"initialize took {initialized:.1f} s: it waited for compiling"
@@ -71,7 +83,8 @@ async def python_cold_start(tmp_path: Path, stdio_session, components: tuple[Pat
 
 async def test_python_sdk_cold_start_lists_once_compiled(tmp_path: Path, stdio_session):
     components = (PYTHON, JAVASCRIPT)
-    async with python_cold_start(tmp_path, stdio_session, components) as (session, listing, listed, changed):
+    wait = ("--load-wait", f"{PYTHON_SDK_WAIT}s")
+    async with python_cold_start(tmp_path, stdio_session, components, *wait) as (session, listing, listed, changed):
         assert expected(*components) <= listing, sorted(listing)
         assert listed > INITIALIZE_BOUND, f"compiled in {listed:.1f} s: too fast to show anything"
         result = await session.call_tool("markdown_table", {"rows": ROWS})
@@ -114,7 +127,7 @@ def typescript_cold_start(tmp_path: Path, server_env: dict[str, str], components
 
 
 def test_typescript_sdk_cold_start_lists_once_compiled(tmp_path: Path, server_env: dict[str, str]):
-    report = typescript_cold_start(tmp_path, server_env, (JAVASCRIPT,))
+    report = typescript_cold_start(tmp_path, server_env, (JAVASCRIPT,), "--load-wait", f"{TYPESCRIPT_SDK_WAIT}s")
     assert expected(JAVASCRIPT) <= set(report["tools"]), report["tools"]
     assert report["listMs"] > INITIALIZE_BOUND * 1000, "compiled too fast to show anything"
     assert report["refreshed"] == [], report

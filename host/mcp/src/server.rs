@@ -485,8 +485,12 @@ impl McpServer {
                 None,
             ));
         }
-        if !self.tools_loaded().await {
-            self.shared.listed_early.store(true, Ordering::Release);
+        if !self.tools_loaded().await && !self.shared.listed_early.swap(true, Ordering::AcqRel) {
+            tracing::warn!(
+                load_wait = ?self.shared.load_wait,
+                "tools/list answered before every component was compiled (--load-wait); \
+                 notifications/tools/list_changed follows once they are"
+            );
         }
         let tools = self.shared.host.tools();
         Ok(ListToolsResult::with_all_items(
