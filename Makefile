@@ -167,11 +167,12 @@ test-servers:
 	@tests/install-servers.sh
 
 ## wkg (a third-party OCI client the registry tests push with), pinned, in
-## target/tools unless one is on PATH.
+## target/tools unless one is on PATH; a debug build, which compiles faster
+## and only pushes a few small blobs.
 WKG_VERSION := 0.16.1
 test-tools:
 	@command -v wkg >/dev/null 2>&1 || test -x target/tools/bin/wkg || \
-	  $(CARGO) install --quiet --locked --root target/tools wkg --version $(WKG_VERSION)
+	  $(CARGO) install --quiet --locked --debug --root target/tools wkg --version $(WKG_VERSION)
 
 ## The MCP tests alone (official SDKs against target/release/wasm-agent).
 test-mcp: host guests polyglot mcp-venv mcp-ts test-servers

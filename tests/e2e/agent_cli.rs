@@ -393,7 +393,9 @@ async fn approval_is_asked_on_a_terminal() {
         .unwrap();
         let text = stdout(&output);
         assert!(
-            text.contains("[approval] allow state_set {\"key\":\"k\",\"value\":1}? [y/N]"),
+            text.contains(
+                "[approval] Allow the tool \"state_set\" to run with {\"key\":\"k\",\"value\":1}? [y/N]"
+            ),
             "{text}"
         );
         // The terminal interleaves the echoed answer and the prompt with the output.

@@ -297,10 +297,18 @@ def http_session(
     headers: dict[str, str] | None = None,
     message_handler: Any = None,
     read_timeout: float = READ_TIMEOUT,
+    elicitation_callback: Any = None,
 ):
-    """An initialized SDK session over streamable HTTP; `headers` go on every HTTP request."""
+    """An initialized SDK session over streamable HTTP; `headers` go on every HTTP request.
+    With `elicitation_callback` the client declares elicitation and answers with it."""
     return _unwrapped(
-        _http_session(url, headers=headers, message_handler=message_handler, read_timeout=read_timeout)
+        _http_session(
+            url,
+            headers=headers,
+            message_handler=message_handler,
+            read_timeout=read_timeout,
+            elicitation_callback=elicitation_callback,
+        )
     )
 
 
@@ -311,14 +319,28 @@ async def _http_session(
     headers: dict[str, str] | None = None,
     message_handler: Any = None,
     read_timeout: float = READ_TIMEOUT,
+    elicitation_callback: Any = None,
 ) -> AsyncIterator[ClientSession]:
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0)) as http:
         async with streamable_http_client(url, http_client=http) as (read, write):
-            async with ClientSession(
-                read, write, read_timeout_seconds=read_timeout, message_handler=message_handler
-            ) as session:
-                await session.initialize()
+            async with _initialized(read, write, message_handler, read_timeout, elicitation_callback) as session:
                 yield session
+
+
+@asynccontextmanager
+async def _initialized(
+    read: Any, write: Any, message_handler: Any, read_timeout: float, elicitation_callback: Any
+) -> AsyncIterator[ClientSession]:
+    """An SDK client session on a transport's streams, after `initialize`."""
+    async with ClientSession(
+        read,
+        write,
+        read_timeout_seconds=read_timeout,
+        message_handler=message_handler,
+        elicitation_callback=elicitation_callback,
+    ) as session:
+        await session.initialize()
+        yield session
 
 
 # ---------------------------------------------------------------- stdio servers
@@ -335,6 +357,7 @@ def stdio_session(request: pytest.FixtureRequest, server_env: dict[str, str], tm
         env: dict[str, str] | None = None,
         message_handler: Any = None,
         read_timeout: float = READ_TIMEOUT,
+        elicitation_callback: Any = None,
     ) -> AsyncIterator[ClientSession]:
         nonlocal count
         count += 1
@@ -348,17 +371,23 @@ def stdio_session(request: pytest.FixtureRequest, server_env: dict[str, str], tm
         params = StdioServerParameters(command=str(BIN), args=argv, env=server_env | (env or {}))
         # stdio_client passes errlog to the child as its stderr: it must be a real file.
         with open(log_path, "w") as errlog:
-            async with _unwrapped(_stdio(params, errlog, message_handler, read_timeout)) as session:
+            stdio = _stdio(params, errlog, message_handler, read_timeout, elicitation_callback)
+            async with _unwrapped(stdio) as session:
                 yield session
 
     return open_
 
 
 @asynccontextmanager
-async def _stdio(params: StdioServerParameters, errlog: Any, message_handler: Any, read_timeout: float):
+async def _stdio(
+    params: StdioServerParameters,
+    errlog: Any,
+    message_handler: Any,
+    read_timeout: float,
+    elicitation_callback: Any = None,
+):
     async with stdio_client(params, errlog=errlog) as (read, write):
-        async with ClientSession(read, write, read_timeout_seconds=read_timeout, message_handler=message_handler) as session:
-            await session.initialize()
+        async with _initialized(read, write, message_handler, read_timeout, elicitation_callback) as session:
             yield session
 
 
@@ -380,17 +409,19 @@ def open_session(transport: str, launch_http, stdio_session):
         env: dict[str, str] | None = None,
         message_handler: Any = None,
         read_timeout: float = READ_TIMEOUT,
+        elicitation_callback: Any = None,
     ) -> AsyncIterator[ClientSession]:
+        client = {
+            "message_handler": message_handler,
+            "read_timeout": read_timeout,
+            "elicitation_callback": elicitation_callback,
+        }
         if transport == "http":
             server = launch_http(*args, env=env)
-            async with http_session(
-                server.url, message_handler=message_handler, read_timeout=read_timeout
-            ) as session:
+            async with http_session(server.url, **client) as session:
                 yield session
         else:
-            async with stdio_session(
-                *args, env=env, message_handler=message_handler, read_timeout=read_timeout
-            ) as session:
+            async with stdio_session(*args, env=env, **client) as session:
                 yield session
 
     return open_

@@ -130,17 +130,19 @@ impl Agent {
             }
             request
         };
-        let verdict = approval::decide(
+        let decision = approval::decide(
             &tool.settings.requires_approval,
             &arguments,
             request,
             self.inner.approval.as_ref(),
+            context.asker(),
             &context.cancellation,
         )
         .await;
+        let verdict = decision.verdict;
         // The approval goes with the call to the host's audit trail.
         let approved_context;
-        let context = match verdict.note(self.inner.approval.as_ref(), &tool.name) {
+        let context = match decision.note {
             None => context,
             Some(note) => {
                 approved_context = context.clone().approval(note);

@@ -5,29 +5,11 @@
 use serde::Serialize;
 use serde_json::Value;
 use wasm_agent_sandbox::CallReport;
+use wasm_agent_sandbox::text::redact;
 
 /// Argument texts longer than this are not copied into a record (their
 /// digest still is).
 pub const MAX_AUDITED_ARGUMENTS: usize = 64 * 1024;
-
-/// What stands in for a redacted value.
-pub const REDACTED: &str = "[redacted]";
-
-/// Parts of object keys whose values are never written (compared without
-/// case, `-` and `_`).
-const SECRET_KEYS: &[&str] = &[
-    "password",
-    "passwd",
-    "passphrase",
-    "secret",
-    "token",
-    "apikey",
-    "authorization",
-    "credential",
-    "privatekey",
-    "cookie",
-    "accesskey",
-];
 
 /// What a record is about.
 pub enum Event {
@@ -121,6 +103,8 @@ struct CallRecord<'a> {
     requests: Vec<RequestRecord<'a>>,
     #[serde(skip_serializing_if = "is_zero")]
     more_requests: u64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    asked: Vec<AskedRecord>,
     outcome: &'static str,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     cached: bool,
@@ -138,6 +122,17 @@ fn is_zero(n: &u64) -> bool {
 struct ApprovalRecord<'a> {
     decision: &'static str,
     by: &'a str,
+    /// What the person asked answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    answer: Option<&'static str>,
+}
+
+/// A question about an `ask` grant during the call, and its answer.
+#[derive(Serialize)]
+struct AskedRecord {
+    question: String,
+    answer: &'static str,
+    by: String,
 }
 
 #[derive(Serialize)]
@@ -194,6 +189,7 @@ impl<'a> CallRecord<'a> {
             approval: report.approval.as_ref().map(|a| ApprovalRecord {
                 decision: a.verdict.as_str(),
                 by: &a.by,
+                answer: a.asked.map(|outcome| outcome.as_str()),
             }),
             denials: usage
                 .map(|u| {
@@ -222,6 +218,19 @@ impl<'a> CallRecord<'a> {
                 })
                 .unwrap_or_default(),
             more_requests: usage.map_or(0, |u| u.activity.more_requests),
+            asked: usage
+                .map(|u| {
+                    u.activity
+                        .asked
+                        .iter()
+                        .map(|asked| AskedRecord {
+                            question: asked.question.text(),
+                            answer: asked.outcome.as_str(),
+                            by: asked.by.clone(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
             outcome: report.outcome.map_or("ok", |kind| kind.as_str()),
             cached: report.cached,
             duration_us: u64::try_from(report.duration.as_micros()).unwrap_or(u64::MAX),
@@ -229,59 +238,5 @@ impl<'a> CallRecord<'a> {
             peak_memory: usage.map(|u| u.peak_memory),
             prev,
         }
-    }
-}
-
-/// Replaces, at any depth, the values under keys that look like secrets.
-pub fn redact(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            for (key, value) in map.iter_mut() {
-                if looks_secret(key) {
-                    *value = Value::String(REDACTED.into());
-                } else {
-                    redact(value);
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(redact),
-        _ => {}
-    }
-}
-
-fn looks_secret(key: &str) -> bool {
-    let key: String = key
-        .chars()
-        .filter(|c| *c != '_' && *c != '-')
-        .flat_map(char::to_lowercase)
-        .collect();
-    SECRET_KEYS.iter().any(|part| key.contains(part))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn values_under_secret_looking_keys_are_redacted_at_any_depth() {
-        let mut value = json!({
-            "query": "rust",
-            "api_key": "sk-1",
-            "nested": [{"Authorization": "Bearer x", "author": "me"}],
-            "DB-Password": {"inner": "p"},
-            "session_token": 7,
-        });
-        redact(&mut value);
-        assert_eq!(
-            value,
-            json!({
-                "query": "rust",
-                "api_key": REDACTED,
-                "nested": [{"Authorization": REDACTED, "author": "me"}],
-                "DB-Password": REDACTED,
-                "session_token": REDACTED,
-            })
-        );
     }
 }

@@ -9,7 +9,9 @@ use clap::{Args, Parser, Subcommand};
 
 use super::new::Lang;
 use wasm_agent::agent::config::AgentConfig;
-use wasm_agent::policy::{ByteSize, ConfigError, ConfigFile, DirGrant, NetworkGrant, PolicyLayer};
+use wasm_agent::policy::{
+    AskGrant, ByteSize, ConfigError, ConfigFile, DirGrant, NetworkGrant, PolicyLayer,
+};
 
 /// Run LLM-agent tools as WebAssembly components under an enforced policy.
 #[derive(Debug, Parser)]
@@ -326,7 +328,22 @@ pub struct HostFlags {
     #[command(flatten)]
     pub audit: crate::audit::AuditFlags,
     #[command(flatten)]
+    pub ask: AskFlags,
+    #[command(flatten)]
     pub policy: PolicyFlags,
+}
+
+/// How the person behind the calls is asked (approvals, `ask` grants): the
+/// MCP client's user over elicitation, or the user at the terminal.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Asking the user")]
+pub struct AskFlags {
+    /// How long a question waits for the user's answer; no answer denies.
+    #[arg(long = "ask-wait", value_name = "DURATION", default_value = "2m", value_parser = parse_duration)]
+    pub wait: Duration,
+    /// Offer "allow for this session" besides "allow once" and "deny".
+    #[arg(long = "ask-session")]
+    pub offer_session: bool,
 }
 
 /// How components named `oci://...` are pulled.
@@ -446,6 +463,11 @@ pub struct PolicyFlags {
     /// requests, so its backends join the trace (with --otlp).
     #[arg(long)]
     pub propagate_trace: bool,
+    /// Let the tool have a capability once the person behind the call allows
+    /// it (MCP elicitation, or the terminal): a network pattern such as
+    /// https://*.github.com or a folder such as /home/me/docs:ro (repeatable).
+    #[arg(long = "ask", value_name = "PATTERN|FOLDER")]
+    pub ask: Vec<AskGrant>,
 }
 
 impl PolicyFlags {
@@ -475,6 +497,7 @@ impl PolicyFlags {
             keep_instance: self.keep_instance.then_some(true),
             kept_idle: self.kept_idle,
             propagate_trace: self.propagate_trace.then_some(true),
+            ask: self.ask.clone(),
             http_headers: self.http_headers.iter().fold(
                 BTreeMap::<String, BTreeMap<String, String>>::new(),
                 |mut all, (pattern, name, value)| {

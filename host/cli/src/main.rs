@@ -11,6 +11,7 @@ mod output;
 mod run;
 mod serve;
 mod store;
+mod terminal;
 mod watch;
 
 use std::io::Read;
@@ -20,6 +21,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::Parser;
+use wasm_agent::ask::{Asking, SessionAnswers};
 use wasm_agent::policy::{ConfigFile, Policy};
 use wasm_agent::{CallContext, InMemorySessionStore, SessionStore, ToolHost, ToolHostBuilder};
 
@@ -177,7 +179,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             host,
         } => {
             let arguments = read_arguments(arguments)?;
-            let mut context = CallContext::new().session(session);
+            // `ask` grants are asked of the user at the terminal.
+            let answers = SessionAnswers::new(host.ask.wait, host.ask.offer_session);
+            let asking = Asking::new(Arc::new(terminal::TerminalAsker::new()), Arc::new(answers));
+            let mut context = CallContext::new().session(session).asking(asking);
             context.user_id = user;
             context.tenant_id = tenant;
             if let Some(metadata) = metadata {

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use anyhow::Context;
 use wasm_agent::agent::config::{AgentConfig, RouterKind};
 use wasm_agent::agent::{
-    Agent, AgentError, AgentEvent, AgentTool, ApprovalHandler, ApprovalRequest, ApproveTools,
-    CodeMode, LexicalRouter, ModelRouter, RunOptions, RunOutput, StopReason, ToolCallRecord,
-    ToolRouter,
+    Agent, AgentError, AgentEvent, AgentTool, ApproveTools, CodeMode, LexicalRouter, ModelRouter,
+    RunOptions, RunOutput, StopReason, ToolCallRecord, ToolRouter,
 };
+use wasm_agent::ask::{Asker, Asking, SessionAnswers};
 use wasm_agent::cache::ResultCache;
 use wasm_agent::provider::{HttpProvider, Message, ModelSpec, Provider};
 use wasm_agent::session::{Owner, SessionStore};
@@ -19,6 +19,7 @@ use wasm_agent::{CallContext, CancellationToken, ToolHost};
 use super::args::RunArgs;
 use super::code_mode::CodeModeChoice;
 use super::store::{open_cache, open_store};
+use super::terminal::{TerminalAsker, read_line};
 use super::{EXIT_CALL_FAILED, load_targets_adjusted};
 
 /// Runs the agent once (PROMPT) or as a chat (no PROMPT).
@@ -83,8 +84,16 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(id) => load_history(&*store, &owner, id).await,
         None => Vec::new(),
     };
+    // Approvals and `ask` grants are asked of the user at the terminal.
+    let answers = Arc::new(SessionAnswers::new(
+        args.host.ask.wait,
+        args.host.ask.offer_session,
+    ));
+    let asker: Arc<dyn Asker> = Arc::new(TerminalAsker::new());
     let context = || {
-        let mut context = CallContext::new().session(session.clone());
+        let mut context = CallContext::new()
+            .session(session.clone())
+            .asking(Asking::new(asker.clone(), answers.clone()));
         context.user_id = args.user.clone();
         context.tenant_id = args.tenant.clone();
         context
@@ -390,7 +399,7 @@ fn build_agent(
         .tools(tools)
         .session_store(store)
         .result_cache(cache)
-        .approval_handler(Arc::new(TerminalApproval::new(&args.approve)));
+        .approval_handler(Arc::new(ApproveTools::named(args.approve.iter().cloned())));
     if let Some(mode) = code_mode {
         builder = builder.code_mode(mode);
     }
@@ -431,74 +440,6 @@ fn build_agent(
         builder = builder.router(chosen, router.max_tools, router.min_tools);
     }
     Ok(builder.build()?)
-}
-
-/// Approves tools named with `--approve`; asks on the terminal for others,
-/// and denies when there is no terminal to ask.
-struct TerminalApproval {
-    approved: ApproveTools,
-    /// One question at a time, even when calls run in parallel.
-    asking: tokio::sync::Mutex<()>,
-}
-
-impl TerminalApproval {
-    fn new(approve: &[String]) -> Self {
-        Self {
-            approved: ApproveTools::named(approve.iter().cloned()),
-            asking: tokio::sync::Mutex::new(()),
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl ApprovalHandler for TerminalApproval {
-    async fn approve(&self, request: &ApprovalRequest) -> bool {
-        if self.approved.covers(&request.tool) {
-            return true;
-        }
-        if !std::io::stdin().is_terminal() {
-            eprintln!(
-                "  [approval] {} needs approval and there is no terminal to ask: denied \
-                 (pass --approve {} to allow it)",
-                request.tool, request.tool
-            );
-            return false;
-        }
-        let _turn = self.asking.lock().await;
-        eprint!(
-            "  [approval] allow {} {}? [y/N] ",
-            request.tool, request.arguments
-        );
-        let _ = std::io::stderr().flush();
-        matches!(
-            read_line().await.ok().flatten().as_deref().map(str::trim),
-            Some("y" | "Y" | "yes")
-        )
-    }
-
-    fn decided_by(&self, tool: &str) -> String {
-        if self.approved.covers(tool) {
-            "the operator (--approve)".into()
-        } else if std::io::stdin().is_terminal() {
-            "the user at the terminal".into()
-        } else {
-            "nobody: no terminal to ask".into()
-        }
-    }
-}
-
-/// One line of stdin, or `None` at its end.
-async fn read_line() -> anyhow::Result<Option<String>> {
-    tokio::task::spawn_blocking(|| {
-        let mut line = String::new();
-        match std::io::stdin().read_line(&mut line) {
-            Ok(0) => Ok(None),
-            Ok(_) => Ok(Some(line)),
-            Err(e) => Err(anyhow::anyhow!("cannot read stdin: {e}")),
-        }
-    })
-    .await
-    .context("stdin reader stopped")?
 }
 
 async fn load_history(store: &dyn SessionStore, owner: &Owner, session: &str) -> Vec<Message> {

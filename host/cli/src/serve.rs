@@ -194,7 +194,9 @@ fn server_builder(
 ) -> Result<McpServerBuilder, ConfigError> {
     let mut builder = McpServer::builder(host.clone())
         .load_wait(args.load_wait)
-        .approval_handler(Arc::new(ApproveTools::named(args.approve.iter().cloned())));
+        .approval_handler(Arc::new(ApproveTools::named(args.approve.iter().cloned())))
+        .ask_wait(args.host.ask.wait)
+        .offer_session_approval(args.host.ask.offer_session);
     if let Some(config) = config {
         for (tool, settings) in AgentConfig::from_file(config)?.tools {
             let settings = settings.apply_to(ToolSettings::default());

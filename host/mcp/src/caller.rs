@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::Value;
 use wasm_agent_sandbox::ApprovalNote;
 use wasm_agent_sandbox::approval::{self, ApprovalRequest, Verdict};
+use wasm_agent_sandbox::ask::Outcome;
 use wasm_agent_sandbox::context::{CallContext, ToolCaller, ToolOutput};
 use wasm_agent_sandbox::{CallError, ErrorKind, ToolCallResult, ToolInfo};
 
@@ -75,14 +76,29 @@ impl Shared {
             arguments: arguments.clone(),
         };
         let handler = self.approver.as_ref();
-        let verdict =
-            approval::decide(approval, arguments, request, handler, &context.cancellation).await;
-        let note = verdict.note(handler, tool);
-        match verdict {
+        let asking = context.asker();
+        let decision = approval::decide(
+            approval,
+            arguments,
+            request,
+            handler,
+            asking,
+            &context.cancellation,
+        )
+        .await;
+        let note = decision.note;
+        match decision.verdict {
             Verdict::NotNeeded | Verdict::Approved => Ok(note),
-            Verdict::Denied | Verdict::Cancelled => {
-                let mut refused =
-                    refusal(tool, request_id.to_string(), verdict == Verdict::Cancelled);
+            verdict @ (Verdict::Denied | Verdict::Cancelled) => {
+                let why = match verdict {
+                    Verdict::Cancelled => Refused::Cancelled,
+                    _ => match note.as_ref().and_then(|n| n.asked) {
+                        Some(Outcome::NoAnswer) => Refused::NoAnswer(self.ask_wait),
+                        Some(Outcome::Denied) => Refused::ByTheUser,
+                        _ => Refused::NobodyToAsk,
+                    },
+                };
+                let mut refused = refusal(tool, request_id.to_string(), why);
                 if let (Some(error), Some(note)) = (&refused.error, note) {
                     let context = context.clone().approval(note);
                     refused.call_id = self.host.audit_refusal(tool, arguments, &context, error);
@@ -93,30 +109,57 @@ impl Shared {
     }
 }
 
+/// Why a call that needs approval did not run.
+pub(crate) enum Refused {
+    /// Nobody could be asked: the client did not declare elicitation.
+    NobodyToAsk,
+    /// The client's user said no.
+    ByTheUser,
+    /// The client's user did not answer within this long.
+    NoAnswer(Duration),
+    /// The call was cancelled while waiting for the answer.
+    Cancelled,
+}
+
 /// The result of a call refused for want of approval (or cancelled while
-/// waiting for it).
-pub(crate) fn refusal(tool: &str, call_id: String, cancelled: bool) -> ToolCallResult {
-    let error = if cancelled {
-        CallError::new(
+/// waiting for it). Its text is for the model: it says what happened, never
+/// how to answer.
+pub(crate) fn refusal(tool: &str, call_id: String, why: Refused) -> ToolCallResult {
+    let (kind, message) = match why {
+        Refused::Cancelled => (
             ErrorKind::Cancelled,
             format!("the call to {tool:?} was cancelled while waiting for approval"),
-        )
-    } else {
-        CallError::new(
+        ),
+        Refused::ByTheUser => (
             ErrorKind::Denied,
             format!(
-                "tool {tool:?} requires approval, which an MCP client cannot give; \
-                 the server's operator can allow it with `wasm-agent serve --approve {tool}` \
-                 (or `--approve all`)"
+                "the user did not approve this call to {tool:?}, so it did not run; do not \
+                 retry it: continue without it or ask the user"
             ),
-        )
+        ),
+        Refused::NoAnswer(wait) => (
+            ErrorKind::Denied,
+            format!(
+                "the user did not answer whether to allow this call to {tool:?} within {}, \
+                 so it did not run",
+                humantime::format_duration(wait)
+            ),
+        ),
+        Refused::NobodyToAsk => (
+            ErrorKind::Denied,
+            format!(
+                "tool {tool:?} requires approval, and this MCP client cannot be asked (it did \
+                 not declare the elicitation capability); the server's operator can allow it \
+                 with `wasm-agent serve --approve {tool}` (or `--approve all`)"
+            ),
+        ),
     };
     ToolCallResult {
         tool: tool.to_string(),
         call_id,
         content: String::new(),
         artifacts: Vec::new(),
-        error: Some(error),
+        error: Some(CallError::new(kind, message)),
         duration: Duration::ZERO,
     }
 }

@@ -16,10 +16,12 @@ use rmcp::model::{
     ServerNotification, ServerResult,
 };
 use serde::Deserialize;
+use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::elicit::{ClientRequests, Elicitor, SendMessage};
 use super::server::{McpServer, SendProgress};
 use super::traced::{self, Origin};
 
@@ -40,6 +42,12 @@ pub(crate) struct Message<'a> {
     pub method: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     params: Option<&'a RawValue>,
+    /// A response's result (to a request of ours).
+    #[serde(default, borrow)]
+    result: Option<&'a RawValue>,
+    /// A response's error.
+    #[serde(default, borrow)]
+    error: Option<&'a RawValue>,
 }
 
 impl<'a> Message<'a> {
@@ -107,6 +115,8 @@ pub(crate) struct Dispatcher {
     listings: Arc<std::sync::atomic::AtomicUsize>,
     /// Cancelled once the client is gone.
     closed: CancellationToken,
+    /// What the client declared, and our requests it has yet to answer.
+    client: Arc<ClientRequests>,
 }
 
 impl Dispatcher {
@@ -118,7 +128,27 @@ impl Dispatcher {
             calls: Arc::default(),
             listings: Arc::default(),
             closed: CancellationToken::new(),
+            client: Arc::default(),
         }
+    }
+
+    /// A response from the client (a message with an id and no method) to
+    /// one of our requests.
+    pub fn responded(&self, message: &Message<'_>) {
+        let Some(id) = &message.id else { return };
+        let parsed = |raw: Option<&RawValue>| {
+            raw.and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok())
+        };
+        let response = match parsed(message.error) {
+            Some(error) => Err(error),
+            None => Ok(parsed(message.result).unwrap_or(Value::Null)),
+        };
+        self.client.answered(id, response);
+    }
+
+    /// Whether the client's user can be asked (it declared elicitation).
+    pub fn can_elicit(&self) -> bool {
+        self.client.can_elicit()
     }
 
     /// The client's handler.
@@ -136,22 +166,23 @@ impl Dispatcher {
         self.closed.is_cancelled()
     }
 
-    /// The answer to request `id`, which came in from `origin`. `progress`
-    /// makes the sender for the progress notifications of a call that asked
-    /// for them; it is called only then.
+    /// The answer to request `id`, which came in from `origin`. `outbound`
+    /// makes the channel to the client for messages about the request (its
+    /// progress, our questions to the user); it is called only for a call
+    /// that asked for progress or whose user can be asked.
     pub fn answer(
         &self,
         id: RequestId,
         method: &str,
         params: &str,
-        progress: impl FnOnce() -> SendProgress,
+        outbound: impl FnOnce() -> SendMessage,
         origin: Origin<'_>,
     ) -> Answer {
         let span = traced::request(method, &id, params, origin);
         if span.is_disabled() {
-            return self.answer_in_span(id, method, params, progress);
+            return self.answer_in_span(id, method, params, outbound);
         }
-        let answer = span.in_scope(|| self.answer_in_span(id, method, params, progress));
+        let answer = span.in_scope(|| self.answer_in_span(id, method, params, outbound));
         match answer {
             Answer::Now(answer) => {
                 traced::finish(&span, &answer);
@@ -172,12 +203,13 @@ impl Dispatcher {
         id: RequestId,
         method: &str,
         params: &str,
-        progress: impl FnOnce() -> SendProgress,
+        outbound: impl FnOnce() -> SendMessage,
     ) -> Answer {
         Answer::Now(Box::new(match method {
             "initialize" => parse::<InitializeRequestParams>(params).map(|request| {
                 let mut info = self.server.get_info();
                 info.protocol_version = negotiate(&request.protocol_version);
+                self.client.initialized(&request, &info.protocol_version);
                 ServerResult::InitializeResult(info)
             }),
             "ping" => Ok(ServerResult::EmptyResult(EmptyResult {})),
@@ -186,7 +218,7 @@ impl Dispatcher {
                 Err(error) => Err(error),
             },
             "tools/call" => match parse::<CallToolRequestParams>(params) {
-                Ok(request) => return self.start_call(id, request, progress),
+                Ok(request) => return self.start_call(id, request, outbound),
                 Err(error) => Err(error),
             },
             _ => Err(ErrorData::new(
@@ -227,7 +259,7 @@ impl Dispatcher {
         &self,
         id: RequestId,
         request: CallToolRequestParams,
-        progress: impl FnOnce() -> SendProgress,
+        outbound: impl FnOnce() -> SendMessage,
     ) -> Answer {
         let cancellation = self.closed.child_token();
         let number = {
@@ -266,16 +298,29 @@ impl Dispatcher {
             in_flight.insert(id.clone(), (number, cancellation.clone()));
             number
         };
-        let progress = request
+        let token = request
             .meta
             .as_ref()
-            .and_then(|meta| meta.get_progress_token())
-            .map(|token| (token, progress()));
+            .and_then(|meta| meta.get_progress_token());
+        let send = (token.is_some() || self.can_elicit()).then(outbound);
+        let progress = token.zip(send.clone()).map(|(token, send)| {
+            let progress: SendProgress = Arc::new(move |update| {
+                send(progress_value(update));
+            });
+            (token, progress)
+        });
+        let asking = send.filter(|_| self.can_elicit()).map(|send| {
+            let elicitor = Elicitor {
+                requests: self.client.clone(),
+                send,
+            };
+            self.server.asking(Arc::new(elicitor))
+        });
         let dispatcher = self.clone();
         Answer::Later(Box::pin(async move {
             let result = dispatcher
                 .server
-                .call_tool_request(request, id.to_string(), cancellation, progress)
+                .call_tool_request(request, id.to_string(), cancellation, progress, asking)
                 .await;
             // Gone from the map (or another call's by now) if the client
             // cancelled this one.
@@ -341,6 +386,11 @@ pub(crate) fn progress_message(update: ProgressNotificationParam) -> ServerJsonR
     ServerJsonRpcMessage::notification(ServerNotification::ProgressNotification(
         ProgressNotification::new(update),
     ))
+}
+
+/// A `notifications/progress` message as JSON.
+fn progress_value(update: ProgressNotificationParam) -> Value {
+    serde_json::to_value(progress_message(update)).unwrap_or(Value::Null)
 }
 
 /// The response message to request `id`.

@@ -14,7 +14,7 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use super::identity::Identity;
-use super::server::{McpServer, SendProgress};
+use super::server::{ClientCall, McpServer, SendProgress};
 use super::traced::{self, Origin};
 
 impl ServerHandler for McpServer {
@@ -95,8 +95,13 @@ impl ServerHandler for McpServer {
                 request_id,
                 cancellation,
                 progress,
-                &session_id,
-                &identity,
+                ClientCall {
+                    session_id: &session_id,
+                    identity: &identity,
+                    // The sessionless revision has no server-to-client
+                    // requests to ask with.
+                    asking: None,
+                },
             )
             .instrument(span.clone())
             .await;

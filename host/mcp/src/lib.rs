@@ -4,7 +4,9 @@
 //! Tool errors of every kind come back as `isError` results naming the limit
 //! or capability involved; an unknown tool is a JSON-RPC invalid-params error.
 //! Clients can cancel calls and ask for progress, and hear about tools added,
-//! reloaded or removed (`notifications/tools/list_changed`).
+//! reloaded or removed (`notifications/tools/list_changed`). A client that
+//! declared elicitation has its user asked about calls that need approval
+//! and about the capabilities a tool's policy lists under `ask`.
 
 #![warn(missing_docs)]
 
@@ -13,6 +15,7 @@ mod caller;
 mod content;
 mod dispatch;
 mod drain;
+mod elicit;
 mod gate;
 mod handler;
 mod health;

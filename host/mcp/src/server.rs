@@ -21,6 +21,7 @@ use super::content;
 use super::drain::{Drain, SHUTDOWN_GRACE};
 use super::identity::Identity;
 use wasm_agent_sandbox::approval::{Approval, ApprovalHandler, DenyAll};
+use wasm_agent_sandbox::ask::{Asker, Asking, DEFAULT_WAIT, SessionAnswers};
 use wasm_agent_sandbox::context::CallContext;
 use wasm_agent_sandbox::host::ToolHost;
 use wasm_agent_sandbox::result::ErrorKind;
@@ -64,6 +65,8 @@ pub struct McpServer {
     pub(crate) identity: Identity,
     /// Set once this connection forwards tool-list changes.
     forwarding: AtomicBool,
+    /// What this connection's user answered for the session.
+    answers: Arc<SessionAnswers>,
     /// Cancelled when this connection's handler is dropped.
     closed: CancellationToken,
     _close_on_drop: DropGuard,
@@ -81,6 +84,8 @@ pub(crate) struct Shared {
     pub(crate) approver: Arc<dyn ApprovalHandler>,
     tools_changed: ToolsChanged,
     progress_every: Duration,
+    pub(crate) ask_wait: Duration,
+    offer_session: bool,
     /// Calls in flight, for a graceful stop.
     drain: Drain,
     caching: ResultCaching,
@@ -137,6 +142,8 @@ pub struct McpServerBuilder {
     pub(crate) approver: Arc<dyn ApprovalHandler>,
     progress_every: Duration,
     pub(crate) caching: ResultCaching,
+    ask_wait: Duration,
+    offer_session: bool,
 }
 
 impl McpServerBuilder {
@@ -146,10 +153,26 @@ impl McpServerBuilder {
         self
     }
 
-    /// Who approves calls that need it. The default, [`DenyAll`], refuses
-    /// them: MCP clients cannot be asked, so the operator decides up front.
+    /// Who approves calls that need it without asking (the operator's
+    /// standing approvals). The default, [`DenyAll`], approves none: then a
+    /// client that declared elicitation has its user asked, and the calls of
+    /// other clients are refused.
     pub fn approval_handler(mut self, handler: Arc<dyn ApprovalHandler>) -> Self {
         self.approver = handler;
+        self
+    }
+
+    /// How long a question to the client's user waits for the answer
+    /// ([`DEFAULT_WAIT`]); no answer by then denies.
+    pub fn ask_wait(mut self, wait: Duration) -> Self {
+        self.ask_wait = wait;
+        self
+    }
+
+    /// Offers the client's user "allow for this session" besides "allow
+    /// once" (off by default).
+    pub fn offer_session_approval(mut self, offer: bool) -> Self {
+        self.offer_session = offer;
         self
     }
 
@@ -193,6 +216,8 @@ impl McpServerBuilder {
             progress_every: self.progress_every,
             drain: Drain::default(),
             caching: self.caching,
+            ask_wait: self.ask_wait,
+            offer_session: self.offer_session,
         }))
     }
 }
@@ -211,16 +236,20 @@ impl McpServer {
             approver: Arc::new(DenyAll),
             progress_every: PROGRESS_EVERY,
             caching: ResultCaching::default(),
+            ask_wait: DEFAULT_WAIT,
+            offer_session: false,
         }
     }
 
     fn for_session(shared: Arc<Shared>) -> Self {
         let closed = CancellationToken::new();
+        let answers = SessionAnswers::new(shared.ask_wait, shared.offer_session);
         Self {
             shared,
             session_id: format!("mcp-{}", uuid::Uuid::new_v4()),
             identity: Identity::default(),
             forwarding: AtomicBool::new(false),
+            answers: Arc::new(answers),
             _close_on_drop: closed.clone().drop_guard(),
             closed,
         }
@@ -238,6 +267,11 @@ impl McpServer {
         handler.session_id = format!("mcp-{session_id}");
         handler.identity = identity;
         handler
+    }
+
+    /// Questions to this connection's user through `asker`.
+    pub(crate) fn asking(&self, asker: Arc<dyn Asker>) -> Asking {
+        Asking::new(asker, self.answers.clone())
     }
 
     /// The host whose tools are served.
@@ -363,17 +397,15 @@ impl McpServer {
         request_id: String,
         cancellation: CancellationToken,
         progress: Option<(ProgressToken, SendProgress)>,
+        asking: Option<Asking>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let (session_id, identity) = (&self.session_id, &self.identity);
-        self.call_tool_as(
-            request,
-            request_id,
-            cancellation,
-            progress,
-            session_id,
-            identity,
-        )
-        .await
+        let call = ClientCall {
+            session_id: &self.session_id,
+            identity: &self.identity,
+            asking,
+        };
+        self.call_tool_as(request, request_id, cancellation, progress, call)
+            .await
     }
 
     /// [`call_tool_request`](Self::call_tool_request) in tool session
@@ -384,9 +416,13 @@ impl McpServer {
         request_id: String,
         cancellation: CancellationToken,
         progress: Option<(ProgressToken, SendProgress)>,
-        session_id: &str,
-        identity: &Identity,
+        call: ClientCall<'_>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let ClientCall {
+            session_id,
+            identity,
+            asking,
+        } = call;
         // In flight from here, so a graceful stop waits for it, even while
         // it waits for tools still loading.
         let Some(_in_flight) = self.shared.drain.begin_call() else {
@@ -411,6 +447,9 @@ impl McpServer {
         call_context.user_id = identity.principal.clone();
         call_context.tenant_id = identity.tenant.clone();
         call_context.cancellation = cancellation;
+        if let Some(asking) = asking {
+            call_context = call_context.asking(asking);
+        }
         match self
             .shared
             .approved(name, &arguments, &request_id, &call_context)
@@ -515,6 +554,13 @@ impl McpServer {
 
 /// Sends one progress notification to the client without waiting for it,
 /// so a call that ends (and stops its reports) never cuts one off.
+/// Whose call it is: its tool session, who asks, and who its questions go to.
+pub(crate) struct ClientCall<'a> {
+    pub(crate) session_id: &'a str,
+    pub(crate) identity: &'a Identity,
+    pub(crate) asking: Option<Asking>,
+}
+
 pub(crate) type SendProgress = Arc<dyn Fn(ProgressNotificationParam) + Send + Sync>;
 
 /// Sends `notifications/progress` every `interval` (elapsed seconds as the

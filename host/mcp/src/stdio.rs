@@ -24,7 +24,8 @@ use tokio_util::task::TaskTracker;
 
 use super::dispatch::{self, Answer, Dispatcher, Message, Notify};
 use super::drain::SHUTDOWN_GRACE;
-use super::server::{McpServer, SendProgress, ServeError};
+use super::elicit::SendMessage;
+use super::server::{McpServer, ServeError};
 use super::traced::Origin;
 
 /// The longest message read from the client (a line of JSON).
@@ -149,20 +150,20 @@ impl Connection {
             Err(error) => return self.out.parse_error(error).await,
         };
         let Some(method) = message.method.as_deref() else {
-            // A response to a request of ours: none is sent yet.
-            return;
+            // A response to a request of ours (a question to the user).
+            return self.requests.responded(&message);
         };
         let Some(id) = message.id.clone() else {
             return self
                 .requests
                 .notified(method, message.params(), &self.notify);
         };
-        let progress = || self.out.progress_sender();
+        let outbound = || self.out.message_sender();
         match self.requests.answer(
             id.clone(),
             method,
             message.params(),
-            progress,
+            outbound,
             Origin::STDIO,
         ) {
             Answer::Now(answer) => self.out.respond(id, *answer).await,
@@ -244,15 +245,20 @@ impl Output {
         self.broken.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    fn progress_sender(&self) -> SendProgress {
+    /// Messages about one request (progress, questions to the user), on
+    /// stdout too.
+    fn message_sender(&self) -> SendMessage {
         let out = self.clone();
-        Arc::new(move |update| out.send_detached(dispatch::progress_message(update)))
+        Arc::new(move |message| {
+            out.send_detached(message);
+            !out.is_broken()
+        })
     }
 
     /// Sends `message` from a task of its own, so a caller that is dropped
     /// (a connection's forwarding of tool changes ends) never cuts a line off
     /// half-written.
-    fn send_detached(&self, message: ServerJsonRpcMessage) {
+    fn send_detached(&self, message: impl serde::Serialize + Send + Sync + 'static) {
         let out = self.clone();
         tokio::spawn(async move { out.send(&message).await });
     }

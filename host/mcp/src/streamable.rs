@@ -26,10 +26,11 @@ use tokio::sync::mpsc;
 use tokio_util::task::TaskTracker;
 
 use super::dispatch::{self, Answer, Dispatcher, Message, Notify};
+use super::elicit::SendMessage;
 use super::gate::{Body, plain};
 use super::identity::Identity;
 use super::records::Records;
-use super::server::{McpServer, SendProgress};
+use super::server::McpServer;
 use super::traced::Origin;
 use super::wire::{
     accepted, accepts, event, event_stream, header_mismatch, json, refuse_post, unknown_version,
@@ -395,7 +396,9 @@ impl Session {
             return session_not_found();
         }
         let Some(method) = message.method.as_deref() else {
-            // A response to a request of ours: none is sent yet.
+            // A response to a request of ours (a question to the user); it
+            // must reach the replica that asked (sticky sessions).
+            this.requests.responded(message);
             return accepted();
         };
         let Some(id) = message.id.clone() else {
@@ -404,16 +407,16 @@ impl Session {
             return accepted();
         };
         let mut stream = None;
-        let progress = || {
+        let outbound = || {
             let (sender, receiver) = mpsc::channel(STREAM_QUEUE);
             stream = Some((sender.clone(), receiver));
-            progress_sender(sender)
+            message_sender(sender)
         };
         let answer = this.requests.answer(
             id.clone(),
             method,
             message.params(),
-            progress,
+            outbound,
             Origin::http(headers),
         );
         match (answer, stream) {
@@ -520,11 +523,10 @@ impl Drop for Busy {
     }
 }
 
-/// Progress notifications on a call's own event stream.
-fn progress_sender(sender: mpsc::Sender<Bytes>) -> SendProgress {
-    Arc::new(move |update| {
-        let _ = sender.try_send(event(&dispatch::progress_message(update)));
-    })
+/// Messages about a call (progress, questions to the user) on its own
+/// event stream.
+fn message_sender(sender: mpsc::Sender<Bytes>) -> SendMessage {
+    Arc::new(move |message| sender.try_send(event(&message)).is_ok())
 }
 
 fn session_not_found() -> Response<Body> {

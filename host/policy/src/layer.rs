@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ByteSize, DirGrant, NetworkGrant, Policy};
+use super::{AskGrant, ByteSize, DirGrant, NetworkGrant, Policy};
 
 /// Policy keys that are set in one place (a config section or the CLI flags).
 ///
@@ -96,6 +96,9 @@ pub struct PolicyLayer {
     /// See [`Policy::propagate_trace`](super::Policy::propagate_trace).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub propagate_trace: Option<bool>,
+    /// Added to the base policy's ask grants.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ask: Vec<AskGrant>,
 }
 
 /// Every key a [`PolicyLayer`] accepts (config sections are checked against it).
@@ -124,12 +127,21 @@ pub const LAYER_KEYS: &[&str] = &[
     "keep_instance",
     "kept_idle",
     "propagate_trace",
+    "ask",
 ];
 
 impl PolicyLayer {
     /// Resolves relative directory grants against `base` (a config file's folder).
     pub fn relative_to(mut self, base: &Path) -> Self {
         self.dirs = self.dirs.into_iter().map(|d| d.relative_to(base)).collect();
+        self.ask = self
+            .ask
+            .into_iter()
+            .map(|grant| match grant {
+                AskGrant::Dir(dir) => AskGrant::Dir(dir.relative_to(base)),
+                network => network,
+            })
+            .collect();
         self
     }
 
@@ -160,6 +172,7 @@ impl PolicyLayer {
             keep_instance,
             kept_idle,
             propagate_trace,
+            ask,
         } = self;
         if let Some(timeout) = timeout {
             policy.timeout = *timeout;
@@ -185,6 +198,7 @@ impl PolicyLayer {
         }
         policy.delegate.extend(delegate.iter().cloned());
         policy.call_tools.extend(call_tools.iter().cloned());
+        policy.ask.extend(ask.iter().cloned());
         replace(&mut policy.max_arguments, max_arguments);
         replace(&mut policy.max_artifacts, max_artifacts);
         replace(&mut policy.max_resources, max_resources);
@@ -248,6 +262,7 @@ mod tests {
             keep_instance: Some(true),
             kept_idle: Some(Duration::from_secs(60)),
             propagate_trace: Some(true),
+            ask: vec!["https://*.github.com".parse().unwrap()],
         };
         let layer = serde_json::to_value(full_layer).unwrap();
         let mut layer_keys: Vec<_> = layer.as_object().unwrap().keys().cloned().collect();

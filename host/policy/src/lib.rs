@@ -6,6 +6,7 @@
 
 #![warn(missing_docs)]
 
+mod ask;
 mod config;
 mod dirs;
 mod headers;
@@ -23,6 +24,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use ask::AskGrant;
 pub use config::{ComponentLocation, ConfigError, ConfigFile, ToolConfig, VerifyConfig};
 pub use dirs::{DirGrant, DirMode};
 pub use headers::{CredentialHeaders, HeaderTarget};
@@ -109,6 +111,11 @@ pub struct Policy {
     /// requests (to hosts `network` allows), so the tool's backends join the
     /// trace; off by default: a tool's requests carry nothing of the host's.
     pub propagate_trace: bool,
+    /// Capabilities the tool gets only when the person behind the call
+    /// allows them (network patterns, folders), for that call or session;
+    /// asked over MCP elicitation or at the terminal, never of the model.
+    /// Without someone to ask, they stay denied.
+    pub ask: Vec<AskGrant>,
 }
 
 impl std::fmt::Debug for Policy {
@@ -144,6 +151,7 @@ impl std::fmt::Debug for Policy {
             .field("keep_instance", &self.keep_instance)
             .field("kept_idle", &self.kept_idle)
             .field("propagate_trace", &self.propagate_trace)
+            .field("ask", &self.ask)
             .finish()
     }
 }
@@ -175,40 +183,12 @@ impl Default for Policy {
             keep_instance: false,
             kept_idle: Duration::from_secs(600),
             propagate_trace: false,
+            ask: Vec::new(),
         }
     }
 }
 
-/// The upper bound of every limit, so that no value can overflow the host's
-/// arithmetic (deadlines, buffer sizes) or disable a limit by accident.
-pub mod bounds {
-    use std::time::Duration;
-
-    use super::ByteSize;
-
-    /// Longest `timeout`, and longest `kept_idle`.
-    pub const TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
-    /// Largest `max_output`.
-    pub const MAX_OUTPUT: ByteSize = ByteSize::gib(1);
-    /// Largest `max_response`.
-    pub const MAX_RESPONSE: ByteSize = ByteSize::gib(4);
-    /// Largest `max_requests`.
-    pub const MAX_REQUESTS: u32 = 10_000;
-    /// Largest `max_arguments`.
-    pub const MAX_ARGUMENTS: ByteSize = ByteSize::mib(64);
-    /// Largest `max_artifacts`.
-    pub const MAX_ARTIFACTS: u32 = 10_000;
-    /// Fewest and most `max_resources` (a component needs a few to start).
-    pub const MAX_RESOURCES: (u32, u32) = (16, 65_536);
-    /// Largest `max_tools`.
-    pub const MAX_TOOLS: u32 = 10_000;
-    /// Largest `max_description`.
-    pub const MAX_DESCRIPTION: ByteSize = ByteSize::mib(1);
-    /// Largest `max_schema`.
-    pub const MAX_SCHEMA: ByteSize = ByteSize::mib(16);
-    /// Largest `max_write`.
-    pub const MAX_WRITE: ByteSize = ByteSize::gib(1024);
-}
+pub mod bounds;
 
 /// Text that does not parse as the policy value it should be (a grant, a
 /// size, a duration, a pattern): what, the text, and why.
@@ -405,6 +385,12 @@ impl Policy {
     /// [`Policy::propagate_trace`]).
     pub fn propagate_trace(mut self, propagate: bool) -> Self {
         self.propagate_trace = propagate;
+        self
+    }
+
+    /// Lets the tool have `grant` when the person behind the call allows it.
+    pub fn ask(mut self, grant: AskGrant) -> Self {
+        self.ask.push(grant);
         self
     }
 

@@ -14,7 +14,10 @@
 use std::marker::PhantomData;
 use std::ops::Deref;
 
-use super::{ByteSize, CredentialHeaders, MAX_MEMORY, Policy, PolicyError, bounds, dirs, headers};
+use super::{
+    AskGrant, ByteSize, CredentialHeaders, MAX_MEMORY, Policy, PolicyError, ask, bounds, dirs,
+    headers,
+};
 
 /// A [`ValidPolicy`] whose machine-dependent parts are not read yet.
 #[derive(Clone, Copy, Debug)]
@@ -52,6 +55,7 @@ impl ValidPolicy<Unresolved> {
         let mut policy = self.policy;
         let headers = headers::resolve(&policy.http_headers)?;
         policy.dirs = dirs::resolve(std::mem::take(&mut policy.dirs))?;
+        policy.ask = ask::resolve(std::mem::take(&mut policy.ask), &policy.dirs)?;
         Ok(ValidPolicy {
             policy,
             headers,
@@ -151,6 +155,15 @@ impl Policy {
         }
         headers::check(&self.http_headers)?;
         dirs::check(&self.dirs)?;
+        let asked: Vec<_> = self.ask.iter().filter_map(AskGrant::dir).cloned().collect();
+        dirs::check(&asked)?;
+        if self.keep_instance && !asked.is_empty() {
+            return Err(limit(
+                "ask",
+                "folders to ask about cannot go with keep_instance: a kept instance keeps \
+                 the folders of its first call open",
+            ));
+        }
         Ok(ValidPolicy {
             policy: self,
             headers: Vec::new(),

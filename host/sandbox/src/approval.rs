@@ -9,6 +9,8 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::ask::{Asking, Outcome, Subject};
+
 /// Whether a tool's calls need approval.
 #[derive(Clone, Default)]
 pub enum Approval {
@@ -190,41 +192,70 @@ impl Verdict {
             Verdict::Cancelled => "cancelled",
         }
     }
+}
 
-    /// The note for the audit trail of a call of `tool` that `handler`
-    /// decided, if one was needed.
-    pub fn note(
-        self,
-        handler: &dyn ApprovalHandler,
-        tool: &str,
-    ) -> Option<crate::report::ApprovalNote> {
-        (self != Verdict::NotNeeded).then(|| crate::report::ApprovalNote {
-            verdict: self,
-            by: handler.decided_by(tool),
-        })
+/// What became of a call that may need approval, and the note for its
+/// audit record (`None` when no approval was needed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    /// Approved, denied, cancelled, or not needed.
+    pub verdict: Verdict,
+    /// Who decided, and what the person answered if one was asked.
+    pub note: Option<crate::report::ApprovalNote>,
+}
+
+impl Decision {
+    fn by(verdict: Verdict, by: String, asked: Option<Outcome>) -> Self {
+        Self {
+            verdict,
+            note: Some(crate::report::ApprovalNote { verdict, by, asked }),
+        }
     }
 }
 
-/// Asks `handler` about a call when `approval` requires it for `arguments`
-/// (`request` builds the question only then); stops waiting when the call is
+/// The one approval step of every entry point (the agent loop, the MCP
+/// server): when `approval` requires it for `arguments`, `handler` (the
+/// operator's standing approvals) is asked first (`request` builds the
+/// question only then); if it does not approve and `asking` reaches a
+/// person, they are asked (never the model). Stops waiting when the call is
 /// cancelled.
 pub async fn decide(
     approval: &Approval,
     arguments: &Value,
     request: impl FnOnce() -> ApprovalRequest,
     handler: &dyn ApprovalHandler,
+    asking: Option<&Asking>,
     cancellation: &CancellationToken,
-) -> Verdict {
+) -> Decision {
     if !approval.required_for(arguments) {
-        return Verdict::NotNeeded;
+        return Decision {
+            verdict: Verdict::NotNeeded,
+            note: None,
+        };
     }
     let request = request();
-    tokio::select! {
+    let by_handler = || handler.decided_by(&request.tool);
+    let approved = tokio::select! {
         // A call cancelled already is never approved, however fast the answer.
         biased;
-        () = cancellation.cancelled() => Verdict::Cancelled,
-        approved = handler.approve(&request) => {
-            if approved { Verdict::Approved } else { Verdict::Denied }
+        () = cancellation.cancelled() => None,
+        approved = handler.approve(&request) => Some(approved),
+    };
+    match (approved, asking) {
+        (None, _) => Decision::by(Verdict::Cancelled, by_handler(), None),
+        (Some(true), _) => Decision::by(Verdict::Approved, by_handler(), None),
+        (Some(false), None) => Decision::by(Verdict::Denied, by_handler(), None),
+        (Some(false), Some(asking)) => {
+            let summary = crate::ask::summary(&request.arguments);
+            let asked = asking
+                .ask(&request.tool, Subject::Call { summary }, cancellation)
+                .await;
+            let verdict = match asked.outcome {
+                outcome if outcome.allowed() => Verdict::Approved,
+                Outcome::Cancelled => Verdict::Cancelled,
+                _ => Verdict::Denied,
+            };
+            Decision::by(verdict, asked.by, Some(asked.outcome))
         }
     }
 }
@@ -282,16 +313,22 @@ mod tests {
         let args = json!({});
         let asked = || -> ApprovalRequest { panic!("asked although no approval is needed") };
         assert_eq!(
-            decide(&never, &args, asked, &DenyAll, &live).await,
+            decide(&never, &args, asked, &DenyAll, None, &live)
+                .await
+                .verdict,
             Verdict::NotNeeded
         );
         assert_eq!(
-            decide(&always, &args, request, &DenyAll, &live).await,
+            decide(&always, &args, request, &DenyAll, None, &live)
+                .await
+                .verdict,
             Verdict::Denied
         );
         let all = ApproveTools::all();
         assert_eq!(
-            decide(&always, &args, request, &all, &live).await,
+            decide(&always, &args, request, &all, None, &live)
+                .await
+                .verdict,
             Verdict::Approved
         );
         struct Silent;
@@ -304,8 +341,66 @@ mod tests {
         let cancelled = CancellationToken::new();
         cancelled.cancel();
         assert_eq!(
-            decide(&always, &args, request, &Silent, &cancelled).await,
+            decide(&always, &args, request, &Silent, None, &cancelled)
+                .await
+                .verdict,
             Verdict::Cancelled
         );
+    }
+
+    #[tokio::test]
+    async fn the_person_is_asked_only_when_the_operator_did_not_approve() {
+        async fn ask(handler: &dyn ApprovalHandler, asking: &Asking) -> Decision {
+            let request = || ApprovalRequest {
+                run_id: "r".into(),
+                call_id: "c".into(),
+                tool: "drop".into(),
+                arguments: json!({"table": "users"}),
+            };
+            let (args, live) = (json!({"table": "users"}), CancellationToken::new());
+            decide(
+                &Approval::Always,
+                &args,
+                request,
+                handler,
+                Some(asking),
+                &live,
+            )
+            .await
+        }
+        use crate::ask::{Asker, Question, Reply, SessionAnswers};
+        struct Person(std::sync::atomic::AtomicUsize, Reply);
+        #[async_trait::async_trait]
+        impl Asker for Person {
+            async fn ask(&self, question: &Question) -> Reply {
+                assert!(matches!(question.subject, Subject::Call { .. }));
+                self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                self.1
+            }
+            fn who(&self) -> String {
+                "the person".into()
+            }
+        }
+        let yes = Arc::new(Person(Default::default(), Reply::Once));
+        let asking = Asking::new(yes.clone(), Arc::new(SessionAnswers::default()));
+        let operator = ApproveTools::named(["drop"]);
+        let decided = ask(&operator, &asking).await;
+        assert_eq!(decided.verdict, Verdict::Approved);
+        assert_eq!(decided.note.unwrap().by, "the operator (--approve)");
+        assert_eq!(yes.0.load(std::sync::atomic::Ordering::SeqCst), 0);
+        let decided = ask(&DenyAll, &asking).await;
+        let note = decided.note.unwrap();
+        assert_eq!(
+            (decided.verdict, note.by.as_str()),
+            (Verdict::Approved, "the person")
+        );
+        assert_eq!(note.asked, Some(Outcome::AllowedOnce));
+        let no = Asking::new(
+            Arc::new(Person(Default::default(), Reply::Deny)),
+            Arc::default(),
+        );
+        let decided = ask(&DenyAll, &no).await;
+        assert_eq!(decided.verdict, Verdict::Denied);
+        assert_eq!(decided.note.unwrap().asked, Some(Outcome::Denied));
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
+use crate::ask::Asking;
 use crate::bindings::types;
 use crate::registry::ToolInfo;
 use crate::result::{Artifact, CallError};
@@ -37,6 +38,10 @@ pub struct CallContext {
     /// Who runs `host.call-tool` for sandboxed tools (set by the agent loop,
     /// the MCP server and the CLI).
     pub(crate) tool_caller: Option<ToolCallerHandle>,
+    /// Who is asked about capabilities the tool's policy lists under `ask`
+    /// (and, at the entry point, about calls that need approval); nobody
+    /// when `None`, so those stay denied.
+    pub(crate) asking: Option<Asking>,
 }
 
 /// Runs the calls sandboxed tools make of other tools (`host.call-tool`),
@@ -121,6 +126,7 @@ impl Default for CallContext {
             delegator: None,
             tool_call_depth: 0,
             tool_caller: None,
+            asking: None,
         }
     }
 }
@@ -173,6 +179,18 @@ impl CallContext {
     pub fn tool_caller(mut self, caller: Arc<dyn ToolCaller>) -> Self {
         self.tool_caller = Some(ToolCallerHandle(caller));
         self
+    }
+
+    /// Lets the tool's `ask` grants (and the entry point's approvals) be
+    /// asked of the person `asking` reaches, never of the model.
+    pub fn asking(mut self, asking: Asking) -> Self {
+        self.asking = Some(asking);
+        self
+    }
+
+    /// Who this call's questions go to, if anyone.
+    pub fn asker(&self) -> Option<&Asking> {
+        self.asking.as_ref()
     }
 
     /// How many tool calls deep this call is: 0 when the agent or client

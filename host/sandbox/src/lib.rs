@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 pub mod approval;
+pub mod ask;
 mod bindings;
 pub mod context;
 pub mod events;

@@ -80,8 +80,11 @@ pub struct ComponentIdentity {
 pub struct ApprovalNote {
     /// Approved, denied, or cancelled while waiting.
     pub verdict: Verdict,
-    /// Who decided (the handler's [`decided_by`](crate::approval::ApprovalHandler::decided_by)).
+    /// Who decided (the handler's [`decided_by`](crate::approval::ApprovalHandler::decided_by),
+    /// or the person asked).
     pub by: String,
+    /// What the person answered, when one was asked.
+    pub asked: Option<crate::ask::Outcome>,
 }
 
 /// The digest of an argument text, `sha256:HEX`.

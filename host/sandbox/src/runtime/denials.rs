@@ -5,11 +5,16 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::ask::Asked;
+
 /// Refusals of one call that are logged and kept.
 const MAX_DENIALS: usize = 16;
 
 /// Network requests of one call kept for its audit record (the rest counted).
 const MAX_REQUESTS: usize = 64;
+
+/// Questions of one call kept for its audit record (calls ask few; see `asks`).
+const MAX_ASKED: usize = 16;
 
 /// What kind of attempt the sandbox refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -26,17 +31,20 @@ pub enum DenialKind {
     Delegate,
     /// A file write past the call's `max_write`.
     MaxWrite,
+    /// A folder the policy asks about, not allowed for the call.
+    Folder,
 }
 
 impl DenialKind {
     /// Every kind.
-    pub const ALL: [DenialKind; 6] = [
+    pub const ALL: [DenialKind; 7] = [
         DenialKind::Network,
         DenialKind::MaxRequests,
         DenialKind::Listen,
         DenialKind::CallTool,
         DenialKind::Delegate,
         DenialKind::MaxWrite,
+        DenialKind::Folder,
     ];
 
     /// Its name in metrics and logs (`network`, `max_requests`, ...).
@@ -48,6 +56,7 @@ impl DenialKind {
             DenialKind::CallTool => "call_tool",
             DenialKind::Delegate => "delegate",
             DenialKind::MaxWrite => "max_write",
+            DenialKind::Folder => "folder",
         }
     }
 }
@@ -84,6 +93,7 @@ struct Kept {
     more: bool,
     requests: Vec<NetRequest>,
     more_requests: u64,
+    asked: Vec<Asked>,
 }
 
 /// One outgoing network request (an HTTP request or a socket connection)
@@ -108,6 +118,8 @@ pub struct CallActivity {
     pub requests: Vec<NetRequest>,
     /// How many more requests were made than kept.
     pub more_requests: u64,
+    /// The questions asked about the policy's `ask` grants, with their answers.
+    pub asked: Vec<Asked>,
 }
 
 /// One refusal.
@@ -155,6 +167,14 @@ impl Denials {
         kept.request(attempt, true);
     }
 
+    /// Records a question about an `ask` grant and its answer.
+    pub fn asked(&self, asked: Asked) {
+        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.asked.len() < MAX_ASKED {
+            kept.asked.push(asked);
+        }
+    }
+
     /// Forgets every refusal and request (a kept instance's next call
     /// starts clean).
     pub fn clear(&self) {
@@ -170,6 +190,7 @@ impl Denials {
             more_denials: kept.more,
             requests: kept.requests.clone(),
             more_requests: kept.more_requests,
+            asked: kept.asked.clone(),
         }
     }
 

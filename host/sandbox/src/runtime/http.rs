@@ -20,6 +20,8 @@ use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpH
 
 use tracing::Instrument;
 
+use super::asks::Asks;
+use super::deadline::CallDeadline;
 use super::denials::{DenialKind, Denials};
 use super::net::NetworkPolicy;
 use crate::spans;
@@ -38,12 +40,14 @@ const MAX_RESPONSE_HEADERS: usize = 100;
 pub struct PolicyHooks {
     pub(super) policy: NetworkPolicy,
     pub(super) denials: Denials,
-    pub(super) deadline: Instant,
+    pub(super) deadline: CallDeadline,
     pub(super) max_response: u64,
     pub(super) max_requests: u32,
     pub(super) sent: u32,
     /// The policy whose credential headers go out with matching requests.
     pub(super) credentials: Arc<ValidPolicy>,
+    /// The call's `ask` grants.
+    pub(super) asks: Asks,
 }
 
 fn refuse(error: HttpError) -> SendFuture {
@@ -79,10 +83,18 @@ impl WasiHttpHooks for PolicyHooks {
             return refuse(HttpError::HttpRequestDenied);
         }
         self.sent += 1;
+        // A destination the policy asks about is asked about (in the
+        // request's future) instead of refused here.
+        let mut ask = None;
         if let Err(reason) = self.policy.check_destination(&scheme, &host, port) {
-            spans::failed(&span, "capability_denied", &reason);
-            self.denials.record(DenialKind::Network, attempt, reason);
-            return refuse(HttpError::HttpRequestDenied);
+            match self.asks.pattern_for(&scheme, &host, port) {
+                Some(pattern) => ask = Some((pattern, self.asks.clone())),
+                None => {
+                    spans::failed(&span, "capability_denied", &reason);
+                    self.denials.record(DenialKind::Network, attempt, reason);
+                    return refuse(HttpError::HttpRequestDenied);
+                }
+            }
         }
         let mut request = request;
         // The call's trace goes out only where the policy grants it.
@@ -106,18 +118,32 @@ impl WasiHttpHooks for PolicyHooks {
                 request.headers_mut().insert(name.clone(), value.clone());
             }
         }
-        let target = Target {
+        let mut target = Target {
             attempt: attempt.clone(),
             scheme,
             host,
             port,
             policy: self.policy.clone(),
             denials: self.denials.clone(),
-            deadline: self.deadline,
+            deadline: self.deadline.clone(),
             options: options.unwrap_or_default(),
         };
         let max_response = self.max_response;
         Box::new(async move {
+            if let Some((pattern, asks)) = ask {
+                let (scheme, host, port) = (&target.scheme, &target.host, target.port);
+                match asks
+                    .destination(scheme, host, port, &pattern, &target.denials)
+                    .await
+                {
+                    Ok(grant) => target.policy = target.policy.with(grant),
+                    Err(reason) => {
+                        spans::failed(&span, "capability_denied", &reason);
+                        target.denials.record(DenialKind::Network, attempt, reason);
+                        return Err(HttpError::HttpRequestDenied);
+                    }
+                }
+            }
             let started = Instant::now();
             let result = target.send(request).instrument(span.clone()).await;
             match &result {
@@ -161,7 +187,7 @@ struct Target {
     port: u16,
     policy: NetworkPolicy,
     denials: Denials,
-    deadline: Instant,
+    deadline: CallDeadline,
     options: RequestOptions,
 }
 
@@ -170,7 +196,7 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Stream for T {}
 
 impl Target {
     fn remaining(&self) -> Duration {
-        self.deadline.saturating_duration_since(Instant::now())
+        self.deadline.remaining()
     }
 
     /// A timeout the guest asked for, never past the call's deadline.

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use wasm_agent_session::{Owner, SessionStore, StateScope};
 
 use super::CallPolicy;
+use super::deadline::CallDeadline;
 use super::delegate::Delegation;
 use super::emit::Emitter;
 use super::kept::{KeptInstances, SessionKey};
@@ -55,7 +56,9 @@ pub struct HostImports {
     pub(super) called_by_tool: bool,
     dependencies: Arc<BTreeMap<String, String>>,
     pub(super) cancellation: CancellationToken,
-    pub(super) deadline: Instant,
+    pub(super) deadline: CallDeadline,
+    /// Who the call's `ask` grants are asked of.
+    pub(super) asking: Option<crate::ask::Asking>,
     /// Where the session's instance is kept, under `keep_instance`.
     pub(super) keep: Option<(Arc<KeptInstances>, SessionKey)>,
     /// Where the run leaves what it used, when the call is audited.
@@ -79,9 +82,11 @@ impl HostImports {
         } = scope;
         // The policy bounds the timeout (a day), so this cannot overflow;
         // saturate anyway rather than trust that from here.
-        let deadline = Instant::now()
-            .checked_add(policy.timeout)
-            .unwrap_or_else(far_future);
+        let deadline = CallDeadline::at(
+            Instant::now()
+                .checked_add(policy.timeout)
+                .unwrap_or_else(far_future),
+        );
         let state = StateScope {
             owner: Owner::new(context.tenant_id.as_deref(), context.user_id.as_deref()),
             session: session_id,
@@ -89,7 +94,7 @@ impl HostImports {
         };
         Self {
             log: ToolLog::new(call.clone()),
-            state: SessionState::new(sessions, state, deadline),
+            state: SessionState::new(sessions, state, deadline.clone()),
             emitter: Emitter::new(events, call.clone()),
             delegation: Delegation::new(call.clone(), policy.delegate.clone(), context),
             tool_calls: ToolCalls::new(call.clone(), policy.call_tools.clone(), context),
@@ -97,6 +102,7 @@ impl HostImports {
             dependencies,
             cancellation: context.cancellation.child_token(),
             deadline,
+            asking: context.asking.clone(),
             keep: None,
             usage: None,
             call,
@@ -116,9 +122,20 @@ impl HostImports {
         self
     }
 
+    /// The asking side of this call under `policy`.
+    pub(super) fn asks(&self, policy: &CallPolicy) -> super::asks::CallAsks {
+        super::asks::CallAsks::new(
+            self.call.tool.clone(),
+            self.asking.clone(),
+            policy.asks.clone(),
+            self.deadline.clone(),
+            self.cancellation.clone(),
+        )
+    }
+
     /// True once the call was cancelled or ran past its deadline.
     pub fn is_cancelled(&self) -> bool {
-        self.cancellation.is_cancelled() || Instant::now() >= self.deadline
+        self.cancellation.is_cancelled() || self.deadline.passed()
     }
 }
 

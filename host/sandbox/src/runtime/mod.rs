@@ -2,8 +2,10 @@
 //! each call in a fresh store under the call's policy.
 
 mod admission;
+mod asks;
 mod cache;
 mod classify;
+mod deadline;
 mod delegate;
 mod denials;
 mod emit;
@@ -153,6 +155,10 @@ pub struct GuestOutput {
 pub struct CallPolicy {
     policy: Arc<ValidPolicy>,
     network: net::NetworkPolicy,
+    /// The network patterns of the policy's `ask` grants.
+    asks: Arc<Vec<wasm_agent_policy::NetworkGrant>>,
+    /// The folders of the policy's `ask` grants.
+    ask_folders: Vec<wasm_agent_policy::DirGrant>,
 }
 
 impl CallPolicy {
@@ -160,6 +166,20 @@ impl CallPolicy {
     pub fn new(policy: ValidPolicy) -> Self {
         Self {
             network: net::NetworkPolicy::new(policy.network.clone()),
+            asks: Arc::new(
+                policy
+                    .ask
+                    .iter()
+                    .filter_map(wasm_agent_policy::AskGrant::network)
+                    .cloned()
+                    .collect(),
+            ),
+            ask_folders: policy
+                .ask
+                .iter()
+                .filter_map(wasm_agent_policy::AskGrant::dir)
+                .cloned()
+                .collect(),
             policy: Arc::new(policy),
         }
     }

@@ -26,6 +26,13 @@ impl NetworkPolicy {
         }
     }
 
+    /// These grants and `grant` (a destination the person allowed).
+    pub fn with(&self, grant: NetworkGrant) -> Self {
+        let mut grants = (*self.grants).clone();
+        grants.push(grant);
+        Self::new(grants)
+    }
+
     /// True when any grant is for `scheme`.
     pub fn has_scheme(&self, scheme: &str) -> bool {
         self.grants

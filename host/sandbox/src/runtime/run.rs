@@ -2,13 +2,12 @@
 //! the instance, the body under the policy's limits, and every way it can
 //! end turned into a typed result.
 
-use std::time::Instant;
-
 use tracing::Instrument;
 
 use wasmtime::component::ResourceTable;
 use wasmtime::{Store, UpdateDeadline};
 
+use super::asks::Asks;
 use super::kept::{KeptParts, Turn};
 use super::output::{CappedOutput, Captured};
 use super::store::CallState;
@@ -50,7 +49,7 @@ impl Sandbox {
         body: impl AsyncFnOnce(&Toolkit, &mut Store<CallState>) -> wasmtime::Result<R>,
     ) -> Result<(R, After), CallError> {
         let cancellation = host.cancellation.clone();
-        let deadline = host.deadline;
+        let deadline = host.deadline.clone();
         let timeout = policy.timeout;
         // One call of a session at a time, waited for within the deadline.
         let keep = host.keep.take();
@@ -60,9 +59,22 @@ impl Sandbox {
             Some((kept, key)) => tokio::select! {
                 turn = kept.enter(key) => Some(turn),
                 () = cancellation.cancelled() => return Err(cancelled()),
-                () = tokio::time::sleep_until(deadline.into()) => return Err(timed_out(timeout)),
+                () = deadline.reached() => return Err(timed_out(timeout)),
             },
         };
+        // Folders the policy asks about are asked about before the call
+        // takes a slot (`ask` folders and `keep_instance` do not go together).
+        let mut fresh_parts = None;
+        if keep.is_none() {
+            let denials = denials::Denials::new(self.denials.clone());
+            let asks = Asks::default();
+            asks.begin(host.asks(policy));
+            let folders = asks.folders(&policy.ask_folders, &denials).await;
+            if cancellation.is_cancelled() {
+                return Err(cancelled());
+            }
+            fresh_parts = Some((asks, denials, folders));
+        }
         // A call made by a tool runs in its caller's slot: the caller waits
         // for it in a host call. (Waiting for a slot of its own could
         // deadlock, every slot held by a caller waiting.)
@@ -71,7 +83,7 @@ impl Sandbox {
         } else {
             Some(
                 self.admission
-                    .admit(deadline, &cancellation)
+                    .admit(deadline.instant(), &cancellation)
                     .await
                     .map_err(|waited| waited.into_error(|| timed_out(timeout)))?,
             )
@@ -85,7 +97,18 @@ impl Sandbox {
             denials,
         } = match turn.as_mut().and_then(Turn::take) {
             Some(kept) => self.renew(kept, policy, host)?,
-            None => self.fresh(policy, host)?,
+            None => {
+                let (asks, denials, folders) = fresh_parts.unwrap_or_else(|| {
+                    let asks = Asks::default();
+                    asks.begin(host.asks(policy));
+                    (
+                        asks,
+                        denials::Denials::new(self.denials.clone()),
+                        Vec::new(),
+                    )
+                });
+                self.fresh(policy, host, (asks, denials), &folders)?
+            }
         };
         let _active = self.ticker.activate();
 
@@ -110,7 +133,7 @@ impl Sandbox {
             tokio::select! {
                 result = run => Some(result),
                 _ = cancellation.cancelled() => None,
-                _ = tokio::time::sleep_until(deadline.into()) => None,
+                () = deadline.reached() => None,
             }
         };
         if let Some(sink) = &usage {
@@ -179,12 +202,17 @@ impl Sandbox {
     }
 
     /// A fresh store for one call, with exactly the granted capabilities.
-    fn fresh(&self, policy: &CallPolicy, host: HostImports) -> Result<Ready, CallError> {
+    fn fresh(
+        &self,
+        policy: &CallPolicy,
+        host: HostImports,
+        (asks, denials): (Asks, denials::Denials),
+        folders: &[wasm_agent_policy::DirGrant],
+    ) -> Result<Ready, CallError> {
         let (stdout, stderr) = (
             CappedOutput::new(CAPTURE_CAP),
             CappedOutput::new(CAPTURE_CAP),
         );
-        let denials = denials::Denials::new(self.denials.clone());
         let scratch = policy
             .scratch
             .then(scratch::Scratch::create)
@@ -197,14 +225,15 @@ impl Sandbox {
             })?;
         let wasi = wasi::build(
             policy,
+            folders,
             policy.network.clone(),
-            stdout.clone(),
-            stderr.clone(),
+            asks.clone(),
+            (stdout.clone(), stderr.clone()),
             denials.clone(),
             scratch.as_ref(),
         )
         .map_err(|e| CallError::new(ErrorKind::CapabilityDenied, e))?;
-        let deadline = host.deadline;
+        let deadline = host.deadline.clone();
         let mut table = ResourceTable::new();
         table.set_max_capacity(self.admission.resource_limit(policy) as usize);
         let mut http = wasmtime_wasi_http::WasiHttpCtx::new();
@@ -225,6 +254,7 @@ impl Sandbox {
                 max_requests: policy.max_requests,
                 sent: 0,
                 credentials: policy.policy.clone(),
+                asks,
             },
             denials: denials.clone(),
             _scratch: scratch,
@@ -239,7 +269,7 @@ impl Sandbox {
                 return Err(wasmtime::Error::new(Interrupted::Cancelled));
             }
             // The deadline of the call running now (a kept store serves many).
-            if Instant::now() >= host.deadline {
+            if host.deadline.passed() {
                 return Err(wasmtime::Error::new(Interrupted::Deadline));
             }
             // A long call takes turns with the others (see `turns`).

@@ -3,10 +3,12 @@
 //! each operation bounded by the call's deadline.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tracing::Instrument;
 use wasm_agent_session::{SessionError, SessionStore, StateScope};
+
+use super::deadline::CallDeadline;
 
 /// Largest session-state key and value.
 const MAX_STATE_KEY: usize = 256;
@@ -27,12 +29,12 @@ pub struct SessionState {
     store: Arc<dyn SessionStore>,
     scope: StateScope,
     /// When the call's own deadline passes.
-    deadline: Instant,
+    deadline: CallDeadline,
 }
 
 impl SessionState {
     /// The state `scope` names, for a call that must end by `deadline`.
-    pub fn new(store: Arc<dyn SessionStore>, scope: StateScope, deadline: Instant) -> Self {
+    pub fn new(store: Arc<dyn SessionStore>, scope: StateScope, deadline: CallDeadline) -> Self {
         Self {
             store,
             scope,
@@ -75,10 +77,8 @@ impl SessionState {
         &self,
         operation: impl Future<Output = Result<T, SessionError>>,
     ) -> wasmtime::Result<T> {
-        let until = self
-            .deadline
-            .checked_sub(DEADLINE_MARGIN)
-            .unwrap_or(self.deadline);
+        let deadline = self.deadline.instant();
+        let until = deadline.checked_sub(DEADLINE_MARGIN).unwrap_or(deadline);
         match tokio::time::timeout_at(until.into(), operation).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) if error.is_unavailable() => Err(StoreFailed(error).into()),

@@ -36,7 +36,8 @@ impl CallState {
     /// Makes a kept store this call's: its imports, turn, write budget and
     /// request count start afresh; memory, instance and open resources stay.
     pub(super) fn renew(&mut self, host: HostImports, turn: CallTurn, policy: &super::CallPolicy) {
-        self.http_hooks.deadline = host.deadline;
+        self.http_hooks.deadline = host.deadline.clone();
+        self.http_hooks.asks.begin(host.asks(policy));
         self.http_hooks.sent = 0;
         self.host = host;
         self.turn = turn;

@@ -8,18 +8,20 @@
 use wasmtime_wasi::sockets::SocketAddrUse;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
+use super::asks::Asks;
 use super::denials::{DenialKind, Denials};
 use super::net::NetworkPolicy;
 use super::output::CappedOutput;
 use super::scratch::{self, Scratch};
-use wasm_agent_policy::{DirMode, Policy};
+use wasm_agent_policy::{DirGrant, DirMode, Policy};
 
 /// Builds the WASI context for `policy`.
 pub fn build(
     policy: &Policy,
+    asked_folders: &[DirGrant],
     network: NetworkPolicy,
-    stdout: CappedOutput,
-    stderr: CappedOutput,
+    asks: Asks,
+    (stdout, stderr): (CappedOutput, CappedOutput),
     denials: Denials,
     scratch: Option<&Scratch>,
 ) -> Result<WasiCtx, String> {
@@ -34,7 +36,7 @@ pub fn build(
         .allow_tcp(true)
         .allow_udp(true)
         .socket_addr_check(move |addr, usage| {
-            let (network, denials) = (network.clone(), denials.clone());
+            let (network, denials, asks) = (network.clone(), denials.clone(), asks.clone());
             Box::pin(async move {
                 let (scheme, attempt) = match usage {
                     // Binding an ephemeral port on the wildcard address is
@@ -67,7 +69,25 @@ pub fn build(
                         return false;
                     }
                 };
-                match network.check_socket(scheme, addr).await {
+                let mut checked = network.check_socket(scheme, addr).await;
+                if checked.is_err() {
+                    let host = addr.ip().to_string();
+                    if let Some(pattern) = asks.pattern_for(scheme, &host, addr.port()) {
+                        // On a task of its own: this future must be Sync,
+                        // and asking is not.
+                        let denied = denials.clone();
+                        let asking = tokio::spawn(async move {
+                            asks.destination(scheme, &host, addr.port(), &pattern, &denied)
+                                .await
+                        });
+                        checked = match asking.await {
+                            Ok(Ok(grant)) => network.with(grant).check_socket(scheme, addr).await,
+                            Ok(Err(reason)) => Err(reason),
+                            Err(_) => Err("the question was not answered".into()),
+                        };
+                    }
+                }
+                match checked {
                     Ok(()) => {
                         denials.allowed(&attempt);
                         true
@@ -82,7 +102,7 @@ pub fn build(
     for (key, value) in &policy.env {
         builder.env(key, value);
     }
-    for grant in &policy.dirs {
+    for grant in policy.dirs.iter().chain(asked_folders) {
         let perms = match grant.mode {
             DirMode::Ro => FsPerms::ReadOnly,
             DirMode::Rw => FsPerms::ReadWrite,

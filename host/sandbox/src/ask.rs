@@ -1,0 +1,428 @@
+//! Asking the person behind a call, never the model: whether a call that
+//! needs approval may run, and whether a tool may use a capability its
+//! policy lists under `ask`. The entry point says who can be asked (an
+//! [`Asker`]: the MCP client's user through elicitation, the user at the
+//! terminal under `wasm-agent run`); [`Asking`] wraps it for one session,
+//! with a deadline on every question and the answers given "for this
+//! session". Approvals of calls and questions about capabilities take this
+//! one path.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::text;
+
+/// Longest summary of a call's arguments in a question.
+pub const MAX_SUMMARY: usize = 300;
+
+/// How long a question waits for its answer by default; no answer denies.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(120);
+
+/// What a question is about.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Subject {
+    /// A call that needs approval, with a short summary of its arguments.
+    Call {
+        /// The arguments, shortened, secrets redacted, control characters escaped.
+        summary: String,
+    },
+    /// A network destination the policy lists under `ask`
+    /// (`scheme://host:port`).
+    Host {
+        /// The destination asked for.
+        destination: String,
+    },
+    /// A folder the policy lists under `ask` (`HOST:GUEST:ro|rw`).
+    Folder {
+        /// The folder grant asked for.
+        grant: String,
+    },
+}
+
+/// One question for a person.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Question {
+    /// The tool the question is about.
+    pub tool: String,
+    /// What it wants.
+    pub subject: Subject,
+    /// Whether "allow for this session" may be answered.
+    pub offer_session: bool,
+}
+
+impl Question {
+    /// The question as one line of text for a person (escaped).
+    pub fn text(&self) -> String {
+        let tool = text::one_line(&self.tool);
+        match &self.subject {
+            Subject::Call { summary } => {
+                format!("Allow the tool \"{tool}\" to run with {summary}?")
+            }
+            Subject::Host { destination } => format!(
+                "Allow the tool \"{tool}\" to connect to {}?",
+                text::one_line(destination)
+            ),
+            Subject::Folder { grant } => {
+                let (path, mode) = match grant.rsplit_once(':') {
+                    Some((path, "rw")) => (path, "read and write"),
+                    Some((path, _)) => (path, "read"),
+                    None => (grant.as_str(), "read"),
+                };
+                let host = path.split_once(':').map_or(path, |(host, _)| host);
+                format!(
+                    "Allow the tool \"{tool}\" to {mode} the folder {}?",
+                    text::one_line(host)
+                )
+            }
+        }
+    }
+}
+
+/// A person's answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// Allowed, for this call only.
+    Once,
+    /// Allowed for the rest of the session (only when it was offered).
+    Session,
+    /// Refused.
+    Deny,
+    /// Dismissed without a choice (the client's "cancel").
+    Dismissed,
+    /// Nobody can be asked here (a client without elicitation, no terminal).
+    Unavailable,
+}
+
+/// Someone who can answer questions about calls: the MCP client's user
+/// (elicitation), the user at the terminal, an embedder's own UI.
+#[async_trait::async_trait]
+pub trait Asker: Send + Sync + 'static {
+    /// Asks `question` and waits for the answer (the caller bounds the wait).
+    async fn ask(&self, question: &Question) -> Reply;
+
+    /// Who answers, for the audit trail (`the MCP client's user`).
+    fn who(&self) -> String;
+}
+
+/// How a question ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Allowed for this call.
+    AllowedOnce,
+    /// Allowed for the session.
+    AllowedForSession,
+    /// Allowed earlier for the session; not asked again.
+    Remembered,
+    /// Refused (or dismissed).
+    Denied,
+    /// No answer within the wait.
+    NoAnswer,
+    /// Nobody could be asked.
+    Unavailable,
+    /// The call was cancelled while waiting.
+    Cancelled,
+}
+
+impl Outcome {
+    /// Whether the capability or call is allowed.
+    pub fn allowed(self) -> bool {
+        matches!(
+            self,
+            Outcome::AllowedOnce | Outcome::AllowedForSession | Outcome::Remembered
+        )
+    }
+
+    /// Its name in the audit trail.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::AllowedOnce => "allowed_once",
+            Outcome::AllowedForSession => "allowed_for_session",
+            Outcome::Remembered => "allowed_earlier_in_session",
+            Outcome::Denied => "denied",
+            Outcome::NoAnswer => "no_answer",
+            Outcome::Unavailable => "nobody_to_ask",
+            Outcome::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// A question and its answer, for the audit trail.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Asked {
+    /// What was asked.
+    pub question: Question,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Who answered (or would have).
+    pub by: String,
+}
+
+/// The questions of one session (an MCP session, an agent run): how long
+/// each waits, whether "allow for this session" is offered, and the answers
+/// given for the session. Shared by the [`Asking`]s of its calls.
+pub struct SessionAnswers {
+    wait: Duration,
+    offer_session: bool,
+    remembered: Mutex<HashSet<(String, Subject)>>,
+    /// One question at a time: a person answers them in turn.
+    turn: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for SessionAnswers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionAnswers")
+            .field("wait", &self.wait)
+            .field("offer_session", &self.offer_session)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for SessionAnswers {
+    fn default() -> Self {
+        Self::new(DEFAULT_WAIT, false)
+    }
+}
+
+impl SessionAnswers {
+    /// Questions that wait at most `wait` (no answer by then denies), with
+    /// "allow for this session" offered when `offer_session`.
+    pub fn new(wait: Duration, offer_session: bool) -> Self {
+        Self {
+            wait,
+            offer_session,
+            remembered: Mutex::default(),
+            turn: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The longest a question waits.
+    pub fn max_wait(&self) -> Duration {
+        self.wait
+    }
+
+    fn remembered(&self) -> std::sync::MutexGuard<'_, HashSet<(String, Subject)>> {
+        self.remembered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Who a call's questions go to ([`Asker`]), within its session's answers.
+#[derive(Clone)]
+pub struct Asking {
+    asker: Arc<dyn Asker>,
+    session: Arc<SessionAnswers>,
+}
+
+impl std::fmt::Debug for Asking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Asking")
+            .field("who", &self.asker.who())
+            .field("session", &self.session)
+            .finish()
+    }
+}
+
+impl Asking {
+    /// Questions for `asker` within `session`.
+    pub fn new(asker: Arc<dyn Asker>, session: Arc<SessionAnswers>) -> Self {
+        Self { asker, session }
+    }
+
+    /// The longest a question waits.
+    pub fn max_wait(&self) -> Duration {
+        self.session.wait
+    }
+
+    /// Who answers.
+    pub fn who(&self) -> String {
+        self.asker.who()
+    }
+
+    /// Asks whether `tool` may have `subject`, unless it was allowed for the
+    /// session already; stops waiting when `cancellation` fires.
+    pub async fn ask(
+        &self,
+        tool: &str,
+        subject: Subject,
+        cancellation: &CancellationToken,
+    ) -> Asked {
+        let session = &*self.session;
+        let key = (tool.to_string(), subject);
+        let question = Question {
+            tool: key.0.clone(),
+            subject: key.1.clone(),
+            offer_session: session.offer_session,
+        };
+        let by = self.asker.who();
+        if session.remembered().contains(&key) {
+            return Asked {
+                question,
+                outcome: Outcome::Remembered,
+                by,
+            };
+        }
+        let answered = async {
+            let _turn = session.turn.lock().await;
+            // Allowed for the session while this one waited its turn.
+            if session.remembered().contains(&key) {
+                return Some(Reply::Session);
+            }
+            tokio::time::timeout(session.wait, self.asker.ask(&question))
+                .await
+                .ok()
+        };
+        let outcome = tokio::select! {
+            // A cancelled call is never allowed, however fast the answer.
+            biased;
+            () = cancellation.cancelled() => Outcome::Cancelled,
+            reply = answered => match reply {
+                None => Outcome::NoAnswer,
+                Some(Reply::Once) => Outcome::AllowedOnce,
+                Some(Reply::Session) if session.offer_session => {
+                    session.remembered().insert(key);
+                    Outcome::AllowedForSession
+                }
+                // Never offered: taken as once.
+                Some(Reply::Session) => Outcome::AllowedOnce,
+                Some(Reply::Deny | Reply::Dismissed) => Outcome::Denied,
+                Some(Reply::Unavailable) => Outcome::Unavailable,
+            },
+        };
+        Asked {
+            question,
+            outcome,
+            by,
+        }
+    }
+}
+
+/// A call's arguments as one short line for a person: compact JSON, values
+/// under keys that look like secrets redacted, control characters escaped,
+/// cut at [`MAX_SUMMARY`] characters.
+pub fn summary(arguments: &Value) -> String {
+    let mut shown = arguments.clone();
+    text::redact(&mut shown);
+    let json = shown.to_string();
+    let line = text::one_line(&json);
+    if line.chars().count() <= MAX_SUMMARY {
+        return line.into_owned();
+    }
+    let mut cut: String = line.chars().take(MAX_SUMMARY).collect();
+    cut.push('…');
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    struct Scripted {
+        reply: Reply,
+        asked: AtomicUsize,
+        delay: Duration,
+    }
+
+    #[async_trait::async_trait]
+    impl Asker for Scripted {
+        async fn ask(&self, _: &Question) -> Reply {
+            self.asked.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(self.delay).await;
+            self.reply
+        }
+        fn who(&self) -> String {
+            "the test".into()
+        }
+    }
+
+    fn scripted(reply: Reply, delay: Duration) -> Arc<Scripted> {
+        Arc::new(Scripted {
+            reply,
+            asked: AtomicUsize::new(0),
+            delay,
+        })
+    }
+
+    fn host(destination: &str) -> Subject {
+        Subject::Host {
+            destination: destination.into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn session_answers_are_remembered_only_when_offered() {
+        let live = CancellationToken::new();
+        let asker = scripted(Reply::Session, Duration::ZERO);
+        let asking = Asking::new(
+            asker.clone(),
+            Arc::new(SessionAnswers::new(DEFAULT_WAIT, true)),
+        );
+        let first = asking.ask("fetch", host("http://a:80"), &live).await;
+        assert_eq!(first.outcome, Outcome::AllowedForSession);
+        let again = asking.ask("fetch", host("http://a:80"), &live).await;
+        assert_eq!(again.outcome, Outcome::Remembered);
+        let other = asking.ask("other", host("http://a:80"), &live).await;
+        assert_eq!(other.outcome, Outcome::AllowedForSession);
+        assert_eq!(asker.asked.load(Ordering::SeqCst), 2);
+
+        let not_offered = Asking::new(scripted(Reply::Session, Duration::ZERO), Arc::default());
+        let once = not_offered.ask("fetch", host("http://a:80"), &live).await;
+        assert_eq!(once.outcome, Outcome::AllowedOnce);
+        let asked_again = not_offered.ask("fetch", host("http://a:80"), &live).await;
+        assert_eq!(asked_again.outcome, Outcome::AllowedOnce);
+    }
+
+    #[tokio::test]
+    async fn no_answer_in_time_and_cancellation_deny() {
+        let live = CancellationToken::new();
+        let session = Arc::new(SessionAnswers::new(Duration::from_millis(50), false));
+        let slow = Asking::new(scripted(Reply::Once, Duration::from_secs(60)), session);
+        let late = slow.ask("fetch", host("http://a:80"), &live).await;
+        assert_eq!(late.outcome, Outcome::NoAnswer);
+        assert!(!late.outcome.allowed());
+        let cancelled = CancellationToken::new();
+        cancelled.cancel();
+        let quick = Asking::new(scripted(Reply::Once, Duration::ZERO), Arc::default());
+        let gone = quick.ask("fetch", host("http://a:80"), &cancelled).await;
+        assert_eq!(gone.outcome, Outcome::Cancelled);
+        let refused = Asking::new(scripted(Reply::Dismissed, Duration::ZERO), Arc::default());
+        let dismissed = refused.ask("fetch", host("http://a:80"), &live).await;
+        assert_eq!(dismissed.outcome, Outcome::Denied);
+    }
+
+    #[test]
+    fn summaries_are_short_escaped_and_redacted() {
+        let shown = summary(&json!({"path": "a\u{1b}[2Jb", "api_key": "sk-1"}));
+        assert!(shown.contains("[redacted]"), "{shown}");
+        assert!(!shown.contains("sk-1"), "{shown}");
+        assert!(!shown.contains('\u{1b}'), "{shown}");
+        let long = summary(&json!({"text": "x".repeat(5000)}));
+        assert_eq!(long.chars().count(), MAX_SUMMARY + 1);
+    }
+
+    #[test]
+    fn questions_read_as_sentences() {
+        let question = |subject| Question {
+            tool: "t\nx".into(),
+            subject,
+            offer_session: false,
+        };
+        let folder = question(Subject::Folder {
+            grant: "/home/me/docs:/docs:rw".into(),
+        });
+        assert_eq!(
+            folder.text(),
+            "Allow the tool \"t\\nx\" to read and write the folder /home/me/docs?"
+        );
+        assert_eq!(
+            question(host("https://api.github.com:443")).text(),
+            "Allow the tool \"t\\nx\" to connect to https://api.github.com:443?"
+        );
+    }
+}
