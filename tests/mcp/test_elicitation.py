@@ -5,6 +5,9 @@ on 127.0.0.1 the policy asks about). Over stdio and streamable HTTP."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -14,7 +17,7 @@ import anyio
 import mcp_types as types
 import pytest
 
-from conftest import approval_config, dump, text_of, wasm
+from conftest import BIN, SCRUBBED_ENV, approval_config, dump, text_of, wasm
 
 pytestmark = pytest.mark.anyio
 
@@ -196,3 +199,47 @@ async def test_without_elicitation_an_ask_grant_stays_denied(open_session, page)
     assert result.is_error is True, dump(result)
     assert result.structured_content["error"]["kind"] == "capability_denied", dump(result)
     assert "nobody can be asked" in text_of(result), dump(result)
+
+
+@pytest.mark.parametrize("decision", ["allow_once", None])
+async def test_an_ask_folder_is_opened_only_when_allowed(open_session, tmp_path, decision):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "notes.txt").write_text("private notes")
+    person = Person(decision)
+    serve = ("--tools", wasm("files"), "--ask", f"{docs}:/docs:ro")
+    async with open_session(*serve, elicitation_callback=person) as session:
+        result = await session.call_tool("read_file", {"path": "/docs/notes.txt"})
+    assert len(person.asked) == 1, person.asked
+    message = person.asked[0].message
+    assert "read the folder" in message and str(docs.resolve()) in message, message
+    if decision == "allow_once":
+        assert text_of(result) == "private notes", dump(result)
+    else:
+        assert result.is_error is True, dump(result)
+        assert "private notes" not in text_of(result), dump(result)
+
+
+TS_CLIENT = Path(__file__).parent / "ts/client.mjs"
+
+
+@pytest.mark.parametrize("decision", ["allow_once", "decline"])
+def test_the_typescript_sdk_answers_too(tmp_path: Path, server_env: dict[str, str], decision):
+    """The official TypeScript SDK's client, over stdio, as the one asked."""
+    if shutil.which("node") is None:
+        pytest.skip("Node.js is needed for the TypeScript SDK")
+    config = approval_config(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV} | server_env | {"ELICIT": decision}
+    call = {"name": "calculate", "arguments": CALC}
+    server = [str(BIN), "serve", "--stdio", "--config", str(config)]
+    finished = subprocess.run(
+        ["node", str(TS_CLIENT), json.dumps(call), "--", *server], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert finished.returncode == 0, finished.stderr
+    report = json.loads(finished.stdout.splitlines()[-1])
+    assert len(report["elicited"]) == 1 and "calculate" in report["elicited"][0], report
+    result = report["result"]
+    if decision == "allow_once":
+        assert result["isError"] is False and result["content"][0]["text"] == "14", result
+    else:
+        assert result["isError"] is True and "did not approve" in result["content"][0]["text"], result

@@ -6,9 +6,13 @@
 // times to `initialize` and to the first `tools/list`, the tools it listed,
 // the tool counts the SDK's own list-changed refresh saw, and the call's
 // result (made once the tool is listed, by the first listing or a refresh).
+// With ELICIT=DECISION in the environment, the client declares elicitation
+// and answers every question with that decision (`decline` declines); the
+// questions asked are printed too.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
 const separator = process.argv.indexOf('--');
 const call = JSON.parse(process.argv[2]);
@@ -16,9 +20,12 @@ const [command, ...args] = process.argv.slice(separator + 1);
 
 const refreshed = [];
 let refreshedNames = [];
+const elicit = process.env.ELICIT;
+const elicited = [];
 const client = new Client(
   { name: 'wasm-agent-tests', version: '0' },
   {
+    capabilities: elicit ? { elicitation: { form: {} } } : {},
     listChanged: {
       tools: {
         onChanged: (error, tools) => {
@@ -29,6 +36,12 @@ const client = new Client(
     },
   },
 );
+if (elicit) {
+  client.setRequestHandler(ElicitRequestSchema, async (request) => {
+    elicited.push(request.params.message);
+    return elicit === 'decline' ? { action: 'decline' } : { action: 'accept', content: { decision: elicit } };
+  });
+}
 const transport = /^https?:\/\//.test(command)
   ? new StreamableHTTPClientTransport(new URL(command))
   : new StdioClientTransport({ command, args, env: process.env, stderr: 'inherit' });
@@ -56,6 +69,7 @@ console.log(
     tools: listing.tools.map((tool) => tool.name),
     result,
     refreshed,
+    elicited,
   }),
 );
 await client.close();
