@@ -28,7 +28,7 @@ fn calls(file: &Path) -> Vec<Value> {
 }
 
 /// An HTTP server on loopback answering every request with `hi`.
-fn http_server() -> String {
+pub(crate) fn http_server() -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     std::thread::spawn(move || {

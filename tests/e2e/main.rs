@@ -5,6 +5,7 @@
 mod agent;
 mod agent_cli;
 mod agent_runs;
+mod ask_terminal;
 mod audit;
 mod audit_postgres;
 mod cli;

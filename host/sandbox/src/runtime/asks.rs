@@ -126,13 +126,16 @@ impl Asks {
                 call.cancellation.clone(),
             )
         };
-        let Some(asking) = asking else {
-            self.decide(&destination, false);
-            return Err(format!(
+        let nobody = || {
+            format!(
                 "the policy asks about it (ask {pattern}), but nobody can be asked here \
                  (an MCP client without elicitation, or no terminal); grant it with \
                  --allow-host {destination}"
-            ));
+            )
+        };
+        let Some(asking) = asking else {
+            self.decide(&destination, false);
+            return Err(nobody());
         };
         let asked = {
             let _not_charged = deadline.pause(asking.max_wait());
@@ -143,21 +146,19 @@ impl Asks {
         };
         let allowed = asked.outcome.allowed();
         self.decide(&destination, allowed);
-        let reason = match asked.outcome {
-            _ if allowed => None,
-            Outcome::NoAnswer => Some(format!("no answer within {:?}", asking.max_wait())),
-            Outcome::Cancelled => Some("the call was cancelled while asking".into()),
-            Outcome::Unavailable => Some("nobody could answer".into()),
-            _ => Some("it was refused".into()),
-        };
         let by = asked.by.clone();
+        let outcome = asked.outcome;
         denials.asked(asked);
-        match reason {
-            None => Ok(grant),
-            Some(reason) => Err(format!(
-                "the policy asks about it (ask {pattern}); {by} was asked: {reason}"
-            )),
-        }
+        let reason = match outcome {
+            _ if allowed => return Ok(grant),
+            Outcome::Unavailable => return Err(nobody()),
+            Outcome::NoAnswer => format!("no answer within {:?}", asking.max_wait()),
+            Outcome::Cancelled => "the call was cancelled while asking".into(),
+            _ => "it was refused".into(),
+        };
+        Err(format!(
+            "the policy asks about it (ask {pattern}); {by} was asked: {reason}"
+        ))
     }
 
     /// Asks about the folders the policy lists under `ask`, before the call

@@ -1,0 +1,81 @@
+//! `ask` grants under `wasm-agent call`, asked of the user at a terminal (a
+//! pseudo-terminal from `script`, as an operator's shell gives), and denied
+//! without one.
+
+use std::io::Write;
+use std::process::Stdio;
+
+use crate::audit::http_server;
+use crate::common::{cache_dir, component, run, stderr, stdout};
+
+/// `call fetch` of `url` with `--ask grant`, answering `answer` at a terminal.
+async fn call_on_a_terminal(grant: &str, url: &str, answer: &str) -> String {
+    let command = format!(
+        "{} call {} fetch '{{\"url\": \"{url}\"}}' --ask {grant} --json",
+        env!("CARGO_BIN_EXE_wasm-agent"),
+        component("fetch").display(),
+    );
+    let answer = format!("{answer}\n");
+    let output = tokio::task::spawn_blocking(move || {
+        let mut child = std::process::Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .env("WASM_AGENT_CACHE_DIR", cache_dir())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(answer.as_bytes()).unwrap();
+        let output = child.wait_with_output().unwrap();
+        drop(stdin);
+        output
+    })
+    .await
+    .unwrap();
+    stdout(&output)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_user_at_the_terminal_allows_or_denies_a_destination() {
+    let addr = http_server();
+    let (grant, url) = (format!("http://{addr}"), format!("http://{addr}/page"));
+    let allowed = call_on_a_terminal(&grant, &url, "y").await;
+    assert!(
+        allowed.contains(&format!(
+            "[ask] Allow the tool \"fetch\" to connect to http://{addr}? [y/N]"
+        )),
+        "{allowed}"
+    );
+    assert!(allowed.contains("\"error\":null"), "{allowed}");
+    let denied = call_on_a_terminal(&grant, &url, "n").await;
+    assert!(
+        denied.contains("\"kind\":\"capability_denied\""),
+        "{denied}"
+    );
+    assert!(denied.contains("was asked: it was refused"), "{denied}");
+}
+
+#[test]
+fn without_a_terminal_an_ask_grant_stays_denied() {
+    let addr = http_server();
+    let output = run(&[
+        "call",
+        &component("fetch").to_string_lossy(),
+        "fetch",
+        &format!("{{\"url\": \"http://{addr}/\"}}"),
+        "--ask",
+        &format!("http://{addr}"),
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let text = stderr(&output);
+    assert!(
+        text.contains("There is no terminal to ask: denied."),
+        "{text}"
+    );
+    assert!(text.contains("capability_denied"), "{text}");
+    assert!(
+        text.contains(&format!("--allow-host http://{addr}")),
+        "{text}"
+    );
+}
