@@ -372,25 +372,7 @@ async fn approval_is_asked_on_a_terminal() {
             config.display(),
             dir.path().join("data").display()
         );
-        let answer = format!("{answer}\n");
-        let output = tokio::task::spawn_blocking(move || {
-            let mut child = std::process::Command::new("script")
-                .args(["-qec", &command, "/dev/null"])
-                .env("OPENAI_API_KEY", "sk-test")
-                .env("WASM_AGENT_CACHE_DIR", crate::common::cache_dir())
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap();
-            let mut stdin = child.stdin.take().unwrap();
-            stdin.write_all(answer.as_bytes()).unwrap();
-            let output = child.wait_with_output().unwrap();
-            drop(stdin);
-            output
-        })
-        .await
-        .unwrap();
+        let output = crate::common::on_a_terminal(command, answer).await;
         let text = stdout(&output);
         assert!(
             text.contains(

@@ -2,11 +2,8 @@
 //! pseudo-terminal from `script`, as an operator's shell gives), and denied
 //! without one.
 
-use std::io::Write;
-use std::process::Stdio;
-
 use crate::audit::http_server;
-use crate::common::{cache_dir, component, run, stderr, stdout};
+use crate::common::{component, on_a_terminal, run, stderr, stdout};
 
 /// `call fetch` of `url` with `--ask grant`, answering `answer` at a terminal.
 async fn call_on_a_terminal(grant: &str, url: &str, answer: &str) -> String {
@@ -15,24 +12,7 @@ async fn call_on_a_terminal(grant: &str, url: &str, answer: &str) -> String {
         env!("CARGO_BIN_EXE_wasm-agent"),
         component("fetch").display(),
     );
-    let answer = format!("{answer}\n");
-    let output = tokio::task::spawn_blocking(move || {
-        let mut child = std::process::Command::new("script")
-            .args(["-qec", &command, "/dev/null"])
-            .env("WASM_AGENT_CACHE_DIR", cache_dir())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(answer.as_bytes()).unwrap();
-        let output = child.wait_with_output().unwrap();
-        drop(stdin);
-        output
-    })
-    .await
-    .unwrap();
+    let output = on_a_terminal(command, answer).await;
     stdout(&output)
 }
 

@@ -100,3 +100,28 @@ pub fn assert_clean_failure(output: &Output, code: i32, needle: &str) {
 pub fn temp_dir() -> tempfile::TempDir {
     tempfile::tempdir().expect("temp dir")
 }
+
+/// Runs the shell `command` under a pseudo-terminal (`script`), as an
+/// operator's shell would, typing `answer` and a newline; the terminal's
+/// output (stdout and stderr interleaved) is the output's stdout.
+pub async fn on_a_terminal(command: String, answer: &str) -> Output {
+    let answer = format!("{answer}\n");
+    tokio::task::spawn_blocking(move || {
+        let mut child = Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .env("OPENAI_API_KEY", "sk-test")
+            .env("WASM_AGENT_CACHE_DIR", cache_dir())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        std::io::Write::write_all(&mut stdin, answer.as_bytes()).unwrap();
+        let output = child.wait_with_output().unwrap();
+        drop(stdin);
+        output
+    })
+    .await
+    .unwrap()
+}
