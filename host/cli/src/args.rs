@@ -612,6 +612,8 @@ mod tests {
             "--kept-idle",
             "5m",
             "--propagate-trace",
+            "--ask",
+            "https://*.github.com",
         ])
         .unwrap();
         let Command::Call { host, .. } = cli.command else {
