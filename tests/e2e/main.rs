@@ -26,6 +26,7 @@ mod network;
 mod notebook;
 mod oauth;
 mod oci;
+mod oci_entry;
 mod oci_trust;
 mod otlp;
 mod otlp_receiver;

@@ -339,6 +339,16 @@ fn a_registry_stopped_mid_pull_is_a_clear_error_and_leaves_nothing_half_stored()
         "{:?}",
         started.elapsed()
     );
+    // Nothing half-stored: no partial download, no component blob, no tag.
+    let digest = sha256_of(&std::fs::read(component("calculator")).unwrap());
+    let store = setup.cache.path().join("oci");
+    let files = files_under(&store);
+    assert!(
+        files.iter().all(|f| !f.contains(".partial")
+            && !f.ends_with(digest.trim_start_matches("sha256:"))
+            && !f.contains("@tags")),
+        "{files:?}"
+    );
     // Back up: the pull starts afresh and the component works.
     setup.registry.resume();
     let output = setup
@@ -349,6 +359,23 @@ fn a_registry_stopped_mid_pull_is_a_clear_error_and_leaves_nothing_half_stored()
         .output()
         .unwrap();
     assert_calculates(&output);
+}
+
+/// Every file under `dir`, as paths.
+fn files_under(dir: &std::path::Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut folders = vec![dir.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                folders.push(path);
+            } else {
+                found.push(path.display().to_string());
+            }
+        }
+    }
+    found
 }
 
 #[test]

@@ -144,7 +144,7 @@ async fn serve_watch_keeps_the_pinned_version_when_a_file_changes() {
 }
 
 /// An ECDSA P-256 key pair made by the openssl CLI: (private PEM, public PEM).
-fn openssl_keys(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+pub(crate) fn openssl_keys(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     let private = dir.join(format!("{name}.pem"));
     let public = dir.join(format!("{name}.pub"));
     let ok = |output: Output| assert!(output.status.success(), "{}", stderr(&output));

@@ -80,6 +80,18 @@ impl Registry {
         format!("oci://{}/{path}", self.host())
     }
 
+    /// Where the registry keeps the blob `digest` (`sha256:HEX`) on disk, so
+    /// a test can make it serve content that does not match its name.
+    pub fn blob_file(&self, digest: &str) -> PathBuf {
+        let hex = digest.trim_start_matches("sha256:");
+        self.dir
+            .path()
+            .join("data/docker/registry/v2/blobs/sha256")
+            .join(&hex[..2])
+            .join(hex)
+            .join("data")
+    }
+
     /// Kills the registry at once (its storage stays for [`Registry::resume`]).
     pub fn stop(&self) {
         if let Some(mut child) = self.child.lock().unwrap().take() {

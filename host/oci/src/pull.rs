@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use oci_client::client::{ClientConfig, ClientProtocol};
-use oci_client::errors::{OciDistributionError, OciErrorCode};
+use oci_client::errors::{DigestError, OciDistributionError, OciErrorCode};
 
 use crate::credentials::Credentials;
 use crate::digest::Digest;
@@ -146,6 +146,12 @@ impl Registry {
                     "the component",
                 )
                 .await?;
+            // The tag names what was stored only once all of it is.
+            if let (Some(tag), None, false) =
+                (&reference.tag, &reference.digest, self.options.offline)
+            {
+                self.store.set_tag(reference, tag, &manifest)?;
+            }
             Ok(Pulled {
                 reference: reference.clone(),
                 manifest,
@@ -219,9 +225,6 @@ impl Registry {
             });
         }
         self.store.write_small(&bytes)?;
-        if let (Some(tag), None) = (&reference.tag, &reference.digest) {
-            self.store.set_tag(reference, tag, &actual)?;
-        }
         Ok((actual, bytes.to_vec()))
     }
 
@@ -268,10 +271,18 @@ impl Registry {
             return Err(too_large(length));
         }
         let mut writer = self.store.blob_writer()?;
+        let wrong_content = |expected: Digest, actual: Digest| RegistryError::WrongContent {
+            what: format!("{reference}: {what}"),
+            expected,
+            actual,
+        };
         while let Some(piece) = stream.stream.next().await {
-            let piece = piece.map_err(|e| RegistryError::Unreachable {
-                reference: reference.to_string(),
-                reason: format!("the download of {what} broke off: {}", chain(&e)),
+            let piece = piece.map_err(|e| match verification_failure(&e) {
+                Some((expected, actual)) => wrong_content(expected, actual),
+                None => RegistryError::Unreachable {
+                    reference: reference.to_string(),
+                    reason: format!("the download of {what} broke off: {}", chain(&e)),
+                },
             })?;
             writer.write(&piece)?;
             if writer.written() > limit {
@@ -290,11 +301,7 @@ impl Registry {
         writer.finish(&blob.digest).map_err(|e| match e {
             RegistryError::WrongContent {
                 expected, actual, ..
-            } => RegistryError::WrongContent {
-                what: format!("{reference}: {what}"),
-                expected,
-                actual,
-            },
+            } => wrong_content(expected, actual),
             other => other,
         })
     }
@@ -409,6 +416,17 @@ pub(crate) fn chain(error: &dyn std::error::Error) -> String {
 fn is_loopback(host: &str) -> bool {
     host.eq_ignore_ascii_case("localhost")
         || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The digests of a download that oci-client found to be other content than
+/// it was asked for.
+fn verification_failure(error: &std::io::Error) -> Option<(Digest, Digest)> {
+    match error.get_ref()?.downcast_ref::<DigestError>()? {
+        DigestError::VerificationError { expected, actual } => {
+            Some((expected.parse().ok()?, actual.parse().ok()?))
+        }
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -211,7 +211,7 @@ impl Registry {
             reference: pulled.reference.to_string(),
             reason,
         };
-        let (_, bytes) = self
+        let (digest, bytes) = self
             .within_deadline(&signatures, self.manifest(&signatures))
             .await
             .map_err(|e| match e {
@@ -268,7 +268,13 @@ impl Registry {
                 continue;
             }
             match check_payload(&payload, &pulled.manifest) {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    // Kept for offline checks once it has verified.
+                    if !self.options().offline {
+                        self.store().set_tag(&signatures, &tag, &digest)?;
+                    }
+                    return Ok(());
+                }
                 Err(error) => failure = Some(error),
             }
         }
