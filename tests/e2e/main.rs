@@ -40,6 +40,8 @@ mod providers;
 mod redis;
 #[path = "../support/registry.rs"]
 mod registry;
+mod remote_mcp;
+mod remote_mcp_live;
 mod sandbox;
 mod scaffold;
 mod shared_cache;

@@ -101,6 +101,15 @@ async def test_the_user_denies_and_the_model_hears_no_way_to_answer(open_session
     assert len(person.asked) == 1
 
 
+async def test_a_call_that_could_not_run_is_not_asked_about(open_session, config):
+    person = Person("allow_once")
+    async with open_session("--config", config, elicitation_callback=person) as session:
+        result = await session.call_tool("calculate", {"expression": 7})
+    assert result.is_error is True, dump(result)
+    assert "invalid_arguments" in dump(result) or "expression" in text_of(result), dump(result)
+    assert person.asked == [], "asked to approve arguments the tool would refuse"
+
+
 async def test_no_answer_in_time_denies(open_session, config):
     person = Person("never")
     async with open_session("--config", config, "--ask-wait", "1s", elicitation_callback=person) as session:

@@ -11,12 +11,14 @@ use wasm_agent_sandbox::result::Artifact;
 use super::tool::{AgentTool, Runner, ToolOutput};
 
 /// The version results of `tool` are filed under: its component's digest
-/// (read at call time, so a reloaded component starts afresh), or `host`
-/// for a host tool. `None` when the tool is gone from its host.
+/// (read at call time, so a reloaded component starts afresh), `host` for
+/// a host tool, or what a remote tool says it is. `None` when the tool is
+/// gone from its host.
 pub(crate) fn version(tool: &AgentTool) -> Option<String> {
     match &tool.runner {
         Runner::Sandboxed { host, tool } => host.tool(tool).map(|info| info.digest),
         Runner::Host(..) => Some("host".into()),
+        Runner::Remote(remote, _) => Some(format!("remote/{}", remote.version())),
     }
 }
 

@@ -14,6 +14,11 @@
 //! cache_ttl = "5m"
 //! max_chars = 4000
 //! on_overflow = "summarize"
+//!
+//! [agent.mcp.github]      # tools from another MCP server (not sandboxed)
+//! url = "https://api.githubcopilot.com/mcp/"
+//! bearer_env = "GITHUB_TOKEN"
+//! prefix = "gh_"
 //! ```
 
 use std::collections::BTreeMap;
@@ -52,6 +57,40 @@ pub struct AgentConfig {
     /// Per-tool settings, by public tool name.
     #[serde(default)]
     pub tools: BTreeMap<String, ToolConfig>,
+    /// MCP servers whose tools the agent uses too, by name.
+    #[serde(default)]
+    pub mcp: BTreeMap<String, McpServerConfig>,
+}
+
+/// `[agent.mcp.NAME]`: an MCP server whose tools are offered beside the
+/// sandboxed ones. They run where the server runs: not sandboxed.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// Start this program with these arguments; speak MCP over its stdio.
+    pub command: Option<Vec<String>>,
+    /// Or use the streamable HTTP endpoint at this URL.
+    pub url: Option<String>,
+    /// The environment variable whose value is the bearer token for `url`.
+    pub bearer_env: Option<String>,
+    /// The command's environment besides PATH, HOME and the like: `NAME`
+    /// passes ours on, `NAME=value` sets one.
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// Put before each of its tools' names.
+    #[serde(default)]
+    pub prefix: String,
+    /// A call with neither an answer nor progress this long fails (default 60s).
+    #[serde(default, with = "wasm_agent_policy::duration_text::option")]
+    pub timeout: Option<Duration>,
+    /// No call takes longer, progress or not (default 10m).
+    #[serde(default, with = "wasm_agent_policy::duration_text::option")]
+    pub max_call_time: Option<Duration>,
+    /// Bound on starting it and listing its tools (default 30s).
+    #[serde(default, with = "wasm_agent_policy::duration_text::option")]
+    pub connect_timeout: Option<Duration>,
+    /// Times it is started again after it stops (default 3).
+    pub max_restarts: Option<u32>,
 }
 
 impl AgentConfig {
@@ -204,6 +243,34 @@ mod tests {
         assert!(query.strict);
         let drop = config.tools["drop"].apply_to(ToolSettings::default());
         assert!(drop.requires_approval.required_for(&json!({})));
+    }
+
+    #[test]
+    fn mcp_servers_parse() {
+        let config: AgentConfig = toml::from_str(
+            r#"
+            [mcp.files]
+            command = ["python3", "files.py"]
+            env = ["HOME", "MODE=ro"]
+            prefix = "fs_"
+            timeout = "5s"
+            [mcp.gh]
+            url = "https://example.com/mcp"
+            bearer_env = "GH_TOKEN"
+            max_restarts = 0
+            "#,
+        )
+        .unwrap();
+        let files = &config.mcp["files"];
+        assert_eq!(files.command.as_deref().unwrap(), ["python3", "files.py"]);
+        assert_eq!(files.timeout, Some(Duration::from_secs(5)));
+        assert_eq!(config.mcp["gh"].bearer_env.as_deref(), Some("GH_TOKEN"));
+        let error = toml::from_str::<AgentConfig>(
+            "[mcp.x]
+cmd = [\"a\"]",
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("command"), "{error}");
     }
 
     fn parse_file(text: &str) -> Result<ConfigFile, ConfigError> {

@@ -12,6 +12,7 @@ use super::Agent;
 use super::cached;
 use super::context::ToolContext;
 use super::limit::{self, OverflowStrategy};
+use super::remote::ProgressSink;
 use super::run::{AgentEvent, EventSender, Shortened, ToolCallRecord};
 use super::tool::{AgentTool, Runner, ToolOutput};
 use crate::provider::{ChatRequest, Message, ToolCallRequest, Usage};
@@ -114,9 +115,19 @@ impl Agent {
             // the model's nulls mean "not given" to the tool's own schema.
             drop_optional_nulls(&mut arguments, &tool.parameters);
         }
-        if let Runner::Host(_, validator) = &tool.runner {
-            specs::check_value(validator, &tool.name, &arguments)
-                .map_err(|message| CallError::new(ErrorKind::InvalidArguments, message))?;
+        match &tool.runner {
+            Runner::Host(_, validator) | Runner::Remote(_, validator) => {
+                specs::check_value(validator, &tool.name, &arguments)
+                    .map_err(|message| CallError::new(ErrorKind::InvalidArguments, message))?;
+            }
+            // The host checks again when it runs the call; checked here only
+            // so that nobody is asked to approve a call that could not run.
+            Runner::Sandboxed { host, tool: name }
+                if tool.settings.requires_approval.required_for(&arguments) =>
+            {
+                host.check_arguments(name, &arguments)?;
+            }
+            Runner::Sandboxed { .. } => {}
         }
         let request = || {
             let request = ApprovalRequest {
@@ -192,6 +203,23 @@ impl Agent {
                     }),
                     Some(error) => Err(error),
                 }
+            }
+            Runner::Remote(remote, _) => {
+                let progress = match events {
+                    Some(sender) => {
+                        let (sender, id) = (sender.clone(), call.id.clone());
+                        ProgressSink::new(move |progress| {
+                            let _ = sender.send(AgentEvent::ToolProgress {
+                                id: id.clone(),
+                                progress,
+                            });
+                        })
+                    }
+                    None => ProgressSink::default(),
+                };
+                // Not raced against cancellation here: the remote side
+                // ends the call itself, telling the far end why.
+                remote.call(arguments, context, progress).await
             }
             Runner::Host(run, _) => {
                 let tool_context = ToolContext {

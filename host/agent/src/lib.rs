@@ -1,6 +1,6 @@
 //! The agent loop: a model chooses tools, the host runs them (sandboxed
-//! components or trusted closures) and feeds the results back until the model
-//! answers.
+//! components, trusted closures, or remote tools such as another MCP
+//! server's) and feeds the results back until the model answers.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -39,6 +39,7 @@ pub mod limit;
 #[cfg(test)]
 mod proptests;
 pub mod provider;
+pub mod remote;
 pub mod router;
 mod run;
 mod spans;
@@ -48,6 +49,7 @@ mod tool_calls;
 pub use code_mode::{CodeMode, Language};
 pub use context::ToolContext;
 pub use limit::OverflowStrategy;
+pub use remote::{Progress, ProgressSink, RemoteTool};
 pub use router::{LexicalRouter, ModelRouter, RouterError, RouterSettings, ToolRouter};
 pub use run::{
     AgentEvent, RunOptions, RunOutput, RunStream, Shortened, StopReason, ToolCallRecord,

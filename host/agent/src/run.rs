@@ -155,6 +155,13 @@ pub enum AgentEvent {
     },
     /// A call waits for approval.
     ApprovalRequested(ApprovalRequest),
+    /// A remote tool reported how far its call is.
+    ToolProgress {
+        /// The call's id.
+        id: String,
+        /// What it reported.
+        progress: crate::remote::Progress,
+    },
     /// A tool call ended.
     ToolCallFinished(ToolCallRecord),
     /// The run ended.

@@ -1,5 +1,6 @@
-//! [`AgentTool`]: a tool an agent can call, either sandboxed (a component in a
-//! [`ToolHost`]) or a trusted Rust closure, with its per-tool settings.
+//! [`AgentTool`]: a tool an agent can call: sandboxed (a component in a
+//! [`ToolHost`]), a trusted Rust closure, or remote (run elsewhere, such as
+//! by another MCP server), with its per-tool settings.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -11,6 +12,7 @@ use serde_json::Value;
 use super::AgentError;
 use super::context::ToolContext;
 use super::limit::OverflowStrategy;
+use super::remote::RemoteTool;
 use crate::provider::ToolDefinition;
 use wasm_agent_sandbox::approval::Approval;
 use wasm_agent_sandbox::host::ToolHost;
@@ -52,6 +54,8 @@ pub(crate) enum Runner {
     Sandboxed { host: ToolHost, tool: String },
     /// A trusted closure in this process; arguments checked by the agent.
     Host(HostFn, Arc<jsonschema::Validator>),
+    /// Run elsewhere; arguments checked by the agent.
+    Remote(Arc<dyn RemoteTool>, Arc<jsonschema::Validator>),
 }
 
 /// Per-tool behaviour of the agent loop.
@@ -119,14 +123,7 @@ impl AgentTool {
         O: Into<ToolOutput>,
     {
         let name = name.into();
-        if !wasm_agent_sandbox::specs::valid_name(&name) {
-            return Err(AgentError::BadTool(format!(
-                "tool name {name:?} is invalid: use 1-64 characters of [a-zA-Z0-9_-]"
-            )));
-        }
-        let validator = wasm_agent_sandbox::specs::compile_schema(&parameters).map_err(|e| {
-            AgentError::BadTool(format!("tool {name:?} has an unusable schema: {e}"))
-        })?;
+        let validator = checked_tool(&name, &parameters)?;
         let run = Arc::new(run);
         let runner: HostFn = Arc::new(move |arguments, context| {
             let future = run(arguments, context);
@@ -139,6 +136,36 @@ impl AgentTool {
             annotations: Annotations::default(),
             runner: Runner::Host(runner, Arc::new(validator)),
             settings: ToolSettings::default(),
+        })
+    }
+
+    /// A tool run elsewhere (see [`RemoteTool`]). Calls need approval by
+    /// default when its annotations say it may destroy data or reach the
+    /// world outside; settings can say otherwise.
+    pub fn remote(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        parameters: Value,
+        annotations: Annotations,
+        runner: Arc<dyn RemoteTool>,
+    ) -> Result<Self, AgentError> {
+        let name = name.into();
+        let validator = checked_tool(&name, &parameters)?;
+        let requires_approval = if annotations.destructive || annotations.open_world {
+            Approval::Always
+        } else {
+            Approval::Never
+        };
+        Ok(Self {
+            name,
+            description: description.into(),
+            parameters,
+            annotations,
+            runner: Runner::Remote(runner, Arc::new(validator)),
+            settings: ToolSettings {
+                requires_approval,
+                ..ToolSettings::default()
+            },
         })
     }
 
@@ -165,6 +192,14 @@ impl AgentTool {
     /// Whether it runs in the sandbox.
     pub fn is_sandboxed(&self) -> bool {
         matches!(self.runner, Runner::Sandboxed { .. })
+    }
+
+    /// Where a remote tool runs (`None` for sandboxed and host tools).
+    pub fn remote_origin(&self) -> Option<String> {
+        match &self.runner {
+            Runner::Remote(remote, _) => Some(remote.origin()),
+            _ => None,
+        }
     }
 
     /// Caches successful results for `ttl`.
@@ -206,6 +241,17 @@ impl AgentTool {
             strict: self.settings.strict,
         }
     }
+}
+
+/// A valid name and a usable schema, compiled.
+fn checked_tool(name: &str, parameters: &Value) -> Result<jsonschema::Validator, AgentError> {
+    if !wasm_agent_sandbox::specs::valid_name(name) {
+        return Err(AgentError::BadTool(format!(
+            "tool name {name:?} is invalid: use 1-64 characters of [a-zA-Z0-9_-]"
+        )));
+    }
+    wasm_agent_sandbox::specs::compile_schema(parameters)
+        .map_err(|e| AgentError::BadTool(format!("tool {name:?} has an unusable schema: {e}")))
 }
 
 impl std::fmt::Debug for AgentTool {

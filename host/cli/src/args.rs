@@ -289,6 +289,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
+    pub mcp: crate::remote_tools::McpFlags,
+    #[command(flatten)]
     pub host: HostFlags,
 }
 

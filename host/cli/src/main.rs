@@ -8,6 +8,7 @@ mod new;
 mod oci_commands;
 mod otel;
 mod output;
+mod remote_tools;
 mod run;
 mod serve;
 mod store;

@@ -12,12 +12,14 @@ use wasm_agent::agent::{
 };
 use wasm_agent::ask::{Asker, Asking, SessionAnswers};
 use wasm_agent::cache::ResultCache;
+use wasm_agent::mcp_client::RemoteServer;
 use wasm_agent::provider::{HttpProvider, Message, ModelSpec, Provider};
 use wasm_agent::session::{Owner, SessionStore};
 use wasm_agent::{CallContext, CancellationToken, ToolHost};
 
 use super::args::RunArgs;
 use super::code_mode::CodeModeChoice;
+use super::remote_tools;
 use super::store::{open_cache, open_store};
 use super::terminal::{TerminalAsker, read_line};
 use super::{EXIT_CALL_FAILED, load_targets_adjusted};
@@ -68,13 +70,16 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(host)
     };
     let code_mode = code_mode.resolve(host.as_ref())?;
+    let servers = remote_tools::connect(&args.mcp, &settings).await?;
     let agent = build_agent(
         &args,
         &settings,
         (&spec, provider),
-        (host.as_ref(), code_mode),
+        (host.as_ref(), &servers, code_mode),
         (store.clone(), cache),
     )?;
+    // New, changed and removed remote tools reach the next run (or chat turn).
+    let _in_step = remote_tools::keep_in_step(&servers, &agent, &settings);
     let interrupts = Interrupts::listen();
 
     let session = args.session.clone().unwrap_or_else(|| "default".into());
@@ -101,7 +106,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 
     let Some(prompt) = &args.prompt else {
         let saved = (&*store, &owner);
-        return chat(&agent, &args, saved, history, context, &interrupts).await;
+        let code = chat(&agent, &args, saved, history, context, &interrupts).await;
+        remote_tools::close(&servers).await;
+        return code;
     };
     let outcome = run_once(
         &agent,
@@ -122,6 +129,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         history = messages;
         save_history(&*store, &owner, id, &history).await;
     }
+    remote_tools::close(&servers).await;
     Ok(code)
 }
 
@@ -289,6 +297,15 @@ async fn stream_to_terminal(
                 }
                 return *outcome;
             }
+            AgentEvent::ToolProgress { progress, .. } => {
+                let total = progress.total.map(|t| format!("/{t}")).unwrap_or_default();
+                let message = progress.message.as_deref().unwrap_or_default();
+                eprintln!(
+                    "  [progress] {}{total} {}",
+                    progress.progress,
+                    printable(message, false)
+                );
+            }
             AgentEvent::ApprovalRequested(_) => {}
         }
     }
@@ -384,10 +401,12 @@ fn build_agent(
     args: &RunArgs,
     settings: &AgentConfig,
     (spec, provider): (&ModelSpec, Arc<dyn Provider>),
-    (host, code_mode): (Option<&ToolHost>, Option<CodeMode>),
+    (host, servers, code_mode): (Option<&ToolHost>, &[RemoteServer], Option<CodeMode>),
     (store, cache): (Arc<dyn SessionStore>, Arc<dyn ResultCache>),
 ) -> anyhow::Result<Agent> {
     let mut tools = host.map(AgentTool::all_from).unwrap_or_default();
+    let remote = remote_tools::tools(servers, &tools)?;
+    tools.extend(remote);
     for (name, tool_settings) in &settings.tools {
         match tools.iter_mut().find(|t| t.name() == name) {
             Some(tool) => tool.settings = tool_settings.apply_to(tool.settings.clone()),

@@ -69,6 +69,16 @@ impl Shared {
         let Some(approval) = self.approvals.get(tool) else {
             return Ok(None);
         };
+        // Nobody is asked about a call that could not run anyway.
+        if approval.required_for(arguments)
+            && let Err(error) = self.host.check_arguments(tool, arguments)
+        {
+            return Err(refusal(
+                tool,
+                request_id.to_string(),
+                Refused::Invalid(error),
+            ));
+        }
         let request = || ApprovalRequest {
             run_id: context.session_id.clone(),
             call_id: request_id.to_string(),
@@ -119,6 +129,8 @@ pub(crate) enum Refused {
     NoAnswer(Duration),
     /// The call was cancelled while waiting for the answer.
     Cancelled,
+    /// Its arguments could not pass, so nobody was asked.
+    Invalid(CallError),
 }
 
 /// The result of a call refused for want of approval (or cancelled while
@@ -126,6 +138,7 @@ pub(crate) enum Refused {
 /// how to answer.
 pub(crate) fn refusal(tool: &str, call_id: String, why: Refused) -> ToolCallResult {
     let (kind, message) = match why {
+        Refused::Invalid(error) => (error.kind, error.message),
         Refused::Cancelled => (
             ErrorKind::Cancelled,
             format!("the call to {tool:?} was cancelled while waiting for approval"),

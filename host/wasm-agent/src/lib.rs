@@ -17,6 +17,7 @@
 //! | [`metrics`] | `wasm-agent-metrics` | always |
 //! | `agent`, `provider` | `wasm-agent-agent` | `agent` |
 //! | `mcp` | `wasm-agent-mcp` | `mcp` |
+//! | `mcp_client` | `wasm-agent-mcp-client` | `mcp-client` |
 //! | `oci` | `wasm-agent-oci` | `oci` |
 //!
 //! ```no_run
@@ -60,6 +61,8 @@ pub use wasm_agent_agent as agent;
 pub use wasm_agent_agent::provider;
 #[cfg(feature = "mcp")]
 pub use wasm_agent_mcp as mcp;
+#[cfg(feature = "mcp-client")]
+pub use wasm_agent_mcp_client as mcp_client;
 #[cfg(feature = "oci")]
 pub use wasm_agent_oci as oci;
 

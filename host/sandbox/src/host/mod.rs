@@ -268,6 +268,18 @@ impl ToolHost {
         self.inner.tools.get(name).map(|t| t.info.clone())
     }
 
+    /// Checks `arguments` against the tool's schema (and its policy's size
+    /// bound) without calling it: entry points check before they ask anyone
+    /// to approve a call that could not run anyway.
+    pub fn check_arguments(&self, name: &str, arguments: &Value) -> Result<(), CallError> {
+        let Some(entry) = self.inner.tools.get(name) else {
+            return Err(self.unknown_tool(name));
+        };
+        specs::check_arguments_size(&arguments.to_string(), &entry.component.policy)?;
+        specs::check_value(&entry.validator, &entry.info.name, arguments)
+            .map_err(|message| CallError::new(ErrorKind::InvalidArguments, message))
+    }
+
     /// Whether the policy of tool `caller` lets it call tool `callee`
     /// (`call_tools`; a tool never calls itself). Whether a call is then
     /// made depends on the entry point's [`ToolCaller`].

@@ -1,0 +1,103 @@
+//! `run --mcp` and `[agent.mcp.NAME]`: tools from other MCP servers offered
+//! beside the sandboxed ones (they are not sandboxed).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+use wasm_agent::agent::config::AgentConfig;
+use wasm_agent::agent::{Agent, AgentTool};
+use wasm_agent::mcp_client::spec::distinct_names;
+use wasm_agent::mcp_client::{InStep, RemoteServer, ServerSpec, ToolAdjuster};
+
+/// Flags naming MCP servers whose tools a run uses.
+#[derive(Debug, Args)]
+pub struct McpFlags {
+    /// Offer the tools of another MCP server too (they run there, not in
+    /// the sandbox): a command line to start ('python3 server.py', spoken
+    /// to over stdio) or an http(s):// URL (streamable HTTP). Repeatable;
+    /// [agent.mcp.NAME] in the config does the same with more settings.
+    #[arg(long = "mcp", value_name = "'COMMAND ARGS'|URL")]
+    pub servers: Vec<String>,
+    /// The environment variable holding a bearer token for --mcp URLs.
+    #[arg(long, value_name = "VAR")]
+    pub mcp_bearer_env: Option<String>,
+}
+
+/// The config's servers (by name), then the command line's, connected to
+/// in parallel.
+pub async fn connect(
+    flags: &McpFlags,
+    settings: &AgentConfig,
+) -> anyhow::Result<Vec<RemoteServer>> {
+    let mut specs = Vec::new();
+    for (name, config) in &settings.mcp {
+        specs.push(ServerSpec::from_config(name, config)?);
+    }
+    let bearer = match &flags.mcp_bearer_env {
+        None => None,
+        Some(variable) => Some(
+            std::env::var(variable)
+                .with_context(|| format!("--mcp-bearer-env names {variable}, which is not set"))?,
+        ),
+    };
+    let mut from_flags = Vec::new();
+    for text in &flags.servers {
+        from_flags.push(ServerSpec::from_command_line(text, bearer.clone())?);
+    }
+    specs.extend(from_flags);
+    distinct_names(&mut specs);
+    let connecting = specs.into_iter().map(RemoteServer::connect);
+    Ok(futures::future::try_join_all(connecting).await?)
+}
+
+/// Every server's tools; a name offered twice (by two servers, or by a
+/// server and a component) is refused, naming both.
+pub fn tools(servers: &[RemoteServer], sandboxed: &[AgentTool]) -> anyhow::Result<Vec<AgentTool>> {
+    let mut offered: BTreeMap<String, String> = sandboxed
+        .iter()
+        .map(|tool| (tool.name().to_string(), "a sandboxed component".to_string()))
+        .collect();
+    let mut tools = Vec::new();
+    for server in servers {
+        for tool in server.agent_tools() {
+            let label = server.spec().label();
+            if let Some(other) = offered.get(tool.name()) {
+                anyhow::bail!(
+                    "the tool {} is offered by {label} and by {other}; give the server a prefix \
+                     ([agent.mcp.{}] prefix = \"...\")",
+                    tool.name(),
+                    server.spec().name
+                );
+            }
+            offered.insert(tool.name().to_string(), label);
+            tools.push(tool);
+        }
+    }
+    Ok(tools)
+}
+
+/// Keeps `agent`'s tools in step with each server's list, settings applied,
+/// while the guards live.
+pub fn keep_in_step(
+    servers: &[RemoteServer],
+    agent: &Agent,
+    settings: &AgentConfig,
+) -> Vec<InStep> {
+    let per_tool = Arc::new(settings.tools.clone());
+    let adjust: ToolAdjuster = Arc::new(move |tool: &mut AgentTool| {
+        if let Some(config) = per_tool.get(tool.name()) {
+            tool.settings = config.apply_to(tool.settings.clone());
+        }
+    });
+    servers
+        .iter()
+        .map(|server| server.keep_in_step(agent, Some(adjust.clone())))
+        .collect()
+}
+
+/// Ends every server's connection (started ones get a moment to exit).
+pub async fn close(servers: &[RemoteServer]) {
+    futures::future::join_all(servers.iter().map(RemoteServer::close)).await;
+}

@@ -1,0 +1,291 @@
+//! One connection to a server: the started process (stdio) or the HTTP
+//! session, `initialize`, and what the server sends unasked (progress,
+//! `list_changed`). A watcher notes when the connection ends and why.
+
+use std::collections::{HashMap, VecDeque};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rmcp::model::{
+    ClientCapabilities, Implementation, InitializeRequestParams, ProgressNotificationParam,
+    ProgressToken, ProtocolVersion,
+};
+use rmcp::service::{NotificationContext, Peer, RoleClient, RunningServiceCancellationToken};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, ServiceExt};
+use tokio::io::AsyncReadExt;
+use tokio::sync::{Notify, watch};
+use wasm_agent_agent::{Progress, ProgressSink};
+
+use crate::McpClientError;
+use crate::spec::{INHERITED_ENV, ServerSpec, Transport};
+
+/// The most of a server's stderr kept, to say why it stopped.
+const STDERR_TAIL: usize = 2048;
+
+/// What the server sends unasked, shared by every connection to it.
+#[derive(Default)]
+pub(crate) struct Listener {
+    /// Where progress of each call in flight goes, by its token.
+    progress: Mutex<HashMap<ProgressToken, ProgressSink>>,
+    /// Woken when the server says its tool list changed.
+    pub(crate) list_changed: Notify,
+}
+
+impl Listener {
+    pub(crate) fn follow(&self, token: ProgressToken, sink: ProgressSink) {
+        self.progress
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(token, sink);
+    }
+
+    pub(crate) fn unfollow(&self, token: &ProgressToken) {
+        self.progress
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(token);
+    }
+}
+
+/// The handler rmcp calls; one per connection, sharing the [`Listener`].
+pub(crate) struct Handler(pub(crate) Arc<Listener>);
+
+impl ClientHandler for Handler {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let sink = self
+            .0
+            .progress
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&params.progress_token)
+            .cloned();
+        if let Some(sink) = sink {
+            sink.report(Progress {
+                progress: params.progress,
+                total: params.total,
+                message: params.message.clone(),
+            });
+        }
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.0.list_changed.notify_one();
+    }
+
+    fn get_info(&self) -> InitializeRequestParams {
+        InitializeRequestParams::new(
+            ClientCapabilities::default(),
+            Implementation::new("wasm-agent", env!("CARGO_PKG_VERSION")),
+        )
+        // Sessions with notifications on them, which every server speaks.
+        .with_protocol_version(ProtocolVersion::V_2025_11_25)
+    }
+}
+
+/// A live connection.
+pub(crate) struct Connection {
+    pub(crate) peer: Peer<RoleClient>,
+    /// `NAME VERSION` as the server introduced itself.
+    pub(crate) server: String,
+    /// `Some(why)` once the connection ended.
+    ended: watch::Receiver<Option<String>>,
+    stop: Mutex<Option<RunningServiceCancellationToken>>,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.stop_service();
+    }
+}
+
+impl Connection {
+    /// Whether the connection ended.
+    pub(crate) fn has_ended(&self) -> bool {
+        self.ended.borrow().is_some() || self.peer.is_transport_closed()
+    }
+
+    /// Stops the service and waits up to `wait` for the watcher to see the
+    /// end (a started server is killed if it has not exited by then).
+    pub(crate) async fn close(&self, wait: Duration) {
+        self.stop_service();
+        let _ = self.why_ended(wait).await;
+    }
+
+    fn stop_service(&self) {
+        let stop = self
+            .stop
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(stop) = stop {
+            stop.cancel();
+        }
+    }
+
+    /// Why it ended, waiting up to `wait` for the watcher to find out.
+    pub(crate) async fn why_ended(&self, wait: Duration) -> String {
+        let mut ended = self.ended.clone();
+        let found = tokio::time::timeout(wait, ended.wait_for(Option::is_some)).await;
+        match found {
+            Ok(Ok(why)) => why.clone().unwrap_or_default(),
+            _ => "the connection closed".into(),
+        }
+    }
+}
+
+/// Connects to `spec`'s server and runs `initialize` (without a deadline:
+/// the caller bounds it).
+pub(crate) async fn connect(
+    spec: &ServerSpec,
+    listener: Arc<Listener>,
+) -> Result<Connection, McpClientError> {
+    let failed = |reason: String| McpClientError::Connect {
+        server: spec.label(),
+        target: spec.transport.describe(),
+        reason,
+    };
+    let (ended_tx, ended) = watch::channel(None);
+    let handler = Handler(listener);
+    match &spec.transport {
+        Transport::Command { program, args, env } => {
+            let mut command = tokio::process::Command::new(program);
+            command
+                .args(args)
+                .env_clear()
+                .envs(INHERITED_ENV.iter().filter_map(|name| {
+                    std::env::var_os(name).map(|value| (name.to_string(), value))
+                }))
+                .envs(env)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .kill_on_drop(true);
+            let mut child = command.spawn().map_err(|error| McpClientError::Start {
+                server: spec.label(),
+                command: spec.transport.describe(),
+                reason: error.to_string(),
+            })?;
+            let (Some(stdin), Some(stdout), Some(stderr)) =
+                (child.stdin.take(), child.stdout.take(), child.stderr.take())
+            else {
+                return Err(failed("its standard streams could not be opened".into()));
+            };
+            let (tail, reading) = keep_tail(stderr);
+            let service = match handler.serve((stdout, stdin)).await {
+                Ok(service) => service,
+                Err(error) => {
+                    let status =
+                        match tokio::time::timeout(Duration::from_secs(1), child.wait()).await {
+                            Ok(Ok(status)) => format!(" ({status})"),
+                            _ => String::new(),
+                        };
+                    let _ = tokio::time::timeout(Duration::from_millis(500), reading).await;
+                    let said = last_words(&tail);
+                    return Err(failed(format!("initialize failed{status}: {error}{said}")));
+                }
+            };
+            let server = introduced(service.peer());
+            let peer = service.peer().clone();
+            let stop = service.cancellation_token();
+            tokio::spawn(async move {
+                let quit = service.waiting().await;
+                let status = match tokio::time::timeout(Duration::from_secs(2), child.wait()).await
+                {
+                    Ok(Ok(status)) => format!("it exited ({status})"),
+                    _ => {
+                        let _ = child.start_kill();
+                        format!("the connection closed ({quit:?})")
+                    }
+                };
+                // What it wrote last, once its stderr is read to the end.
+                let _ = tokio::time::timeout(Duration::from_millis(500), reading).await;
+                let _ = ended_tx.send(Some(format!("{status}{}", last_words(&tail))));
+            });
+            Ok(Connection {
+                peer,
+                server,
+                ended,
+                stop: Mutex::new(Some(stop)),
+            })
+        }
+        Transport::Http { url, bearer } => {
+            // The host's TLS provider, as for every other HTTPS client here.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+            if let Some(token) = bearer {
+                config = config.auth_header(token.clone());
+            }
+            let transport = StreamableHttpClientTransport::from_config(config);
+            let service = handler
+                .serve(transport)
+                .await
+                .map_err(|error| failed(format!("initialize failed: {error}")))?;
+            let server = introduced(service.peer());
+            let peer = service.peer().clone();
+            let stop = service.cancellation_token();
+            tokio::spawn(async move {
+                let quit = service.waiting().await;
+                let _ = ended_tx.send(Some(format!("the session ended ({quit:?})")));
+            });
+            Ok(Connection {
+                peer,
+                server,
+                ended,
+                stop: Mutex::new(Some(stop)),
+            })
+        }
+    }
+}
+
+/// `NAME VERSION` from the server's `initialize` answer.
+fn introduced(peer: &Peer<RoleClient>) -> String {
+    peer.peer_info()
+        .and_then(|info| info.server_info.clone())
+        .map(|implementation| format!("{} {}", implementation.name, implementation.version))
+        .unwrap_or_else(|| "unnamed".into())
+}
+
+type Tail = Arc<Mutex<VecDeque<u8>>>;
+
+/// Reads the server's stderr to its end, keeping the last [`STDERR_TAIL`]
+/// bytes (a server that floods it costs nothing more).
+fn keep_tail(mut stderr: tokio::process::ChildStderr) -> (Tail, tokio::task::JoinHandle<()>) {
+    let tail: Tail = Arc::default();
+    let kept = tail.clone();
+    let reading = tokio::spawn(async move {
+        let mut buffer = [0u8; 4096];
+        while let Ok(read) = stderr.read(&mut buffer).await {
+            if read == 0 {
+                break;
+            }
+            let mut kept = kept.lock().unwrap_or_else(PoisonError::into_inner);
+            kept.extend(&buffer[..read]);
+            let excess = kept.len().saturating_sub(STDERR_TAIL);
+            kept.drain(..excess);
+        }
+    });
+    (tail, reading)
+}
+
+/// `; it said: LAST LINE` from what stderr held, escaped; empty when nothing.
+fn last_words(tail: &Tail) -> String {
+    let bytes: Vec<u8> = tail
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .copied()
+        .collect();
+    let text = String::from_utf8_lossy(&bytes);
+    let last = text.lines().rev().find(|line| !line.trim().is_empty());
+    match last {
+        Some(line) => format!("; its last words on stderr: {}", line.trim().escape_debug()),
+        None => String::new(),
+    }
+}
