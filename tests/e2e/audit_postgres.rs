@@ -108,3 +108,79 @@ fn records_go_to_a_table_with_a_chain_per_replica_and_tampering_is_found() {
     );
     assert!(!stdout(&output).contains('8'), "{}", stdout(&output));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_down_while_serving_refuses_calls_until_it_is_back_and_loses_nothing() {
+    let cluster = Postgres::start();
+    let url = cluster.url();
+    let calculator = component("calculator");
+    let server = crate::mcp::Server::start(&[
+        "--tools",
+        calculator.to_str().unwrap(),
+        "--audit",
+        &url,
+        "--audit-replica",
+        "live",
+    ]);
+    let session = server.session(None).await;
+    let mut id = 10;
+    let mut call = || {
+        id += 1;
+        server.call_tool(&session, id, "calculate", json!({"expression": "6*7"}))
+    };
+    let answer = call().await;
+    assert_eq!(answer["result"]["content"][0]["text"], "42", "{answer}");
+
+    // Down: once the writer finds it so, calls are refused, saying why.
+    cluster.stop();
+    let mut refused = None;
+    for _ in 0..300 {
+        let answer = call().await;
+        if answer["result"]["isError"] == true {
+            refused = Some(answer);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let refused = refused.expect("calls go on while the audit database is down");
+    let text = refused["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("audit"), "{refused}");
+    assert!(!text.contains("42"), "{refused}");
+
+    // Back: calls run again, and every record reached the table in one chain.
+    cluster.resume();
+    let mut back = false;
+    for _ in 0..300 {
+        if call().await["result"]["isError"] == false {
+            back = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(back, "calls stay refused after the database is back");
+    drop(server);
+    let output = run(&["audit", "verify", &url, "--json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let chains: Value = serde_json::from_str(stdout(&output).trim()).unwrap();
+    assert_eq!(chains[0]["replica"], "live", "{chains}");
+    let outcomes = tokio::task::spawn_blocking(move || {
+        sql(
+            &url,
+            "SELECT record::json->>'outcome' FROM wasm_agent_audit WHERE replica = 'live' \
+             AND record::json->>'event' = 'call' ORDER BY seq",
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        outcomes.first().map(String::as_str),
+        Some("ok"),
+        "{outcomes:?}"
+    );
+    assert!(
+        outcomes.len() >= 2,
+        "the call before the outage and one after: {outcomes:?}"
+    );
+}

@@ -180,6 +180,42 @@ async fn serve_exports_nested_spans_under_the_client_s_trace_and_its_metrics() {
     assert_eq!(state.kind, 3);
     assert_eq!(state.attr("db.operation.name"), Some("set"));
 
+    // Logging, an event and a refused socket: spans of their own under the guest.
+    let calls = [
+        (5, "log", json!({"level": "info", "message": "hello"})),
+        (6, "emit", json!({"name": "done", "payload": {"n": 1}})),
+        (7, "tcp_connect", json!({"addr": "127.0.0.1:9"})),
+    ];
+    for (id, name, arguments) in calls {
+        server.call_tool(&session, id, name, arguments).await;
+    }
+    let spans = wait_for(
+        || async { collector.spans() },
+        |spans: &Vec<Received>| {
+            ["host.log", "host.emit", "connect tcp"]
+                .iter()
+                .all(|name| spans.iter().any(|s| s.name == *name))
+        },
+    )
+    .await;
+    for name in ["host.log", "host.emit", "connect tcp"] {
+        let span = the(&spans, name, |s| s.name == name);
+        let guest = the(&spans, "its guest", |s| s.span_id == span.parent_span_id);
+        assert_eq!(guest.name, "guest", "{name}: {spans:#?}");
+    }
+    let connect = the(&spans, "connect", |s| s.name == "connect tcp");
+    assert_eq!(
+        connect.attr("wasm_agent.decision"),
+        Some("denied"),
+        "{connect:?}"
+    );
+    assert_eq!(connect.attr("server.port"), Some("9"), "{connect:?}");
+    assert_eq!(
+        connect.attr("network.transport"),
+        Some("tcp"),
+        "{connect:?}"
+    );
+
     // A refused request: the span says which grant is missing.
     let denied = server
         .call_tool(&session, 4, "fetch", json!({"url": "http://127.0.0.1:9/"}))

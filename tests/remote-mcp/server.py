@@ -44,7 +44,7 @@ async def count(n: int, ctx: Context) -> str:
     """Counts to n, reporting progress."""
     for step in range(1, n + 1):
         await ctx.report_progress(step, n, f"step {step}")
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.15)
     return f"counted to {n}"
 
 

@@ -20,7 +20,8 @@ pub struct McpFlags {
     /// [agent.mcp.NAME] in the config does the same with more settings.
     #[arg(long = "mcp", value_name = "'COMMAND ARGS'|URL")]
     pub servers: Vec<String>,
-    /// The environment variable holding a bearer token for --mcp URLs.
+    /// The environment variable holding a bearer token for the --mcp URL
+    /// (one URL; the config gives each server its own).
     #[arg(long, value_name = "VAR")]
     pub mcp_bearer_env: Option<String>,
 }
@@ -34,6 +35,17 @@ pub async fn connect(
     let mut specs = Vec::new();
     for (name, config) in &settings.mcp {
         specs.push(ServerSpec::from_config(name, config)?);
+    }
+    let urls = flags
+        .servers
+        .iter()
+        .filter(|s| s.trim().contains("://"))
+        .count();
+    if flags.mcp_bearer_env.is_some() && urls != 1 {
+        anyhow::bail!(
+            "--mcp-bearer-env gives one token to one --mcp URL, and {urls} are given; name the \
+             servers in the config ([agent.mcp.NAME] url, bearer_env) to give each its own"
+        );
     }
     let bearer = match &flags.mcp_bearer_env {
         None => None,

@@ -9,7 +9,8 @@ use wasm_agent_agent::{Agent, AgentTool, ProgressSink, RemoteTool, ToolOutput};
 use wasm_agent_sandbox::context::CallContext;
 use wasm_agent_sandbox::result::CallError;
 
-use crate::server::{RemoteServer, RemoteToolInfo};
+use crate::listing::RemoteToolInfo;
+use crate::server::RemoteServer;
 
 /// Applies the operator's settings to a tool before it is offered (the
 /// config's `[agent.tools.NAME]`, say); run again for tools listed later.
@@ -119,6 +120,8 @@ impl RemoteServer {
             .iter()
             .map(|t| t.name().to_string())
             .collect();
+        // A list taken between the agent's building and now counts as new.
+        versions.mark_changed();
         let task = tokio::spawn(async move {
             while versions.changed().await.is_ok() {
                 let mut tools = server.agent_tools();

@@ -5,13 +5,15 @@
 use std::collections::{HashMap, VecDeque};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rmcp::model::{
     ClientCapabilities, Implementation, InitializeRequestParams, ProgressNotificationParam,
     ProgressToken, ProtocolVersion,
 };
-use rmcp::service::{NotificationContext, Peer, RoleClient, RunningServiceCancellationToken};
+use rmcp::service::{
+    ClientCacheConfig, NotificationContext, Peer, RoleClient, RunningServiceCancellationToken,
+};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ServiceExt};
@@ -25,33 +27,66 @@ use crate::spec::{INHERITED_ENV, ServerSpec, Transport};
 /// The most of a server's stderr kept, to say why it stopped.
 const STDERR_TAIL: usize = 2048;
 
+/// A progress report's message is cut to this many characters.
+const MAX_PROGRESS_MESSAGE: usize = 256;
+/// A call's progress is passed on at most this often (the last report
+/// before its end may be dropped; its answer says how it ended).
+const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
+
+/// A call's progress token on one connection (tokens start afresh on each).
+pub(crate) type ProgressKey = (u64, ProgressToken);
+
+/// Where one call's progress goes, and when it last went there.
+struct Followed {
+    sink: ProgressSink,
+    last: Option<Instant>,
+}
+
 /// What the server sends unasked, shared by every connection to it.
 #[derive(Default)]
 pub(crate) struct Listener {
-    /// Where progress of each call in flight goes, by its token.
-    progress: Mutex<HashMap<ProgressToken, ProgressSink>>,
+    /// Where progress of each call in flight goes.
+    progress: Mutex<HashMap<ProgressKey, Followed>>,
     /// Woken when the server says its tool list changed.
     pub(crate) list_changed: Notify,
 }
 
 impl Listener {
-    pub(crate) fn follow(&self, token: ProgressToken, sink: ProgressSink) {
+    pub(crate) fn follow(&self, key: ProgressKey, sink: ProgressSink) {
         self.progress
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(token, sink);
+            .insert(key, Followed { sink, last: None });
     }
 
-    pub(crate) fn unfollow(&self, token: &ProgressToken) {
+    pub(crate) fn unfollow(&self, key: &ProgressKey) {
         self.progress
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .remove(token);
+            .remove(key);
+    }
+
+    /// The sink for a report on `key`, unless one went there too recently.
+    fn due(&self, key: &ProgressKey) -> Option<ProgressSink> {
+        let mut progress = self.progress.lock().unwrap_or_else(PoisonError::into_inner);
+        let followed = progress.get_mut(key)?;
+        let now = Instant::now();
+        if followed
+            .last
+            .is_some_and(|last| now.duration_since(last) < PROGRESS_INTERVAL)
+        {
+            return None;
+        }
+        followed.last = Some(now);
+        Some(followed.sink.clone())
     }
 }
 
 /// The handler rmcp calls; one per connection, sharing the [`Listener`].
-pub(crate) struct Handler(pub(crate) Arc<Listener>);
+pub(crate) struct Handler {
+    listener: Arc<Listener>,
+    generation: u64,
+}
 
 impl ClientHandler for Handler {
     async fn on_progress(
@@ -59,24 +94,22 @@ impl ClientHandler for Handler {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        let sink = self
-            .0
-            .progress
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&params.progress_token)
-            .cloned();
-        if let Some(sink) = sink {
+        let key = (self.generation, params.progress_token.clone());
+        if let Some(sink) = self.listener.due(&key) {
+            let message = params
+                .message
+                .as_deref()
+                .map(|m| m.chars().take(MAX_PROGRESS_MESSAGE).collect());
             sink.report(Progress {
                 progress: params.progress,
                 total: params.total,
-                message: params.message.clone(),
+                message,
             });
         }
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.0.list_changed.notify_one();
+        self.listener.list_changed.notify_one();
     }
 
     fn get_info(&self) -> InitializeRequestParams {
@@ -92,6 +125,8 @@ impl ClientHandler for Handler {
 /// A live connection.
 pub(crate) struct Connection {
     pub(crate) peer: Peer<RoleClient>,
+    /// Which start of the server this is (0 the first).
+    pub(crate) generation: u64,
     /// `NAME VERSION` as the server introduced itself.
     pub(crate) server: String,
     /// `Some(why)` once the connection ended.
@@ -145,6 +180,7 @@ impl Connection {
 pub(crate) async fn connect(
     spec: &ServerSpec,
     listener: Arc<Listener>,
+    generation: u64,
 ) -> Result<Connection, McpClientError> {
     let failed = |reason: String| McpClientError::Connect {
         server: spec.label(),
@@ -152,7 +188,10 @@ pub(crate) async fn connect(
         reason,
     };
     let (ended_tx, ended) = watch::channel(None);
-    let handler = Handler(listener);
+    let handler = Handler {
+        listener,
+        generation,
+    };
     match &spec.transport {
         Transport::Command { program, args, env } => {
             let mut command = tokio::process::Command::new(program);
@@ -166,6 +205,9 @@ pub(crate) async fn connect(
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
+                // Its own process group: Ctrl-C at the terminal cancels the
+                // run, and the run tells the server; it does not kill it.
+                .process_group(0)
                 .kill_on_drop(true);
             let mut child = command.spawn().map_err(|error| McpClientError::Start {
                 server: spec.label(),
@@ -193,6 +235,9 @@ pub(crate) async fn connect(
             };
             let server = introduced(service.peer());
             let peer = service.peer().clone();
+            // Lists are always asked afresh (and what is dropped not kept).
+            peer.set_response_cache_config(ClientCacheConfig::disabled())
+                .await;
             let stop = service.cancellation_token();
             tokio::spawn(async move {
                 let quit = service.waiting().await;
@@ -210,6 +255,7 @@ pub(crate) async fn connect(
             });
             Ok(Connection {
                 peer,
+                generation,
                 server,
                 ended,
                 stop: Mutex::new(Some(stop)),
@@ -229,6 +275,9 @@ pub(crate) async fn connect(
                 .map_err(|error| failed(format!("initialize failed: {error}")))?;
             let server = introduced(service.peer());
             let peer = service.peer().clone();
+            // Lists are always asked afresh (and what is dropped not kept).
+            peer.set_response_cache_config(ClientCacheConfig::disabled())
+                .await;
             let stop = service.cancellation_token();
             tokio::spawn(async move {
                 let quit = service.waiting().await;
@@ -236,6 +285,7 @@ pub(crate) async fn connect(
             });
             Ok(Connection {
                 peer,
+                generation,
                 server,
                 ended,
                 stop: Mutex::new(Some(stop)),

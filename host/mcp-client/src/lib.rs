@@ -29,12 +29,14 @@
 
 mod agent_tools;
 mod connection;
+mod listing;
 mod output;
 mod server;
 pub mod spec;
 
 pub use agent_tools::{InStep, ToolAdjuster};
-pub use server::{RemoteServer, RemoteToolInfo};
+pub use listing::RemoteToolInfo;
+pub use server::RemoteServer;
 pub use spec::{ServerSpec, Transport};
 
 use std::time::Duration;

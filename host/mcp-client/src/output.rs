@@ -25,49 +25,13 @@ pub(crate) fn convert(
     let mut artifacts = Vec::new();
     let mut size = 0usize;
     for block in value["content"].as_array().into_iter().flatten() {
-        let kind = block["type"].as_str().unwrap_or("unknown");
-        match kind {
-            "text" => texts.push(block["text"].as_str().unwrap_or_default().to_string()),
-            "image" | "audio" => {
-                let mime = block["mimeType"].as_str().map(str::to_string);
-                let data = decode(&block["data"]);
-                texts.push(format!(
-                    "[{kind} {}, {} bytes]",
-                    mime.as_deref().unwrap_or("of unknown type"),
-                    data.len()
-                ));
-                artifacts.push(Artifact {
-                    kind: kind.to_string(),
-                    mime_type: mime,
-                    data,
-                });
-            }
-            "resource" => {
-                let resource = &block["resource"];
-                let uri = resource["uri"].as_str().unwrap_or_default();
-                if let Some(text) = resource["text"].as_str() {
-                    texts.push(text.to_string());
-                } else {
-                    let data = decode(&resource["blob"]);
-                    texts.push(format!("[resource {uri}, {} bytes]", data.len()));
-                    artifacts.push(Artifact {
-                        kind: "resource".into(),
-                        mime_type: resource["mimeType"].as_str().map(str::to_string),
-                        data,
-                    });
-                }
-            }
-            "resource_link" => texts.push(format!(
-                "[resource {}: {}]",
-                block["name"].as_str().unwrap_or_default(),
-                block["uri"].as_str().unwrap_or_default()
-            )),
-            other => texts.push(format!("[{other} content]")),
-        }
-        size += texts.last().map_or(0, String::len) + artifacts.last().map_or(0, |a| a.data.len());
+        let (text, artifact) = piece(block);
+        size += text.len() + artifact.as_ref().map_or(0, |a| a.data.len());
         if size > MAX_RESULT_BYTES {
             return Err(too_large(server, tool));
         }
+        texts.push(text);
+        artifacts.extend(artifact);
     }
     if let Some(structured) = value.get("structuredContent").filter(|v| !v.is_null()) {
         let json = structured.to_string();
@@ -93,6 +57,50 @@ pub(crate) fn convert(
         return Err(CallError::new(ErrorKind::Failed, said));
     }
     Ok(ToolOutput { content, artifacts })
+}
+
+/// One content block: its text for the model, and what it carries besides.
+fn piece(block: &Value) -> (String, Option<Artifact>) {
+    let kind = block["type"].as_str().unwrap_or("unknown");
+    match kind {
+        "text" => (block["text"].as_str().unwrap_or_default().to_string(), None),
+        "image" | "audio" => {
+            let mime = block["mimeType"].as_str().map(str::to_string);
+            let data = decode(&block["data"]);
+            let text = format!(
+                "[{kind} {}, {} bytes]",
+                mime.as_deref().unwrap_or("of unknown type"),
+                data.len()
+            );
+            let artifact = Artifact {
+                kind: kind.to_string(),
+                mime_type: mime,
+                data,
+            };
+            (text, Some(artifact))
+        }
+        "resource" => {
+            let resource = &block["resource"];
+            if let Some(text) = resource["text"].as_str() {
+                return (text.to_string(), None);
+            }
+            let uri = resource["uri"].as_str().unwrap_or_default();
+            let data = decode(&resource["blob"]);
+            let text = format!("[resource {uri}, {} bytes]", data.len());
+            let artifact = Artifact {
+                kind: "resource".into(),
+                mime_type: resource["mimeType"].as_str().map(str::to_string),
+                data,
+            };
+            (text, Some(artifact))
+        }
+        "resource_link" => {
+            let name = block["name"].as_str().unwrap_or_default();
+            let uri = block["uri"].as_str().unwrap_or_default();
+            (format!("[resource {name}: {uri}]"), None)
+        }
+        other => (format!("[{other} content]"), None),
+    }
 }
 
 fn decode(data: &Value) -> Vec<u8> {
@@ -160,6 +168,19 @@ mod tests {
         .unwrap_err();
         assert_eq!(error.kind, ErrorKind::Failed);
         assert_eq!(error.message, "no such city");
+
+        // Counted once each: a large image then some text fits.
+        let image =
+            base64::engine::general_purpose::STANDARD.encode(vec![0u8; MAX_RESULT_BYTES * 3 / 4]);
+        let fits = convert(
+            result(json!({"content": [
+                {"type": "image", "mimeType": "image/png", "data": image},
+                {"type": "text", "text": "a"}, {"type": "text", "text": "b"}
+            ]})),
+            "s",
+            "t",
+        );
+        assert!(fits.is_ok(), "{:?}", fits.err());
 
         let huge = "x".repeat(MAX_RESULT_BYTES + 1);
         let error = convert(

@@ -6,47 +6,24 @@ use std::sync::{Arc, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
-    PaginatedRequestParams, RequestId, ServerResult,
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, RequestId,
+    ServerResult,
 };
 use rmcp::service::{Peer, PeerRequestOptions, RoleClient, ServiceError};
 use serde_json::Value;
-use sha2::{Digest as _, Sha256};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use wasm_agent_agent::{ProgressSink, ToolOutput};
 use wasm_agent_sandbox::CallContext;
-use wasm_agent_sandbox::registry::Annotations;
 use wasm_agent_sandbox::result::{CallError, ErrorKind};
 
-use crate::connection::{Connection, Listener, connect};
+use crate::connection::{Connection, Listener, ProgressKey, connect};
+use crate::listing::{RemoteToolInfo, list};
 use crate::spec::ServerSpec;
 use crate::{McpClientError, humanize, output};
 
-/// At most this many tools are taken from one server.
-pub const MAX_TOOLS: usize = 1000;
-/// At most this many `tools/list` pages are read.
-const MAX_PAGES: usize = 100;
-/// A tool whose input schema is larger than this (as JSON) is left out.
-const MAX_SCHEMA_BYTES: usize = 256 << 10;
-/// Descriptions are cut to this many characters.
-const MAX_DESCRIPTION_CHARS: usize = 4096;
-
-/// A tool as the server listed it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RemoteToolInfo {
-    /// Its name on the server.
-    pub name: String,
-    /// What it does (cut to 4096 characters).
-    pub description: String,
-    /// Its arguments' JSON Schema.
-    pub input_schema: Value,
-    /// Its hints, with MCP's defaults where the server gave none (a tool
-    /// that does not say otherwise may destroy data and reach the world).
-    pub annotations: Annotations,
-    /// Changes with the server's version and the tool's definition.
-    pub version: String,
-}
+/// A changed list is taken again at most this often.
+const RELIST_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A server whose tools an agent may use. Cheap to clone.
 #[derive(Clone)]
@@ -74,6 +51,10 @@ impl Drop for Inner {
 struct Slot {
     live: Option<Arc<Connection>>,
     restarts: u32,
+    /// Why the last connection ended or the last start failed.
+    last: Option<String>,
+    /// Set by [`RemoteServer::close`]: nothing is started again.
+    closed: bool,
 }
 
 impl RemoteServer {
@@ -81,7 +62,7 @@ impl RemoteServer {
     /// spec's `connect_timeout`.
     pub async fn connect(spec: ServerSpec) -> Result<Self, McpClientError> {
         let listener = Arc::new(Listener::default());
-        let (connection, tools) = connect_and_list(&spec, listener.clone()).await?;
+        let (connection, tools) = connect_and_list(&spec, listener.clone(), 0).await?;
         tracing::info!(
             server = %spec.name,
             implementation = %connection.server,
@@ -92,7 +73,7 @@ impl RemoteServer {
             listener,
             slot: tokio::sync::Mutex::new(Slot {
                 live: Some(Arc::new(connection)),
-                restarts: 0,
+                ..Slot::default()
             }),
             tools: RwLock::new(Arc::new(tools)),
             listed: watch::channel(0).0,
@@ -128,7 +109,8 @@ impl RemoteServer {
 
     /// Calls `tool` (its name on the server) with `arguments`. The call
     /// ends with the server's answer, at the deadline, or when `context` is
-    /// cancelled (the server is then told, with `notifications/cancelled`).
+    /// cancelled (the server is then told, with `notifications/cancelled`);
+    /// a cancelled run sends nothing, also while a restart is under way.
     pub async fn call(
         &self,
         tool: &str,
@@ -137,9 +119,22 @@ impl RemoteServer {
         progress: ProgressSink,
     ) -> Result<ToolOutput, CallError> {
         let label = self.inner.spec.label();
-        let connection = self.live().await.map_err(|error| {
-            CallError::new(ErrorKind::Failed, format!("{tool} cannot run: {error}"))
-        })?;
+        let cancelled = || {
+            CallError::new(
+                ErrorKind::Cancelled,
+                "the run was cancelled before the tool finished",
+            )
+        };
+        let connection = tokio::select! {
+            biased;
+            () = context.cancellation.cancelled() => return Err(cancelled()),
+            live = self.live() => live.map_err(|error| {
+                CallError::new(ErrorKind::Failed, format!("{tool} cannot run: {error}"))
+            })?,
+        };
+        if context.cancellation.is_cancelled() {
+            return Err(cancelled());
+        }
         let mut params = CallToolRequestParams::new(tool.to_string());
         if let Value::Object(map) = arguments {
             params = params.with_arguments(map);
@@ -157,38 +152,49 @@ impl RemoteServer {
             Ok(handle) => handle,
             Err(error) => return Err(self.failed(&connection, tool, error).await),
         };
-        let token = handle.progress_token.clone();
-        self.inner.listener.follow(token.clone(), progress);
-        let mut guard = TellIfDropped(Some((connection.peer.clone(), handle.id.clone())));
+        let key = (connection.generation, handle.progress_token.clone());
+        self.inner.listener.follow(key.clone(), progress);
+        let mut in_flight = InFlight {
+            listener: self.inner.listener.clone(),
+            key,
+            tell: Some((connection.peer.clone(), handle.id.clone())),
+        };
+        let response = handle.await_response();
+        tokio::pin!(response);
         let answer = tokio::select! {
-            answer = handle.await_response() => Some(answer),
-            () = context.cancellation.cancelled() => None,
+            biased;
+            answer = &mut response => answer,
+            () = context.cancellation.cancelled() => {
+                in_flight.tell().await;
+                // rmcp ends the request once the server is told; waiting for
+                // that lets it clean up after it.
+                let _ = tokio::time::timeout(Duration::from_secs(1), response).await;
+                return Err(cancelled());
+            }
         };
-        self.inner.listener.unfollow(&token);
-        let Some(answer) = answer else {
-            guard.tell().await;
-            return Err(CallError::new(
-                ErrorKind::Cancelled,
-                "the run was cancelled before the tool finished",
-            ));
-        };
-        guard.0 = None;
+        in_flight.tell = None;
         match answer {
             Ok(ServerResult::CallToolResult(result)) => output::convert(result, &label, tool),
             Ok(_) => Err(CallError::new(
                 ErrorKind::Failed,
                 format!(
-                    "{label} answered tools/call for {tool} with something other than a result (tasks and input requests are not supported)"
+                    "{label} answered tools/call for {tool} with something other than a result \
+                     (tasks and input requests are not supported)"
                 ),
             )),
             Err(error) => Err(self.failed(&connection, tool, error).await),
         }
     }
 
-    /// Ends the connection: a started server's stdin is closed and it gets
-    /// a moment to exit before it is killed; an HTTP session is ended.
+    /// Ends the connection for good: a started server's stdin is closed
+    /// and it gets a moment to exit before it is killed; an HTTP session
+    /// is ended. Later calls fail.
     pub async fn close(&self) {
-        let live = self.inner.slot.lock().await.live.take();
+        let live = {
+            let mut slot = self.inner.slot.lock().await;
+            slot.closed = true;
+            slot.live.take()
+        };
         if let Some(connection) = live {
             connection.close(Duration::from_secs(3)).await;
         }
@@ -197,46 +203,50 @@ impl RemoteServer {
     /// The call's error for a failed request.
     async fn failed(&self, connection: &Connection, tool: &str, error: ServiceError) -> CallError {
         let label = self.inner.spec.label();
-        match error {
-            ServiceError::Timeout { timeout } => CallError::new(
-                ErrorKind::Timeout,
-                format!(
-                    "{label} did not finish {tool} within {} ({}); the call was cancelled",
-                    humanize(timeout),
-                    if timeout == self.inner.spec.timeout {
-                        "timeout: no answer or progress for that long"
-                    } else {
-                        "max_call_time"
-                    }
-                ),
-            ),
+        let (kind, message) = match error {
+            ServiceError::Timeout { timeout } => {
+                let which = if timeout == self.inner.spec.timeout {
+                    "timeout: no answer or progress for that long"
+                } else {
+                    "max_call_time"
+                };
+                let after = humanize(timeout);
+                let message = format!(
+                    "{label} did not finish {tool} within {after} ({which}); the call was cancelled"
+                );
+                (ErrorKind::Timeout, message)
+            }
             ServiceError::McpError(error) => {
                 let kind = if error.code == rmcp::model::ErrorCode::INVALID_PARAMS {
                     ErrorKind::InvalidArguments
                 } else {
                     ErrorKind::Failed
                 };
-                CallError::new(
+                let said = error.message.escape_debug();
+                (
                     kind,
-                    format!(
-                        "{label} refused {tool}: {} (error {})",
-                        error.message.escape_debug(),
-                        error.code.0
-                    ),
+                    format!("{label} refused {tool}: {said} (error {})", error.code.0),
                 )
             }
+            // HTTP: this request failed; the session goes on.
+            ServiceError::TransportSend(error) if !connection.has_ended() => (
+                ErrorKind::Failed,
+                format!("{label} could not be sent {tool}: {}", error.error),
+            ),
             ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
                 let why = connection.why_ended(Duration::from_secs(2)).await;
-                CallError::new(
-                    ErrorKind::Failed,
-                    format!(
-                        "{label} stopped during the call to {tool}: {why}; it is started again \
-                         for the next call"
-                    ),
-                )
+                let slot = self.inner.slot.lock().await;
+                let next = if slot.closed || slot.restarts >= self.inner.spec.max_restarts {
+                    "it is not started again (max_restarts)"
+                } else {
+                    "it is started again for the next call"
+                };
+                let message = format!("{label} stopped during the call to {tool}: {why}; {next}");
+                (ErrorKind::Failed, message)
             }
-            other => CallError::new(ErrorKind::Failed, format!("{label}, {tool}: {other}")),
-        }
+            other => (ErrorKind::Failed, format!("{label}, {tool}: {other}")),
+        };
+        CallError::new(kind, message)
     }
 
     /// The live connection; a new one (and a new list) after the last
@@ -249,11 +259,11 @@ impl RemoteServer {
             return Ok(live.clone());
         }
         let spec = &self.inner.spec;
-        let last = match slot.live.take() {
-            Some(ended) => ended.why_ended(Duration::from_millis(500)).await,
-            None => "it could not be started".into(),
-        };
-        if slot.restarts >= spec.max_restarts {
+        if let Some(ended) = slot.live.take() {
+            slot.last = Some(ended.why_ended(Duration::from_millis(500)).await);
+        }
+        let last = slot.last.clone().unwrap_or_else(|| "it was closed".into());
+        if slot.closed || slot.restarts >= spec.max_restarts {
             return Err(McpClientError::GaveUp {
                 server: spec.label(),
                 restarts: slot.restarts,
@@ -262,17 +272,33 @@ impl RemoteServer {
         }
         slot.restarts += 1;
         tracing::warn!(server = %spec.name, restart = slot.restarts, "MCP server stopped ({last}); starting it again");
-        let (connection, tools) = connect_and_list(spec, self.inner.listener.clone()).await?;
+        let generation = u64::from(slot.restarts);
+        let listener = self.inner.listener.clone();
+        let (connection, tools) = match connect_and_list(spec, listener, generation).await {
+            Ok(connected) => connected,
+            Err(error) => {
+                slot.last = Some(error.to_string());
+                return Err(error);
+            }
+        };
         let connection = Arc::new(connection);
         slot.live = Some(connection.clone());
-        drop(slot);
-        self.inner.replace_tools(tools);
+        self.inner.take_list(&slot, &connection, tools);
         Ok(connection)
     }
 }
 
 impl Inner {
-    fn replace_tools(&self, tools: Vec<RemoteToolInfo>) {
+    /// Takes `tools`, listed on `from`, unless another connection has taken
+    /// its place since (`slot` is held, so none can meanwhile).
+    fn take_list(&self, slot: &Slot, from: &Arc<Connection>, tools: Vec<RemoteToolInfo>) {
+        if !slot
+            .live
+            .as_ref()
+            .is_some_and(|live| Arc::ptr_eq(live, from))
+        {
+            return;
+        }
         let mut current = self.tools.write().unwrap_or_else(PoisonError::into_inner);
         if **current != tools {
             *current = Arc::new(tools);
@@ -281,7 +307,8 @@ impl Inner {
     }
 }
 
-/// Lists the tools again each time the server says they changed.
+/// Lists the tools again when the server says they changed, at most once
+/// every [`RELIST_INTERVAL`].
 async fn follow_list_changes(inner: Weak<Inner>, listener: Arc<Listener>, stop: CancellationToken) {
     loop {
         tokio::select! {
@@ -293,19 +320,24 @@ async fn follow_list_changes(inner: Weak<Inner>, listener: Arc<Listener>, stop: 
         let Some(connection) = live.filter(|c| !c.has_ended()) else {
             continue;
         };
-        let listed =
-            tokio::time::timeout(inner.spec.connect_timeout, list(&inner.spec, &connection)).await;
-        match listed {
+        let (spec, within) = (&inner.spec, inner.spec.connect_timeout);
+        match tokio::time::timeout(within, list(spec, &connection)).await {
             Ok(Ok(tools)) => {
-                tracing::info!(server = %inner.spec.name, tools = tools.len(), "MCP server's tools changed");
-                inner.replace_tools(tools);
+                tracing::info!(server = %spec.name, tools = tools.len(), "MCP server's tools changed");
+                let slot = inner.slot.lock().await;
+                inner.take_list(&slot, &connection, tools);
             }
-            Ok(Err(error)) => {
-                tracing::warn!(server = %inner.spec.name, "listing tools again: {error}")
-            }
-            Err(_) => {
-                tracing::warn!(server = %inner.spec.name, "listing tools again took over {}", humanize(inner.spec.connect_timeout))
-            }
+            Ok(Err(error)) => tracing::warn!(server = %spec.name, "listing tools again: {error}"),
+            Err(_) => tracing::warn!(
+                server = %spec.name,
+                "listing tools again took over {}",
+                humanize(within)
+            ),
+        }
+        drop(inner);
+        tokio::select! {
+            () = tokio::time::sleep(RELIST_INTERVAL) => {}
+            () = stop.cancelled() => return,
         }
     }
 }
@@ -314,9 +346,10 @@ async fn follow_list_changes(inner: Weak<Inner>, listener: Arc<Listener>, stop: 
 async fn connect_and_list(
     spec: &ServerSpec,
     listener: Arc<Listener>,
+    generation: u64,
 ) -> Result<(Connection, Vec<RemoteToolInfo>), McpClientError> {
     let attempt = async {
-        let connection = connect(spec, listener).await?;
+        let connection = connect(spec, listener, generation).await?;
         let tools = list(spec, &connection).await?;
         Ok((connection, tools))
     };
@@ -329,90 +362,19 @@ async fn connect_and_list(
         })?
 }
 
-/// Every page of `tools/list`, bounded.
-async fn list(
-    spec: &ServerSpec,
-    connection: &Connection,
-) -> Result<Vec<RemoteToolInfo>, McpClientError> {
-    let failed = |reason: String| McpClientError::Connect {
-        server: spec.label(),
-        target: spec.transport.describe(),
-        reason,
-    };
-    let mut tools = Vec::new();
-    let mut cursor = None;
-    for _ in 0..MAX_PAGES {
-        let page = connection
-            .peer
-            .list_tools(Some(PaginatedRequestParams::default().with_cursor(cursor)))
-            .await
-            .map_err(|error| failed(format!("tools/list failed: {error}")))?;
-        for tool in page.tools {
-            if tools.len() == MAX_TOOLS {
-                tracing::warn!(server = %spec.name, "more than {MAX_TOOLS} tools; the rest are left out");
-                return Ok(tools);
-            }
-            if let Some(info) = describe(spec, &connection.server, tool) {
-                tools.push(info);
-            }
-        }
-        cursor = page.next_cursor;
-        if cursor.is_none() {
-            return Ok(tools);
-        }
-    }
-    tracing::warn!(server = %spec.name, "tools/list went on past {MAX_PAGES} pages; the rest are left out");
-    Ok(tools)
+/// A call in flight: when dropped, its progress stops being followed and,
+/// still armed, the server is told it was given up on (the run was
+/// cancelled, or the call's future was dropped).
+struct InFlight {
+    listener: Arc<Listener>,
+    key: ProgressKey,
+    tell: Option<(Peer<RoleClient>, RequestId)>,
 }
 
-/// Our view of one listed tool; `None` (with a warning) for one too large.
-fn describe(spec: &ServerSpec, server: &str, tool: rmcp::model::Tool) -> Option<RemoteToolInfo> {
-    let input_schema = Value::Object((*tool.input_schema).clone());
-    let schema_text = input_schema.to_string();
-    if schema_text.len() > MAX_SCHEMA_BYTES {
-        tracing::warn!(server = %spec.name, tool = %tool.name, "left out: its input schema is over {MAX_SCHEMA_BYTES} bytes");
-        return None;
-    }
-    let description: String = tool
-        .description
-        .as_deref()
-        .unwrap_or_default()
-        .chars()
-        .take(MAX_DESCRIPTION_CHARS)
-        .collect();
-    let hints = tool.annotations.as_ref();
-    let hint = |pick: fn(&rmcp::model::ToolAnnotations) -> Option<bool>| hints.and_then(pick);
-    let read_only = hint(|a| a.read_only_hint).unwrap_or(false);
-    let annotations = Annotations {
-        read_only,
-        // MCP's defaults: a tool may destroy data unless it is read-only or
-        // says it does not, and reaches the open world unless it says not.
-        destructive: !read_only && hint(|a| a.destructive_hint).unwrap_or(true),
-        idempotent: hint(|a| a.idempotent_hint).unwrap_or(false),
-        open_world: hint(|a| a.open_world_hint).unwrap_or(true),
-    };
-    let mut sha = Sha256::new();
-    for part in [server, &tool.name, &description, &schema_text] {
-        sha.update(part.as_bytes());
-        sha.update([0]);
-    }
-    Some(RemoteToolInfo {
-        name: tool.name.to_string(),
-        description,
-        input_schema,
-        annotations,
-        version: hex::encode(&sha.finalize()[..12]),
-    })
-}
-
-/// Tells the server a call was given up on, when dropped still armed (the
-/// run was cancelled, or the call's future was dropped).
-struct TellIfDropped(Option<(Peer<RoleClient>, RequestId)>);
-
-impl TellIfDropped {
+impl InFlight {
     /// Tells the server now (bounded), so it knows before this returns.
     async fn tell(&mut self) {
-        if let Some((peer, id)) = self.0.take() {
+        if let Some((peer, id)) = self.tell.take() {
             let _ = tokio::time::timeout(Duration::from_secs(1), cancel_request(&peer, id)).await;
         }
     }
@@ -425,9 +387,10 @@ async fn cancel_request(peer: &Peer<RoleClient>, id: RequestId) {
         .await;
 }
 
-impl Drop for TellIfDropped {
+impl Drop for InFlight {
     fn drop(&mut self) {
-        let Some((peer, id)) = self.0.take() else {
+        self.listener.unfollow(&self.key);
+        let Some((peer, id)) = self.tell.take() else {
             return;
         };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {

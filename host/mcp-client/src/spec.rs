@@ -73,7 +73,7 @@ impl std::fmt::Debug for Transport {
                 .finish(),
             Transport::Http { url, bearer } => f
                 .debug_struct("Http")
-                .field("url", url)
+                .field("url", &shown_url(url))
                 .field("bearer", &bearer.as_ref().map(|_| "<redacted>"))
                 .finish(),
         }
@@ -89,9 +89,43 @@ impl Transport {
                     std::iter::once(program.as_str()).chain(args.iter().map(String::as_str));
                 shlex::try_join(words).unwrap_or_else(|_| program.clone())
             }
-            Transport::Http { url, .. } => url.clone(),
+            Transport::Http { url, .. } => shown_url(url),
         }
     }
+}
+
+/// A URL as messages show it: without user information and query, where
+/// credentials tend to be.
+fn shown_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let rest = rest.split(['?', '#']).next().unwrap_or_default();
+    let rest = match rest.split_once('/') {
+        Some((authority, path)) => {
+            let host = authority.rsplit('@').next().unwrap_or(authority);
+            format!("{host}/{path}")
+        }
+        None => rest.rsplit('@').next().unwrap_or(rest).to_string(),
+    };
+    format!("{scheme}://{rest}")
+}
+
+/// Whether `url` is plain HTTP to somewhere other than this machine (a
+/// bearer token would cross the network in the clear).
+fn cleartext_off_machine(url: &str) -> bool {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = authority.rsplit('@').next().unwrap_or(authority);
+    let host = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+    };
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    !loopback
 }
 
 impl ServerSpec {
@@ -125,6 +159,11 @@ impl ServerSpec {
                 .map(|authority| authority.rsplit('@').next().unwrap_or(authority))
                 .filter(|host| !host.is_empty())
                 .ok_or_else(|| bad("the URL has no host"))?;
+            if bearer.is_some() && cleartext_off_machine(trimmed) {
+                return Err(bad(
+                    "a bearer token goes only over https:// (or plain http:// to this machine)",
+                ));
+            }
             let transport = Transport::Http {
                 url: trimmed.to_string(),
                 bearer,
@@ -208,6 +247,12 @@ impl ServerSpec {
                         "`env` goes with `command`; a URL gets `bearer_env`".into()
                     ));
                 }
+                if config.bearer_env.is_some() && cleartext_off_machine(url) {
+                    return Err(bad(
+                        "a bearer token goes only over https:// (or plain http:// to this machine)"
+                            .into(),
+                    ));
+                }
                 let bearer = match &config.bearer_env {
                     None => None,
                     Some(variable) => Some(std::env::var(variable).map_err(|_| {
@@ -270,6 +315,27 @@ mod tests {
         .unwrap();
         assert_eq!(spec.name, "mcp.example.com:8443");
         assert!(!format!("{spec:?}").contains("t0ken"));
+        assert!(!format!("{spec:?}").contains("x=1"));
+        assert_eq!(
+            spec.transport.describe(),
+            "https://mcp.example.com:8443/mcp"
+        );
+        let secret =
+            ServerSpec::from_command_line("https://u:pw@h.example/mcp?key=k", None).unwrap();
+        assert_eq!(secret.transport.describe(), "https://h.example/mcp");
+        // Tokens do not cross the network in the clear.
+        let error = ServerSpec::from_command_line("http://h.example/mcp", Some("t".into()));
+        assert!(error.unwrap_err().to_string().contains("https://"));
+        for local in [
+            "http://127.0.0.1:9/mcp",
+            "http://localhost/mcp",
+            "http://[::1]:8/mcp",
+        ] {
+            assert!(
+                ServerSpec::from_command_line(local, Some("t".into())).is_ok(),
+                "{local}"
+            );
+        }
 
         for bad in ["", "   ", "python3 'open", "http:///path"] {
             let error = ServerSpec::from_command_line(bad, None).unwrap_err();

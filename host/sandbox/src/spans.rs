@@ -108,3 +108,32 @@ pub(crate) fn state(operation: &'static str) -> Span {
         "otel.status_description" = Empty,
     )
 }
+
+/// One call of a `host` import that is not state or HTTP (`log`, `emit`,
+/// `delegate`, `call-tool`).
+pub(crate) fn host_call(operation: &'static str) -> Span {
+    info_span!(
+        target: "wasm_agent::call",
+        "host_call",
+        "otel.name" = %format_args!("host.{operation}"),
+        "wasm_agent.host.operation" = operation,
+        "error.type" = Empty,
+        "otel.status_code" = Empty,
+        "otel.status_description" = Empty,
+    )
+}
+
+/// A guest's socket connection (or UDP send) being checked against its
+/// grants; `wasm_agent.decision` says how it went.
+pub(crate) fn connect(transport: &'static str, addr: std::net::SocketAddr) -> Span {
+    info_span!(
+        target: "wasm_agent::network",
+        "connect",
+        "otel.name" = %format_args!("connect {transport}"),
+        "otel.kind" = "client",
+        "network.transport" = transport,
+        "server.address" = %addr.ip(),
+        "server.port" = addr.port(),
+        "wasm_agent.decision" = Empty,
+    )
+}

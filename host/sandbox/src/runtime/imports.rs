@@ -21,6 +21,8 @@ use super::tool_calls::ToolCalls;
 use crate::bindings::imported::{self, Level};
 use crate::context::CallContext;
 use crate::events::EventBus;
+use crate::spans;
+use tracing::Instrument;
 
 /// Which call this is, as every capability logs it.
 #[derive(Clone, Debug)]
@@ -148,6 +150,7 @@ fn far_future() -> Instant {
 
 impl imported::Host for CallState {
     fn log(&mut self, level: Level, message: String) -> wasmtime::Result<()> {
+        let _span = spans::host_call("log").entered();
         self.host.log.write(level, message);
         Ok(())
     }
@@ -165,6 +168,7 @@ impl imported::Host for CallState {
     }
 
     fn emit(&mut self, name: String, payload: String) -> wasmtime::Result<()> {
+        let _span = spans::host_call("emit").entered();
         self.host.emitter.emit(name, payload)
     }
 
@@ -178,7 +182,8 @@ impl imported::Host for CallState {
         input: String,
     ) -> wasmtime::Result<Result<String, String>> {
         let denials = self.denials.clone();
-        Ok(self.host.delegation.delegate(agent, input, &denials).await)
+        let delegating = self.host.delegation.delegate(agent, input, &denials);
+        Ok(delegating.instrument(spans::host_call("delegate")).await)
     }
 
     fn callable_tools(&mut self) -> wasmtime::Result<Vec<crate::bindings::types::ToolSpec>> {
@@ -191,7 +196,8 @@ impl imported::Host for CallState {
         arguments: String,
     ) -> wasmtime::Result<Result<crate::bindings::types::ToolOutput, imported::ToolCallError>> {
         let denials = self.denials.clone();
-        Ok(self.host.tool_calls.call(name, arguments, &denials).await)
+        let calling = self.host.tool_calls.call(name, arguments, &denials);
+        Ok(calling.instrument(spans::host_call("call_tool")).await)
     }
 }
 

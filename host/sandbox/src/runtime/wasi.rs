@@ -5,6 +5,7 @@
 //! permissions (wasmtime-wasi confines paths to them: no `..`, no absolute
 //! paths outside a grant, no symlinks leading out).
 
+use tracing::Instrument;
 use wasmtime_wasi::sockets::SocketAddrUse;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
@@ -69,7 +70,11 @@ pub fn build(
                         return false;
                     }
                 };
-                let mut checked = network.check_socket(scheme, addr).await;
+                let span = crate::spans::connect(scheme, addr);
+                let mut checked = network
+                    .check_socket(scheme, addr)
+                    .instrument(span.clone())
+                    .await;
                 if checked.is_err() {
                     let host = addr.ip().to_string();
                     if let Some(pattern) = asks.pattern_for(scheme, &host, addr.port()) {
@@ -87,6 +92,10 @@ pub fn build(
                         };
                     }
                 }
+                span.record(
+                    "wasm_agent.decision",
+                    if checked.is_ok() { "allowed" } else { "denied" },
+                );
                 match checked {
                     Ok(()) => {
                         denials.allowed(&attempt);
