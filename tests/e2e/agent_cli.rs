@@ -229,12 +229,7 @@ async fn approval_is_denied_without_a_terminal_unless_given() {
         }
     }
     // Both runs are in the audit trail, with who decided.
-    let records: Vec<Value> = std::fs::read_to_string(&audit)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .filter(|record: &Value| record["event"] == "call")
-        .collect();
+    let records = crate::audit::calls(&audit);
     assert_eq!(records.len(), 2, "{records:?}");
     assert_eq!(records[0]["tool"], "state_set");
     assert_eq!(records[0]["outcome"], "denied");

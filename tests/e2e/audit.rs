@@ -18,7 +18,7 @@ fn path(p: &Path) -> String {
 }
 
 /// The call records of the log at `file`.
-fn calls(file: &Path) -> Vec<Value> {
+pub(crate) fn calls(file: &Path) -> Vec<Value> {
     std::fs::read_to_string(file)
         .unwrap_or_default()
         .lines()

@@ -7,12 +7,13 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::common::{assert_clean_failure, component, run, stderr, wasm_agent};
-use crate::mcp::{Server, response_in, wait_for};
+use crate::mcp::{Server, initialize, response_in, wait_for};
 use crate::otlp_receiver::{Collector, Received};
 use crate::provider_server::{ProviderServer, openai};
 
@@ -398,4 +399,50 @@ fn bad_telemetry_settings_are_refused_by_name() {
         "{}",
         stderr(&output)
     );
+}
+
+/// Over stdio the client's `_meta` parents the request's span the same way,
+/// with the transport named `pipe`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_over_stdio_takes_the_client_s_trace_from_meta() {
+    let collector = Collector::start().await;
+    let fixture = component("fixture_tool");
+    let mut server = wasm_agent()
+        .args(["serve", "--stdio", "--otlp", &collector.url, "--tools"])
+        .arg(&fixture)
+        .envs(QUICK_EXPORT.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = server.stdin.take().unwrap();
+    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
+    let mut send = |message: Value| writeln!(stdin, "{message}").unwrap();
+    send(initialize());
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "echo",
+            "arguments": {"text": "hi"},
+            "_meta": {"traceparent": traceparent(CLIENT_TRACE, CLIENT_SPAN)},
+        }}),
+    );
+    let answer = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .filter_map(|line| serde_json::from_str::<Value>(&line).ok())
+        .find(|message| message["id"] == 1)
+        .expect("the call was answered");
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+
+    let spans = spans_until(&collector, CLIENT_TRACE, "guest").await;
+    let mcp = the(&spans, "MCP span", |s| s.name == "tools/call echo");
+    assert_eq!(mcp.parent_span_id, CLIENT_SPAN);
+    assert_eq!(mcp.kind, 2, "a server span");
+    assert_eq!(mcp.attr("network.transport"), Some("pipe"));
+    assert_eq!(mcp.attr("jsonrpc.request.id"), Some("1"));
+    let call = child(&spans, mcp, "execute_tool echo");
+    child(&spans, call, "guest");
+    drop(stdin);
+    let _ = server.wait();
 }

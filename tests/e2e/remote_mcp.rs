@@ -149,8 +149,47 @@ async fn approvals_deadlines_and_a_server_dying_mid_run_are_clear_errors_to_the_
         openai::text("Done."),
     ])
     .await;
-    let (result, _) = run_json(&provider, &["--config", &config]).await;
+    let audit = dir.path().join("audit.jsonl");
+    let audit_flag = audit.display().to_string();
+    let (result, _) = run_json(&provider, &["--config", &config, "--audit", &audit_flag]).await;
     let calls = result["tool_calls"].as_array().unwrap();
+    // Every call is in the audit trail, as run elsewhere.
+    let records = crate::audit::calls(&audit);
+    let seen: Vec<(&str, &str)> = records
+        .iter()
+        .map(|r| (r["tool"].as_str().unwrap(), r["outcome"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("py_delete_note", "denied"),
+            ("py_hang", "timeout"),
+            ("py_crash", "failed"),
+            ("py_weather", "ok"),
+            ("py_weather", "invalid_arguments"),
+        ],
+        "{records:#?}"
+    );
+    for record in &records {
+        assert_eq!(record["remote"]["origin"], "MCP server \"py\"", "{record}");
+        assert!(
+            record["remote"]["version"]
+                .as_str()
+                .unwrap()
+                .starts_with("py/")
+        );
+        assert_eq!(record["component"], Value::Null, "{record}");
+        assert!(
+            record["arguments_digest"]
+                .as_str()
+                .unwrap()
+                .starts_with("sha256:")
+        );
+    }
+    assert_eq!(records[0]["approval"]["decision"], "denied", "{records:#?}");
+    assert_eq!(records[0]["call_id"], "c1");
+    let verified = crate::common::run(&["audit", "verify", &audit_flag]);
+    assert!(verified.status.success(), "{}", stderr(&verified));
     // No annotations: it may destroy data, so it needs approval; nobody gave it.
     assert_eq!(calls[0]["error"]["kind"], "denied", "{result}");
     // No answer within the server's timeout: cancelled, and the run goes on.

@@ -274,6 +274,7 @@ async def main() -> None:
             ("stdio floor", bench_plain.over_stdio, [node, "-e", BARE_STDIO]),
             ("http", bench_plain.over_http, http_argv),
             ("http floor", bench_plain.over_http, [node, "-e", BARE_HTTP]),
+            ("stdio audited", bench_plain.over_stdio, [str(BIN), *stdio_args, "--audit", f"{cache}/audit.jsonl"]),
         ]:
             p50, cpu = measure(argv, env)
             plain.setdefault(f"{name} p50", []).append(p50)
@@ -328,6 +329,12 @@ async def main() -> None:
     added = lambda t: f"{(plain_median[f'{t} p50'] - plain_median[f'{t} floor p50']) * 1e6:+.0f} µs"  # noqa: E731
     cpu_added = lambda t: f"{(plain_median[f'{t} cpu'] - plain_median[f'{t} floor cpu']) * 1e6:+.0f} µs"  # noqa: E731
     print(f"| added latency / added CPU over the floor | {added('stdio')} / {cpu_added('stdio')} | | {added('http')} / {cpu_added('http')} | |")
+    print()
+    print("| plain client over stdio | without an audit log | with `--audit` | change |")
+    print("|---|---|---|---|")
+    for name, key in [("sequential call p50", "p50"), ("server CPU per call", "cpu")]:
+        without, audited = plain_median[f"stdio {key}"], plain_median[f"stdio audited {key}"]
+        print(f"| {name} | {us(without)} | {us(audited)} | {(audited - without) * 1e6:+.0f} µs |")
     print()
     print("| measurement | result |")
     print("|---|---|")

@@ -9,6 +9,7 @@ use futures::FutureExt;
 use serde_json::Value;
 
 use super::Agent;
+use super::audited::RemoteAudit;
 use super::cached;
 use super::context::ToolContext;
 use super::limit::{self, OverflowStrategy};
@@ -18,6 +19,7 @@ use super::tool::{AgentTool, Runner, ToolOutput};
 use crate::provider::{ChatRequest, Message, ToolCallRequest, Usage};
 use wasm_agent_sandbox::approval::{self, ApprovalRequest, Verdict};
 use wasm_agent_sandbox::context::CallContext;
+use wasm_agent_sandbox::report::ApprovalNote;
 use wasm_agent_sandbox::result::{CallError, ErrorKind};
 use wasm_agent_sandbox::specs;
 
@@ -50,8 +52,21 @@ impl Agent {
                 tools.iter().map(|t| t.name.as_str()),
             )),
             Some(tool) => {
-                self.call_tool(tool, call, context, events, &mut cached)
-                    .await
+                let audit = RemoteAudit::begin(self.inner.auditor.as_ref(), tool, call, context);
+                match audit.as_ref().and_then(RemoteAudit::refused) {
+                    Some(error) => Err(error),
+                    None => {
+                        let mut approval = None;
+                        let outcome = self
+                            .call_tool(tool, call, context, events, &mut cached, &mut approval)
+                            .await;
+                        if let Some(audit) = audit {
+                            let kind = outcome.as_ref().err().map(|e| e.kind);
+                            audit.finish(kind, cached, approval);
+                        }
+                        outcome
+                    }
+                }
             }
         };
         let mut record = ToolCallRecord {
@@ -105,6 +120,7 @@ impl Agent {
         context: &CallContext,
         events: Option<&EventSender>,
         cached: &mut bool,
+        approval: &mut Option<ApprovalNote>,
     ) -> Result<ToolOutput, CallError> {
         if context.cancellation.is_cancelled() {
             return Err(cancelled());
@@ -156,6 +172,7 @@ impl Agent {
         let context = match decision.note {
             None => context,
             Some(note) => {
+                approval.replace(note.clone());
                 approved_context = context.clone().approval(note);
                 &approved_context
             }

@@ -26,6 +26,7 @@
 #![warn(missing_docs)]
 
 pub use wasm_agent_sandbox::approval;
+mod audited;
 mod bm25;
 mod cached;
 pub mod code_mode;
@@ -66,6 +67,7 @@ use crate::provider::{Provider, ProviderError};
 pub use wasm_agent_cache::{CacheError, CacheKey, MemoryCache, ResultCache};
 use wasm_agent_sandbox::context::CallContext;
 use wasm_agent_sandbox::events::EventBus;
+use wasm_agent_sandbox::report::CallAuditor;
 use wasm_agent_session::{InMemorySessionStore, SessionStore};
 
 /// How deep agents may hand work to each other.
@@ -149,6 +151,7 @@ struct Inner {
     router: Option<RouterSettings>,
     code_mode: Option<CodeMode>,
     approval: Arc<dyn ApprovalHandler>,
+    auditor: Option<Arc<dyn CallAuditor>>,
     cache: Arc<dyn ResultCache>,
     sessions: Arc<dyn SessionStore>,
     events: EventBus,
@@ -168,6 +171,7 @@ pub struct AgentBuilder {
     router: Option<RouterSettings>,
     code_mode: Option<CodeMode>,
     approval: Arc<dyn ApprovalHandler>,
+    auditor: Option<Arc<dyn CallAuditor>>,
     cache_capacity: usize,
     cache: Option<Arc<dyn ResultCache>>,
     sessions: Option<Arc<dyn SessionStore>>,
@@ -235,6 +239,12 @@ impl AgentBuilder {
     /// Who approves calls that need it (default: [`DenyAll`]).
     pub fn approval_handler(mut self, handler: Arc<dyn ApprovalHandler>) -> Self {
         self.approval = handler;
+        self
+    }
+    /// Where calls of tools that run elsewhere (from other MCP servers) are
+    /// reported; sandboxed calls are reported by their host's auditor.
+    pub fn auditor(mut self, auditor: Arc<dyn CallAuditor>) -> Self {
+        self.auditor = Some(auditor);
         self
     }
     /// Model/tool roundtrips per run before it stops (default 10).
@@ -320,6 +330,7 @@ impl AgentBuilder {
                 router: self.router,
                 code_mode: self.code_mode,
                 approval: self.approval,
+                auditor: self.auditor,
                 cache: self
                     .cache
                     .unwrap_or_else(|| Arc::new(MemoryCache::new(self.cache_capacity))),
@@ -348,6 +359,7 @@ impl Agent {
             router: None,
             code_mode: None,
             approval: Arc::new(DenyAll),
+            auditor: None,
             cache_capacity: 1024,
             cache: None,
             sessions: None,

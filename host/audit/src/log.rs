@@ -28,6 +28,10 @@ const MAX_PENDING: usize = 16 << 20;
 const RETRY: Duration = Duration::from_millis(250);
 /// How long [`AuditLog::flush`] waits for the writer.
 const FLUSH_WAIT: Duration = Duration::from_secs(10);
+/// How long the writer lets records gather after a batch. A busy host then
+/// wakes it a few hundred times a second, not once per call: handing over
+/// a record is a push onto the queue, with no wake-up of another thread.
+const LINGER: Duration = Duration::from_millis(2);
 
 enum Message {
     Record(Event, SystemTime),
@@ -279,23 +283,26 @@ impl Writer {
             } else {
                 queue.recv_timeout(RETRY)
             };
-            let open = match first {
+            let (open, busy) = match first {
                 Ok(message) => {
                     self.take(message);
                     // A batch: whatever else is queued now.
                     for message in queue.try_iter().take(QUEUE) {
                         self.take(message);
                     }
-                    true
+                    (true, true)
                 }
-                Err(RecvTimeoutError::Timeout) => true,
-                Err(RecvTimeoutError::Disconnected) => false,
+                Err(RecvTimeoutError::Timeout) => (true, false),
+                Err(RecvTimeoutError::Disconnected) => (false, false),
             };
             self.note_dropped();
             let written = self.write();
             self.report(written);
             if !open {
                 return;
+            }
+            if busy {
+                std::thread::sleep(LINGER);
             }
         }
     }

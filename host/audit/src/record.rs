@@ -90,6 +90,8 @@ struct CallRecord<'a> {
     component: Option<&'a str>,
     source: Option<&'a str>,
     digest: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    remote: Option<RemoteRecord<'a>>,
     depth: u32,
     arguments_digest: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -116,6 +118,13 @@ struct CallRecord<'a> {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// Where a tool that is not sandboxed ran.
+#[derive(Serialize)]
+struct RemoteRecord<'a> {
+    origin: &'a str,
+    version: &'a str,
 }
 
 #[derive(Serialize)]
@@ -182,6 +191,10 @@ impl<'a> CallRecord<'a> {
             component: component.map(|c| &*c.name),
             source: component.map(|c| &*c.source),
             digest: component.map(|c| &*c.digest),
+            remote: report.remote.as_ref().map(|r| RemoteRecord {
+                origin: &r.origin,
+                version: &r.version,
+            }),
             depth: report.depth,
             arguments_digest: &report.arguments_digest,
             arguments,

@@ -18,6 +18,7 @@ fn report(n: usize, arguments: &str) -> CallReport {
         tenant: None,
         tool: "calculate".into(),
         component: None,
+        remote: None,
         arguments_digest: wasm_agent_sandbox::report::arguments_digest(arguments),
         arguments: Some(arguments.into()),
         approval: None,

@@ -16,8 +16,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const WARM_CALLS: usize = 20_000;
 const SUBPROCESS_CALLS: usize = 30;
 const POLYGLOT_CALLS: usize = 400;
-/// Calls per round of the audit-cost comparison (three rounds each way).
-const AUDIT_ROUND: usize = 5_000;
+/// Sequential calls per round of the audit-cost comparison (the 16 tasks
+/// make as many between them, in eighths).
+const AUDIT_CALLS: usize = 3_000;
+/// Rounds of the audit-cost comparison.
+const AUDIT_ROUNDS: usize = 9;
 
 /// A component `make setup` built into `target/FOLDER`.
 fn built(folder: &str, name: &str) -> PathBuf {
@@ -114,51 +117,59 @@ async fn cold_load(path: &Path, cache: &Path) -> (Duration, Duration, CacheOutco
 }
 
 /// What the audit log costs a call: the same warm calls and throughput
-/// without and with it, in interleaved rounds (medians of three), and
-/// whether every call made it into the log.
+/// without and with it, and on a second host without it (how far two equal
+/// hosts differ on this machine: the noise), in rounds whose order rotates
+/// (medians of nine), and whether every call made it into the log.
 async fn audit_cost(echo: &Path, cache: &Path) {
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("audit.jsonl");
     let log = Arc::new(AuditLog::open(AuditOptions::new(&file)).expect("audit log"));
-    let plain = ToolHost::builder().cache_dir(cache).build().expect("host");
+    let plain = || ToolHost::builder().cache_dir(cache).build().expect("host");
     let audited = ToolHost::builder()
         .cache_dir(cache)
         .auditor(log.clone())
         .build()
         .expect("host");
-    for host in [&plain, &audited] {
+    let hosts = [plain(), plain(), audited];
+    for host in &hosts {
         host.load(echo, Policy::default()).await.expect("load");
     }
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    let (mut latency, mut rate) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
-    for _ in 0..3 {
-        for (i, host) in [&plain, &audited].into_iter().enumerate() {
-            let warm = warm_latency(host, AUDIT_ROUND).await;
+    let (mut latency, mut rate) = (<[Vec<f64>; 3]>::default(), <[Vec<f64>; 3]>::default());
+    for round in 0..AUDIT_ROUNDS {
+        for turn in 0..hosts.len() {
+            let i = (round + turn) % hosts.len();
+            let warm = warm_latency(&hosts[i], AUDIT_CALLS).await;
             latency[i].push(percentile(&warm, 0.50).as_secs_f64());
-            rate[i].push(throughput(host, 16, AUDIT_ROUND / 4).await);
+            rate[i].push(throughput(&hosts[i], 16, AUDIT_CALLS / 8).await);
         }
     }
     log.flush().expect("audit log flushed");
-    let made = 3 * (AUDIT_ROUND + AUDIT_ROUND / 20 + 16 * (AUDIT_ROUND / 4));
+    let made = AUDIT_ROUNDS * (AUDIT_CALLS + AUDIT_CALLS / 20 + 16 * (AUDIT_CALLS / 8));
     let text = std::fs::read_to_string(&file).unwrap_or_default();
     let recorded = text
         .lines()
         .filter(|l| l.contains(r#""event":"call""#))
         .count();
-    let [plain_p50, audited_p50] = latency.map(median);
-    let [plain_rate, audited_rate] = rate.map(median);
+    let [plain_p50, again_p50, audited_p50] = latency.map(median);
+    let [plain_rate, again_rate, audited_rate] = rate.map(median);
+    let change = |with: f64, without: f64| format!("{:+.1}%", (with / without - 1.0) * 100.0);
+    let us = |s: f64| micros(Duration::from_secs_f64(s));
     println!(
-        "| warm call p50 without / with the audit log | {} / {} ({:+.1}%) |",
-        micros(Duration::from_secs_f64(plain_p50)),
-        micros(Duration::from_secs_f64(audited_p50)),
-        (audited_p50 / plain_p50 - 1.0) * 100.0
+        "| warm call p50 without the audit log / on a second such host (noise) / with it | {} / {} ({}) / {} ({}) |",
+        us(plain_p50),
+        us(again_p50),
+        change(again_p50, plain_p50),
+        us(audited_p50),
+        change(audited_p50, plain_p50)
     );
     println!(
-        "| calls/s with 16 tasks without / with the audit log | {plain_rate:.0} / {audited_rate:.0} ({:+.1}%) |",
-        (audited_rate / plain_rate - 1.0) * 100.0
+        "| calls/s with 16 tasks, the same three | {plain_rate:.0} / {again_rate:.0} ({}) / {audited_rate:.0} ({}) |",
+        change(again_rate, plain_rate),
+        change(audited_rate, plain_rate)
     );
     println!("| audited calls recorded | {recorded} of {made} |");
 }

@@ -71,12 +71,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let code_mode = code_mode.resolve(host.as_ref())?;
     let servers = remote_tools::connect(&args.mcp, &settings).await?;
+    // Calls of remote tools go to the audit log the host's calls go to.
+    let auditor = crate::audit::shared(&args.host.audit, config.as_ref(), "run")?;
     let agent = build_agent(
         &args,
         &settings,
         (&spec, provider),
         (host.as_ref(), &servers, code_mode),
-        (store.clone(), cache),
+        (store.clone(), cache, auditor),
     )?;
     // New, changed and removed remote tools reach the next run (or chat turn).
     let _in_step = remote_tools::keep_in_step(&servers, &agent, &settings);
@@ -397,12 +399,19 @@ fn helper_model(
     provider_for(&spec, base_url)
 }
 
+/// Where a run keeps state, results and its audit trail.
+type Keeping = (
+    Arc<dyn SessionStore>,
+    Arc<dyn ResultCache>,
+    Option<Arc<wasm_agent::audit::AuditLog>>,
+);
+
 fn build_agent(
     args: &RunArgs,
     settings: &AgentConfig,
     (spec, provider): (&ModelSpec, Arc<dyn Provider>),
     (host, servers, code_mode): (Option<&ToolHost>, &[RemoteServer], Option<CodeMode>),
-    (store, cache): (Arc<dyn SessionStore>, Arc<dyn ResultCache>),
+    (store, cache, auditor): Keeping,
 ) -> anyhow::Result<Agent> {
     let mut tools = host.map(AgentTool::all_from).unwrap_or_default();
     let remote = remote_tools::tools(servers, &tools)?;
@@ -421,6 +430,9 @@ fn build_agent(
         .approval_handler(Arc::new(ApproveTools::named(args.approve.iter().cloned())));
     if let Some(mode) = code_mode {
         builder = builder.code_mode(mode);
+    }
+    if let Some(log) = auditor {
+        builder = builder.auditor(log);
     }
     if let Some(instructions) = args.instructions.clone().or(settings.instructions.clone()) {
         builder = builder.instructions(instructions);

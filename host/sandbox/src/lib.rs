@@ -40,6 +40,6 @@ pub use context::{CallContext, Delegator, ToolCaller};
 pub use events::{EventBus, ToolEvent};
 pub use host::{ComponentSource, HostError, LoadOptions, LoadReport, ToolHost, ToolHostBuilder};
 pub use registry::{Annotations, ToolInfo};
-pub use report::{ApprovalNote, CallAuditor, CallReport, ComponentIdentity};
+pub use report::{ApprovalNote, CallAuditor, CallReport, ComponentIdentity, RemoteOrigin};
 pub use result::{Artifact, CallError, ErrorKind, ToolCallResult};
 pub use tokio_util::sync::CancellationToken;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::approval::Verdict;
+use crate::context::CallContext;
 use crate::result::ErrorKind;
 use crate::runtime::CallUsage;
 
@@ -44,8 +45,12 @@ pub struct CallReport {
     pub tenant: Option<String>,
     /// The tool name as called.
     pub tool: String,
-    /// The component that offers it (none for an unknown tool).
+    /// The component that offers it (none for an unknown tool, or one that
+    /// ran elsewhere).
     pub component: Option<ComponentIdentity>,
+    /// Where the tool ran when not in a sandbox of this host (another MCP
+    /// server, as `MCP server "github"`), with the tool's version there.
+    pub remote: Option<RemoteOrigin>,
     /// `sha256:HEX` of the arguments as the caller sent them.
     pub arguments_digest: String,
     /// The arguments themselves, when the auditor wants them.
@@ -62,6 +67,49 @@ pub struct CallReport {
     pub depth: u32,
     /// Answered from a result cache, without running.
     pub cached: bool,
+}
+
+impl CallReport {
+    /// The report of call `call_id` of `tool` with `arguments` (their text as
+    /// the caller sent it; kept only when `keep_arguments`), starting now in
+    /// `context`, with nothing known yet of how it ends.
+    pub fn begin(
+        call_id: &str,
+        tool: &str,
+        arguments: &str,
+        keep_arguments: bool,
+        context: &CallContext,
+    ) -> Self {
+        Self {
+            started: SystemTime::now(),
+            call_id: call_id.to_string(),
+            run_id: context.run_id.clone(),
+            session_id: context.session_id.clone(),
+            principal: context.user_id.clone(),
+            tenant: context.tenant_id.clone(),
+            tool: tool.to_string(),
+            component: None,
+            remote: None,
+            arguments_digest: arguments_digest(arguments),
+            arguments: keep_arguments.then(|| arguments.to_string()),
+            approval: context.approval.clone(),
+            usage: None,
+            outcome: None,
+            duration: Duration::ZERO,
+            depth: context.tool_call_depth,
+            cached: false,
+        }
+    }
+}
+
+/// Where a tool that is not sandboxed here ran.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteOrigin {
+    /// The server, as messages name it (`MCP server "github"`).
+    pub origin: String,
+    /// The tool's version there (it changes with the server's version and
+    /// the tool's definition).
+    pub version: String,
 }
 
 /// Which component a call ran.

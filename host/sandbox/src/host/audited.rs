@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -12,7 +12,7 @@ use crate::context::CallContext;
 use crate::events::{EventBus, ToolEvent};
 use crate::observe::CallObserver;
 use crate::registry::ToolEntry;
-use crate::report::{CallAuditor, CallReport, arguments_digest};
+use crate::report::{CallAuditor, CallReport};
 use crate::result::{CallError, ErrorKind};
 use crate::runtime::UsageSink;
 
@@ -38,24 +38,9 @@ impl Draft {
             Arguments::Text(text) => std::borrow::Cow::Borrowed(text),
             Arguments::Parsed(value) => std::borrow::Cow::Owned(value.to_string()),
         };
-        let report = CallReport {
-            started: SystemTime::now(),
-            call_id: call_id.to_string(),
-            run_id: context.run_id.clone(),
-            session_id: context.session_id.clone(),
-            principal: context.user_id.clone(),
-            tenant: context.tenant_id.clone(),
-            tool: tool.to_string(),
-            component: entry.map(|e| e.component.identity.clone()),
-            arguments_digest: arguments_digest(&text),
-            arguments: auditor.wants_arguments().then(|| text.into_owned()),
-            approval: context.approval.clone(),
-            usage: None,
-            outcome: None,
-            duration: Duration::ZERO,
-            depth: context.tool_call_depth,
-            cached: false,
-        };
+        let mut report =
+            CallReport::begin(call_id, tool, &text, auditor.wants_arguments(), context);
+        report.component = entry.map(|e| e.component.identity.clone());
         Self {
             auditor,
             report,
