@@ -28,10 +28,12 @@ const MAX_PENDING: usize = 16 << 20;
 const RETRY: Duration = Duration::from_millis(250);
 /// How long [`AuditLog::flush`] waits for the writer.
 const FLUSH_WAIT: Duration = Duration::from_secs(10);
-/// How long the writer lets records gather after a batch. A busy host then
-/// wakes it a few hundred times a second, not once per call: handing over
-/// a record is a push onto the queue, with no wake-up of another thread.
-const LINGER: Duration = Duration::from_millis(2);
+/// How long the writer lets records gather after a batch (a flush, or the
+/// log's end, cuts it short). A busy host then wakes it fifty times a
+/// second, not once per call: handing over a record is a push onto the
+/// queue, with no wake-up of another thread, and the file is written in
+/// batches of many records.
+const LINGER: Duration = Duration::from_millis(20);
 
 enum Message {
     Record(Event, SystemTime),
@@ -144,10 +146,18 @@ impl AuditLog {
         self.queue
             .send(Message::Flush(ack))
             .map_err(|_| error("the writer has stopped".into()))?;
+        self.wake_writer();
         answer
             .recv_timeout(FLUSH_WAIT)
             .map_err(|_| error(format!("not written within {FLUSH_WAIT:?}")))?
             .map_err(error)
+    }
+
+    /// Cuts the writer's wait for more records short.
+    fn wake_writer(&self) {
+        if let Some(writer) = &*self.writer.lock().unwrap_or_else(PoisonError::into_inner) {
+            writer.thread().unpark();
+        }
     }
 
     fn failure(&self) -> Option<String> {
@@ -171,6 +181,7 @@ impl Drop for AuditLog {
         let (closed, _) = mpsc::sync_channel(0);
         drop(std::mem::replace(&mut self.queue, closed));
         if let Some(writer) = writer {
+            writer.thread().unpark();
             let _ = writer.join();
         }
     }
@@ -302,7 +313,7 @@ impl Writer {
                 return;
             }
             if busy {
-                std::thread::sleep(LINGER);
+                std::thread::park_timeout(LINGER);
             }
         }
     }
