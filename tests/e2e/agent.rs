@@ -1,6 +1,7 @@
 //! The agent loop through the library API, against the scripted provider on
-//! loopback and real sandboxed components: tools, approval, cache, routing,
-//! limits, cancellation, context and delegation. Wire formats: `providers.rs`.
+//! loopback and real sandboxed components: tools, approval, cache, limits,
+//! cancellation, context and delegation. Wire formats: `providers.rs`;
+//! routers: `agent_routers.rs`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -9,8 +10,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use wasm_agent::agent::{
     Agent, AgentBuilder, AgentEvent, AgentTool, Approval, ApprovalRequest, ApprovalRule,
-    LexicalRouter, ModelRouter, OverflowStrategy, RunOptions, RunOutput, RunStream, Shortened,
-    StopReason,
+    OverflowStrategy, RunOptions, RunOutput, RunStream, Shortened, StopReason,
 };
 use wasm_agent::provider::{HttpProvider, ModelSpec, Provider, RetryPolicy};
 use wasm_agent::{CallContext, ErrorKind, LoadOptions, Policy, ToolHost};
@@ -315,30 +315,6 @@ async fn cached_results_are_reused_per_tenant_only() {
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
 
-fn catalogue() -> Vec<AgentTool> {
-    [
-        ("calculate", "Evaluate an arithmetic expression."),
-        ("read_file", "Read a text file from the workspace."),
-        ("write_file", "Write a text file in the workspace."),
-        ("list_dir", "List the files of a directory."),
-        ("fetch_url", "Fetch a web page and return its text."),
-        ("get_weather", "Current weather and temperature for a city."),
-        (
-            "json_query",
-            "Query a JSON document with a path expression.",
-        ),
-        ("send_email", "Send an email message to a recipient."),
-    ]
-    .into_iter()
-    .map(|(name, description)| {
-        AgentTool::host(name, description, json!({"type": "object"}), |_, _| async {
-            Ok::<_, String>("ok")
-        })
-        .unwrap()
-    })
-    .collect()
-}
-
 pub(crate) fn offered(server: &ProviderServer, index: usize) -> Vec<String> {
     server.requests()[index].body["tools"]
         .as_array()
@@ -349,67 +325,6 @@ pub(crate) fn offered(server: &ProviderServer, index: usize) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-#[tokio::test]
-async fn lexical_router_offers_the_relevant_tools() {
-    let server = ProviderServer::start(vec![openai::text("Sunny.")]).await;
-    let agent = Agent::builder("routed")
-        .model(model("openai:m", &server))
-        .tools(catalogue())
-        .router(Arc::new(LexicalRouter), 2, 1)
-        .build()
-        .unwrap();
-    let output = agent
-        .run("What is the weather in Paris today?", RunOptions::default())
-        .await
-        .unwrap();
-    assert_eq!(output.tools_offered, ["get_weather"]);
-    assert_eq!(offered(&server, 0), ["get_weather"]);
-}
-
-#[tokio::test]
-async fn model_router_picks_and_falls_back_to_every_tool() {
-    for (router_answer, expected) in [
-        (
-            "[\"send_email\", \"read_file\"]",
-            vec!["send_email", "read_file"],
-        ),
-        ("I cannot decide.", vec![]),
-    ] {
-        let server =
-            ProviderServer::start(vec![openai::text(router_answer), openai::text("Done.")]).await;
-        let agent = Agent::builder("routed")
-            .model(model("openai:main", &server))
-            .tools(catalogue())
-            .router(
-                Arc::new(ModelRouter::new(model("openai:cheap", &server))),
-                3,
-                1,
-            )
-            .build()
-            .unwrap();
-        let output = agent
-            .run("Mail the report", RunOptions::default())
-            .await
-            .unwrap();
-        let router_prompt = messages(&server, 0)[0]["content"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        assert!(
-            router_prompt.contains("- get_weather: Current weather"),
-            "{router_prompt}"
-        );
-        assert_eq!(server.requests()[0].body["model"], "cheap");
-        let offered = offered(&server, 1);
-        if expected.is_empty() {
-            assert_eq!(offered.len(), 8, "a failed selection offers every tool");
-        } else {
-            assert_eq!(offered, expected);
-        }
-        assert_eq!(output.usage.total_tokens, 198, "the router's tokens count");
-    }
 }
 
 #[tokio::test]

@@ -4,6 +4,7 @@
 
 mod agent;
 mod agent_cli;
+mod agent_routers;
 mod agent_runs;
 mod ask_terminal;
 mod audit;
