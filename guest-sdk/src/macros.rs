@@ -18,26 +18,21 @@
 /// ];
 /// ```
 ///
-/// The tools are built on the first `list-tools` or `call`. A name that is not
-/// 1-64 characters of `[a-zA-Z0-9_-]`, or a name used twice, traps the
-/// component then with a message naming it.
+/// The tools are built anew for each `list-tools` and `call` (literal names
+/// and descriptions are not copied). A name that is not 1-64 characters of
+/// `[a-zA-Z0-9_-]`, or a name used twice, traps `list-tools` with a message
+/// naming it, so the host refuses the component.
 #[macro_export]
 macro_rules! export_tools {
     ($($tool:expr),+ $(,)?) => {
         struct __WasmAgentTools;
 
-        impl __WasmAgentTools {
-            fn toolkit() -> &'static $crate::Toolkit {
-                static TOOLKIT: ::std::sync::OnceLock<$crate::Toolkit> =
-                    ::std::sync::OnceLock::new();
-                TOOLKIT.get_or_init(|| $crate::__private::toolkit_or_trap(::std::vec![$($tool),+]))
-            }
-        }
-
         impl $crate::bindings::exports::wasm_agent::tool::tool::Guest for __WasmAgentTools {
             fn list_tools(
             ) -> ::std::vec::Vec<$crate::bindings::exports::wasm_agent::tool::tool::ToolSpec> {
-                $crate::__private::list_exported(Self::toolkit())
+                $crate::__private::list_exported(&$crate::__private::toolkit_or_trap(
+                    ::std::vec![$($tool),+],
+                ))
             }
 
             fn call(
@@ -48,7 +43,7 @@ macro_rules! export_tools {
                 $crate::bindings::exports::wasm_agent::tool::tool::ToolOutput,
                 $crate::bindings::exports::wasm_agent::tool::tool::ToolError,
             > {
-                $crate::__private::call_exported(Self::toolkit(), name, arguments, context)
+                $crate::__private::call_exported(&[$($tool),+], name, arguments, context)
             }
         }
 

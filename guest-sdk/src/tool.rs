@@ -1,5 +1,6 @@
 //! Tools, the set a component exports, and dispatch of calls to them.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use schemars::JsonSchema;
@@ -18,8 +19,8 @@ type Handler = Box<dyn Fn(&str, &Context) -> Result<Output, ToolError> + Send + 
 /// `schemars::JsonSchema`, and its schema (doc comments included) becomes the
 /// tool's `parameters`.
 pub struct Tool {
-    name: String,
-    description: String,
+    name: Cow<'static, str>,
+    description: Cow<'static, str>,
     parameters: fn() -> String,
     handler: Handler,
     annotations: wit::Annotations,
@@ -28,7 +29,13 @@ pub struct Tool {
 impl Tool {
     /// A tool named `name` (1-64 characters of `[a-zA-Z0-9_-]`, checked when
     /// the toolkit is built) that runs `handler`. No annotations are set.
-    pub fn new<A, O, F>(name: impl Into<String>, description: impl Into<String>, handler: F) -> Self
+    /// Literal names and descriptions are not copied: a fresh instance per
+    /// call builds its tools without allocating for them.
+    pub fn new<A, O, F>(
+        name: impl Into<Cow<'static, str>>,
+        description: impl Into<Cow<'static, str>>,
+        handler: F,
+    ) -> Self
     where
         A: DeserializeOwned + JsonSchema,
         O: Into<Output>,
@@ -181,15 +188,25 @@ impl Toolkit {
         arguments: &str,
         context: &Context,
     ) -> Result<Output, ToolError> {
-        match self.tools.iter().find(|tool| tool.name == name) {
-            Some(tool) => tool.call(arguments, context),
-            None => {
-                let available: Vec<&str> = self.tools.iter().map(|tool| tool.name()).collect();
-                Err(ToolError::UnknownTool(format!(
-                    "this component has no tool named {name:?}; it offers: {}",
-                    available.join(", ")
-                )))
-            }
+        dispatch(&self.tools, name, arguments, context)
+    }
+}
+
+/// Runs the first of `tools` called `name`, or fails naming them all.
+fn dispatch(
+    tools: &[Tool],
+    name: &str,
+    arguments: &str,
+    context: &Context,
+) -> Result<Output, ToolError> {
+    match tools.iter().find(|tool| tool.name == name) {
+        Some(tool) => tool.call(arguments, context),
+        None => {
+            let available: Vec<&str> = tools.iter().map(Tool::name).collect();
+            Err(ToolError::UnknownTool(format!(
+                "this component has no tool named {name:?}; it offers: {}",
+                available.join(", ")
+            )))
         }
     }
 }
@@ -212,25 +229,26 @@ pub fn list_exported(toolkit: &Toolkit) -> Vec<wit::ToolSpec> {
         .tools
         .iter()
         .map(|tool| wit::ToolSpec {
-            name: tool.name.clone(),
-            description: tool.description.clone(),
+            name: tool.name.to_string(),
+            description: tool.description.to_string(),
             parameters: tool.parameters(),
             annotations: tool.annotations,
         })
         .collect()
 }
 
-/// `call` of the exported interface.
+/// `call` of the exported interface. The tools are not checked again here:
+/// `list-tools`, which every host runs before calling, checks them (and a
+/// component whose listing traps is never loaded).
 #[doc(hidden)]
 pub fn call_exported(
-    toolkit: &Toolkit,
+    tools: &[Tool],
     name: String,
     arguments: String,
     context: wit::CallContext,
 ) -> Result<wit::ToolOutput, wit::ToolError> {
     let context = Context::from(context);
-    toolkit
-        .call(&name, &arguments, &context)
+    dispatch(tools, &name, &arguments, &context)
         .map(Into::into)
         .map_err(Into::into)
 }
