@@ -124,7 +124,13 @@ impl RemoteServer {
         versions.mark_changed();
         let task = tokio::spawn(async move {
             while versions.changed().await.is_ok() {
-                let mut tools = server.agent_tools();
+                // Compiling a listing's schemas (up to its byte budget) is
+                // CPU work: off the runtime's threads.
+                let listed = server.clone();
+                let Ok(mut tools) = tokio::task::spawn_blocking(move || listed.agent_tools()).await
+                else {
+                    continue;
+                };
                 if let Some(adjust) = &adjust {
                     tools.iter_mut().for_each(|tool| adjust(tool));
                 }
