@@ -52,12 +52,7 @@ impl RemoteAudit {
     /// Why calls may not run now (an audit log that cannot be written and
     /// fails closed), if they may not.
     pub fn refused(&self) -> Option<CallError> {
-        self.auditor.admit().err().map(|why| {
-            CallError::new(
-                ErrorKind::AuditUnavailable,
-                format!("the call did not run: {why}"),
-            )
-        })
+        self.auditor.refusal()
     }
 
     /// Hands the finished report to the auditor.

@@ -39,7 +39,7 @@ pub async fn connect(
     let urls = flags
         .servers
         .iter()
-        .filter(|s| s.trim().contains("://"))
+        .filter(|s| ServerSpec::is_url(s))
         .count();
     if flags.mcp_bearer_env.is_some() && urls != 1 {
         anyhow::bail!(
@@ -73,8 +73,8 @@ pub fn tools(servers: &[RemoteServer], sandboxed: &[AgentTool]) -> anyhow::Resul
         .collect();
     let mut tools = Vec::new();
     for server in servers {
+        let label = server.spec().label();
         for tool in server.agent_tools() {
-            let label = server.spec().label();
             if let Some(other) = offered.get(tool.name()) {
                 anyhow::bail!(
                     "the tool {} is offered by {label} and by {other}; give the server a prefix \
@@ -83,7 +83,7 @@ pub fn tools(servers: &[RemoteServer], sandboxed: &[AgentTool]) -> anyhow::Resul
                     server.spec().name
                 );
             }
-            offered.insert(tool.name().to_string(), label);
+            offered.insert(tool.name().to_string(), label.clone());
             tools.push(tool);
         }
     }

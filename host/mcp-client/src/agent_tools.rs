@@ -115,9 +115,12 @@ impl RemoteServer {
         let server = self.clone();
         let agent = agent.clone();
         let mut versions = self.list_versions();
-        let mut ours: BTreeSet<String> = self
-            .agent_tools()
+        // The agent's tools from this server so far (not built again).
+        let origin = self.spec().label();
+        let mut ours: BTreeSet<String> = agent
+            .tools()
             .iter()
+            .filter(|t| t.remote_origin().as_ref() == Some(&origin))
             .map(|t| t.name().to_string())
             .collect();
         // A list taken between the agent's building and now counts as new.

@@ -12,7 +12,8 @@ use rmcp::model::{
     ProgressToken, ProtocolVersion,
 };
 use rmcp::service::{
-    ClientCacheConfig, NotificationContext, Peer, RoleClient, RunningServiceCancellationToken,
+    ClientCacheConfig, NotificationContext, Peer, RoleClient, RunningService,
+    RunningServiceCancellationToken,
 };
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -164,6 +165,26 @@ impl Connection {
         }
     }
 
+    /// The connection an initialized `service` is (its watcher, which
+    /// reports on `ended`, is the caller's).
+    async fn opened(
+        service: &RunningService<RoleClient, Handler>,
+        generation: u64,
+        ended: watch::Receiver<Option<String>>,
+    ) -> Self {
+        let peer = service.peer().clone();
+        // Lists are always asked afresh (and what is dropped not kept).
+        peer.set_response_cache_config(ClientCacheConfig::disabled())
+            .await;
+        Self {
+            server: introduced(&peer),
+            peer,
+            generation,
+            ended,
+            stop: Mutex::new(Some(service.cancellation_token())),
+        }
+    }
+
     /// Why it ended, waiting up to `wait` for the watcher to find out.
     pub(crate) async fn why_ended(&self, wait: Duration) -> String {
         let mut ended = self.ended.clone();
@@ -233,12 +254,7 @@ pub(crate) async fn connect(
                     return Err(failed(format!("initialize failed{status}: {error}{said}")));
                 }
             };
-            let server = introduced(service.peer());
-            let peer = service.peer().clone();
-            // Lists are always asked afresh (and what is dropped not kept).
-            peer.set_response_cache_config(ClientCacheConfig::disabled())
-                .await;
-            let stop = service.cancellation_token();
+            let connection = Connection::opened(&service, generation, ended).await;
             tokio::spawn(async move {
                 let quit = service.waiting().await;
                 let status = match tokio::time::timeout(Duration::from_secs(2), child.wait()).await
@@ -253,13 +269,7 @@ pub(crate) async fn connect(
                 let _ = tokio::time::timeout(Duration::from_millis(500), reading).await;
                 let _ = ended_tx.send(Some(format!("{status}{}", last_words(&tail))));
             });
-            Ok(Connection {
-                peer,
-                generation,
-                server,
-                ended,
-                stop: Mutex::new(Some(stop)),
-            })
+            Ok(connection)
         }
         Transport::Http { url, bearer } => {
             // The host's TLS provider, as for every other HTTPS client here.
@@ -273,23 +283,12 @@ pub(crate) async fn connect(
                 .serve(transport)
                 .await
                 .map_err(|error| failed(format!("initialize failed: {error}")))?;
-            let server = introduced(service.peer());
-            let peer = service.peer().clone();
-            // Lists are always asked afresh (and what is dropped not kept).
-            peer.set_response_cache_config(ClientCacheConfig::disabled())
-                .await;
-            let stop = service.cancellation_token();
+            let connection = Connection::opened(&service, generation, ended).await;
             tokio::spawn(async move {
                 let quit = service.waiting().await;
                 let _ = ended_tx.send(Some(format!("the session ended ({quit:?})")));
             });
-            Ok(Connection {
-                peer,
-                generation,
-                server,
-                ended,
-                stop: Mutex::new(Some(stop)),
-            })
+            Ok(connection)
         }
     }
 }

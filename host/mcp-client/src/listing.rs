@@ -64,10 +64,10 @@ pub(crate) async fn list(
                 tracing::warn!(server = %spec.name, "more than {MAX_TOOLS} tools; the rest are left out");
                 return Ok(tools);
             }
-            let Some(info) = describe(spec, &connection.server, tool) else {
+            let Some((info, schema_bytes)) = describe(spec, &connection.server, tool) else {
                 continue;
             };
-            bytes += info.input_schema.to_string().len() + info.description.len();
+            bytes += schema_bytes + info.description.len();
             if bytes > MAX_LISTING_BYTES {
                 tracing::warn!(server = %spec.name, "its tools' schemas and descriptions pass {MAX_LISTING_BYTES} bytes; the rest are left out");
                 return Ok(tools);
@@ -83,8 +83,13 @@ pub(crate) async fn list(
     Ok(tools)
 }
 
-/// Our view of one listed tool; `None` (with a warning) for one too large.
-fn describe(spec: &ServerSpec, server: &str, tool: rmcp::model::Tool) -> Option<RemoteToolInfo> {
+/// Our view of one listed tool, and the size of its schema's text; `None`
+/// (with a warning) for one too large.
+fn describe(
+    spec: &ServerSpec,
+    server: &str,
+    tool: rmcp::model::Tool,
+) -> Option<(RemoteToolInfo, usize)> {
     let input_schema = Value::Object((*tool.input_schema).clone());
     let schema_text = input_schema.to_string();
     if schema_text.len() > MAX_SCHEMA_BYTES {
@@ -114,11 +119,12 @@ fn describe(spec: &ServerSpec, server: &str, tool: rmcp::model::Tool) -> Option<
         sha.update(part.as_bytes());
         sha.update([0]);
     }
-    Some(RemoteToolInfo {
+    let info = RemoteToolInfo {
         name: tool.name.to_string(),
         description,
         input_schema,
         annotations,
         version: hex::encode(&sha.finalize()[..12]),
-    })
+    };
+    Some((info, schema_text.len()))
 }

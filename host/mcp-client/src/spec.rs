@@ -142,6 +142,12 @@ impl ServerSpec {
         }
     }
 
+    /// Whether `--mcp TEXT` names a URL (streamable HTTP) rather than a
+    /// command to start.
+    pub fn is_url(text: &str) -> bool {
+        names_url(text.trim())
+    }
+
     /// `--mcp TEXT`: a URL (`http://`, `https://`) or a command line (split
     /// as a POSIX shell would, without running one). `bearer` goes with a
     /// URL. The name is the URL's host or the program's file name.
@@ -151,7 +157,7 @@ impl ServerSpec {
             reason: reason.to_string(),
         };
         let trimmed = text.trim();
-        if trimmed.starts_with("http://") || trimmed.starts_with("https://") {
+        if names_url(trimmed) {
             let host = trimmed
                 .split("://")
                 .nth(1)
@@ -291,6 +297,10 @@ pub fn distinct_names(specs: &mut [ServerSpec]) {
             spec.name = format!("{}-{count}", spec.name);
         }
     }
+}
+
+fn names_url(text: &str) -> bool {
+    text.starts_with("http://") || text.starts_with("https://")
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::approval::Verdict;
 use crate::context::CallContext;
-use crate::result::ErrorKind;
+use crate::result::{CallError, ErrorKind};
 use crate::runtime::CallUsage;
 
 /// Receives a report of every call of a host, including calls refused
@@ -17,6 +17,17 @@ pub trait CallAuditor: Send + Sync {
     /// Whether calls may run now; `Err` says why not (an audit log that
     /// cannot be written and fails closed). Asked before each call.
     fn admit(&self) -> Result<(), String>;
+
+    /// [`admit`](Self::admit)'s refusal as the error of a call that did not
+    /// run, if calls are refused now.
+    fn refusal(&self) -> Option<CallError> {
+        self.admit().err().map(|why| {
+            CallError::new(
+                ErrorKind::AuditUnavailable,
+                format!("the call did not run: {why}"),
+            )
+        })
+    }
 
     /// Whether reports should carry the arguments themselves, not only
     /// their digest.

@@ -50,12 +50,7 @@ impl Draft {
 
     /// Why calls may not run now, if the auditor refuses them.
     pub fn refused(&self) -> Option<CallError> {
-        self.auditor.admit().err().map(|why| {
-            CallError::new(
-                ErrorKind::AuditUnavailable,
-                format!("the call did not run: {why}"),
-            )
-        })
+        self.auditor.refusal()
     }
 
     /// Hands the finished report to the auditor.
