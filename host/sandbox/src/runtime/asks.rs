@@ -41,7 +41,25 @@ pub struct CallAsks {
     decided: HashMap<String, bool>,
 }
 
+/// What a question of one call needs, taken from its [`CallAsks`] so the
+/// lock is not held while the person is asked.
+struct AskContext {
+    tool: Arc<str>,
+    asking: Option<Asking>,
+    deadline: CallDeadline,
+    cancellation: CancellationToken,
+}
+
 impl CallAsks {
+    fn context(&self) -> AskContext {
+        AskContext {
+            tool: self.tool.clone(),
+            asking: self.asking.clone(),
+            deadline: self.deadline.clone(),
+            cancellation: self.cancellation.clone(),
+        }
+    }
+
     /// The asking side of a call of `tool`.
     pub fn new(
         tool: Arc<str>,
@@ -98,7 +116,12 @@ impl Asks {
         let grant: NetworkGrant = destination
             .parse()
             .map_err(|e| format!("cannot ask about {destination}: {e}"))?;
-        let (tool, asking, deadline, cancellation) = {
+        let AskContext {
+            tool,
+            asking,
+            deadline,
+            cancellation,
+        } = {
             let current = self.lock();
             let Some(call) = current.as_ref() else {
                 return Err("no call is running".into());
@@ -119,12 +142,7 @@ impl Asks {
                 }
                 None => {}
             }
-            (
-                call.tool.clone(),
-                call.asking.clone(),
-                call.deadline.clone(),
-                call.cancellation.clone(),
-            )
+            call.context()
         };
         let nobody = || {
             format!(
@@ -167,14 +185,13 @@ impl Asks {
         if grants.is_empty() {
             return Vec::new();
         }
-        let Some((tool, asking, deadline, cancellation)) = self.lock().as_ref().map(|call| {
-            (
-                call.tool.clone(),
-                call.asking.clone(),
-                call.deadline.clone(),
-                call.cancellation.clone(),
-            )
-        }) else {
+        let Some(AskContext {
+            tool,
+            asking,
+            deadline,
+            cancellation,
+        }) = self.lock().as_ref().map(CallAsks::context)
+        else {
             return Vec::new();
         };
         let mut allowed = Vec::new();
