@@ -21,7 +21,7 @@ import httpx2
 import pytest
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
-from conftest import REPO_ROOT, SCRUBBED_ENV, wasm
+from conftest import REPO_ROOT, SCRUBBED_ENV, approval_config, wasm
 
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 META_2026 = {
@@ -49,10 +49,11 @@ INITIALIZE = rpc(
 class Raw:
     """One raw session: initialize, then requests with its session id."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, capabilities: dict | None = None) -> None:
         self.url = url
         self.http = httpx2.Client(timeout=30)
-        opened = self.http.post(url, json=INITIALIZE, headers=HEADERS)
+        initialize = INITIALIZE | {"params": INITIALIZE["params"] | {"capabilities": capabilities or {}}}
+        opened = self.http.post(url, json=initialize, headers=HEADERS)
         assert opened.status_code == 200, describe(opened)
         assert opened.headers["content-type"].startswith("application/json"), describe(opened)
         assert opened.json()["result"]["serverInfo"]["name"] == "wasm-agent", describe(opened)
@@ -78,12 +79,12 @@ def events(text: str) -> list[dict]:
 
 @pytest.fixture
 def raw(launch_http):
-    """Factory: raw(*server_args) -> a Raw session on a new server."""
+    """Factory: raw(*server_args, capabilities=...) -> a Raw session on a new server."""
     opened: list[Raw] = []
 
-    def open_raw(*args: str) -> Raw:
+    def open_raw(*args: str, capabilities: dict | None = None) -> Raw:
         server = launch_http(*args)
-        session = Raw(server.url)
+        session = Raw(server.url, capabilities)
         opened.append(session)
         return session
 
@@ -111,6 +112,26 @@ def test_answers_are_json_and_a_call_asking_for_progress_streams(raw):
     assert pong.json() == {"jsonrpc": "2.0", "id": 3, "result": {}}, describe(pong)
     unknown = session.post(rpc(4, "no/such"))
     assert unknown.json()["error"]["code"] == -32601, describe(unknown)
+
+
+def test_a_client_that_can_be_asked_gets_a_stream_only_for_calls_that_may_ask(raw, tmp_path):
+    # The client declares elicitation; echo needs no approval and asks nothing.
+    session = raw("--config", approval_config(tmp_path), "--ask-wait", "1s", capabilities={"elicitation": {}})
+    # Listed once loaded: until then any call may ask (its policy is unknown).
+    listed = session.post(rpc(9, "tools/list"))
+    assert {t["name"] for t in listed.json()["result"]["tools"]} == {"calculate", "echo"}, describe(listed)
+    plain = session.post(rpc(1, "tools/call", {"name": "echo", "arguments": {"text": "plain"}}))
+    assert plain.status_code == 200 and plain.headers["content-type"] == "application/json", describe(plain)
+    assert plain.json()["result"]["content"][0]["text"] == "plain", describe(plain)
+
+    # calculate needs approval: the question and then the answer come on an
+    # event stream (unanswered here, so the call is denied after 1 s).
+    asked = session.post(rpc(2, "tools/call", {"name": "calculate", "arguments": {"expression": "1+1"}}))
+    assert asked.status_code == 200, describe(asked)
+    assert asked.headers["content-type"] == "text/event-stream", describe(asked)
+    messages = events(asked.text)
+    assert [m.get("method") for m in messages if "method" in m][0] == "elicitation/create", messages
+    assert messages[-1]["id"] == 2 and messages[-1]["result"]["isError"] is True, messages
 
 
 def test_sessions_end_with_delete_and_unknown_ones_are_404(raw):

@@ -302,14 +302,17 @@ impl Dispatcher {
             .meta
             .as_ref()
             .and_then(|meta| meta.get_progress_token());
-        let send = (token.is_some() || self.can_elicit()).then(outbound);
+        // A channel to the client (over HTTP, an event stream instead of one
+        // JSON body) only for a call that reports progress or may ask.
+        let may_ask = self.can_elicit() && self.server.may_ask(&request.name);
+        let send = (token.is_some() || may_ask).then(outbound);
         let progress = token.zip(send.clone()).map(|(token, send)| {
             let progress: SendProgress = Arc::new(move |update| {
                 send(progress_value(update));
             });
             (token, progress)
         });
-        let asking = send.filter(|_| self.can_elicit()).map(|send| {
+        let asking = send.filter(|_| may_ask).map(|send| {
             let elicitor = Elicitor {
                 requests: self.client.clone(),
                 send,

@@ -284,6 +284,15 @@ impl McpServer {
         self.shared.drain.clone()
     }
 
+    /// Whether a call of `tool` may ask this connection's user something:
+    /// it needs approval, its policy asks or lets it call other tools, or the
+    /// tools are still loading (not known yet).
+    pub(crate) fn may_ask(&self, tool: &str) -> bool {
+        !self.tools_are_loaded()
+            || self.shared.approvals.contains_key(tool)
+            || self.shared.host.may_ask(tool)
+    }
+
     /// Whether the first components are loaded.
     pub(crate) fn tools_are_loaded(&self) -> bool {
         *self.shared.loaded.borrow()

@@ -290,6 +290,17 @@ impl ToolHost {
             })
     }
 
+    /// Whether a call of tool `name` may itself ask the person something:
+    /// its policy has `ask` grants, or lets it call other tools (whose
+    /// approval its entry point asks about). An entry point opens a channel
+    /// to the person only for such calls (and for calls needing approval).
+    pub fn may_ask(&self, name: &str) -> bool {
+        self.inner.tools.get(name).is_some_and(|entry| {
+            let policy = &entry.component.policy;
+            !policy.ask.is_empty() || !policy.call_tools.is_empty()
+        })
+    }
+
     /// Every tool the host offers, by name.
     pub fn tools(&self) -> Vec<ToolInfo> {
         self.inner.tools.infos()
