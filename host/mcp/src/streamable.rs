@@ -1,7 +1,8 @@
 //! Streamable HTTP sessions of our own, for the revisions with a handshake:
 //! `initialize` opens a session (`Mcp-Session-Id`), each POSTed request is
 //! answered with one JSON body (an event stream only when a call asked for
-//! progress), a GET opens the stream that carries tool-list changes, and
+//! progress or may ask the client's user), a GET opens the stream that
+//! carries tool-list changes, and
 //! DELETE ends the session. Requests without a session that do not open one
 //! (the sessionless 2026-07-28 revision) go to rmcp's service.
 //!
