@@ -486,6 +486,9 @@ impl McpServer {
             Some((token, send)) => {
                 let ticks = report_progress(send, token, self.shared.progress_every);
                 tokio::select! {
+                    // The call first: one that finishes in its first poll
+                    // arms no progress timer.
+                    biased;
                     result = call => result,
                     never = ticks => match never {},
                 }
