@@ -25,6 +25,7 @@ use wasm_agent_session::SessionStore;
 mod audited;
 use audited::Unfinished;
 mod builder;
+mod offered;
 mod options;
 
 pub use crate::runtime::{HostGauges, PoolUse};
@@ -256,54 +257,6 @@ impl ToolHost {
             .tools
             .install(&report.component, entries, replace)?;
         Ok(report)
-    }
-
-    /// Whether the host offers a tool with this public name.
-    pub fn has_tool(&self, name: &str) -> bool {
-        self.inner.tools.contains(name)
-    }
-
-    /// The tool with this public name, if the host offers it.
-    pub fn tool(&self, name: &str) -> Option<ToolInfo> {
-        self.inner.tools.get(name).map(|t| t.info.clone())
-    }
-
-    /// Checks `arguments` against the tool's schema (and its policy's size
-    /// bound) without calling it: entry points check before they ask anyone
-    /// to approve a call that could not run anyway.
-    pub fn check_arguments(&self, name: &str, arguments: &Value) -> Result<(), CallError> {
-        let Some(entry) = self.inner.tools.get(name) else {
-            return Err(self.unknown_tool(name));
-        };
-        specs::check_arguments_size(&arguments.to_string(), &entry.component.policy)?;
-        specs::check_value(&entry.validator, &entry.info.name, arguments)
-            .map_err(|message| CallError::new(ErrorKind::InvalidArguments, message))
-    }
-
-    /// Whether the policy of tool `caller` lets it call tool `callee`
-    /// (`call_tools`; a tool never calls itself). Whether a call is then
-    /// made depends on the entry point's [`ToolCaller`].
-    pub fn may_call(&self, caller: &str, callee: &str) -> bool {
-        caller != callee
-            && self.inner.tools.get(caller).is_some_and(|entry| {
-                wasm_agent_policy::tool_call_allowed(&entry.component.policy.call_tools, callee)
-            })
-    }
-
-    /// Whether a call of tool `name` may itself ask the person something:
-    /// its policy has `ask` grants, or lets it call other tools (whose
-    /// approval its entry point asks about). An entry point opens a channel
-    /// to the person only for such calls (and for calls needing approval).
-    pub fn may_ask(&self, name: &str) -> bool {
-        self.inner.tools.get(name).is_some_and(|entry| {
-            let policy = &entry.component.policy;
-            !policy.ask.is_empty() || !policy.call_tools.is_empty()
-        })
-    }
-
-    /// Every tool the host offers, by name.
-    pub fn tools(&self) -> Vec<ToolInfo> {
-        self.inner.tools.infos()
     }
 
     /// Removes one tool; returns whether it existed. Calls in flight finish.
