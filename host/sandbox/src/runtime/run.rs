@@ -57,6 +57,9 @@ impl Sandbox {
         let mut turn: Option<Turn> = match &keep {
             None => None,
             Some((kept, key)) => tokio::select! {
+                // The turn first: mostly free, and then no deadline timer
+                // is armed (as for the run below).
+                biased;
                 turn = kept.enter(key) => Some(turn),
                 () = cancellation.cancelled() => return Err(cancelled()),
                 () = deadline.reached() => return Err(timed_out(timeout)),
