@@ -267,7 +267,7 @@ async fn a_result_served_from_the_cache_is_recorded_as_cached() {
     std::fs::write(
         &config,
         format!(
-            "[tools.calc]\ncomponent = \"{}\"\n\n[agent.tools.calculate]\ncache_ttl = \"5m\"\n",
+            "[tools.calc]\ncomponent = \"{}\"\n\n[calls.calculate]\ncache_ttl = \"5m\"\n",
             path(&component("calculator"))
         ),
     )

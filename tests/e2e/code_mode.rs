@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use wasm_agent::pipeline::{HostTools, Pipeline, PipelineCaller};
 use wasm_agent::{
     CallContext, ErrorKind, LoadOptions, Policy, ToolCallResult, ToolEvent, ToolHost,
 };
@@ -32,9 +33,12 @@ async fn code_host(grant: &[&str]) -> ToolHost {
     host
 }
 
-/// Runs `code` with the host as its tool caller.
+/// Runs `code` with the host's tools as what it may call (through the
+/// call pipeline, as every entry point's calls).
 async fn run(host: &ToolHost, tool: &str, code: &str, context: CallContext) -> ToolCallResult {
-    let context = context.tool_caller(Arc::new(host.clone()));
+    let tools = HostTools::new(host.clone(), Default::default());
+    let caller = PipelineCaller::new(Pipeline::builder().build(), Arc::new(tools), "test");
+    let context = context.tool_caller(Arc::new(caller));
     host.call(tool, &json!({ "code": code }).to_string(), &context)
         .await
 }

@@ -144,7 +144,7 @@ async fn a_script_s_call_needing_approval_is_asked_for_as_the_model_s_would_be()
     let config = dir.path().join("wasm-agent.toml");
     std::fs::write(
         &config,
-        "[agent.tools.calculate]\nrequires_approval = \"always\"\n",
+        "[calls.calculate]\nrequires_approval = \"always\"\n",
     )
     .unwrap();
     let code = "try:\n    print(tools.calculate(expression='2 + 2'))\n\

@@ -1,5 +1,7 @@
-//! The `[agent]` section of `wasm-agent.toml`: the model, loop settings and
-//! per-tool settings (`[agent.tools.<tool>]`).
+//! The `[agent]` section of `wasm-agent.toml`: the model and loop settings;
+//! and the per-tool call settings of `[calls.<tool>]`, which every entry
+//! point applies (`[agent.tools.<tool>]`, their older place, still works
+//! with a warning).
 //!
 //! ```toml
 //! [agent]
@@ -9,7 +11,7 @@
 //! router = { kind = "lexical", max_tools = 8 }
 //! # code_mode = "python"
 //!
-//! [agent.tools.query_db]
+//! [calls.query_db]
 //! requires_approval = { pointer = "/table", in = ["users", "orders"] }
 //! cache_ttl = "5m"
 //! max_chars = 4000
@@ -29,6 +31,7 @@ use wasm_agent_policy::{ConfigError, ConfigFile};
 
 use super::limit::OverflowStrategy;
 use super::tool::ToolSettings;
+use wasm_agent_pipeline::CallSettings;
 use wasm_agent_sandbox::approval::{Approval, ApprovalRule};
 
 /// The `[agent]` section.
@@ -54,7 +57,8 @@ pub struct AgentConfig {
     /// Code mode: `"python"` or `"javascript"` (one `run_code` tool whose
     /// code calls the other tools).
     pub code_mode: Option<super::code_mode::Language>,
-    /// Per-tool settings, by public tool name.
+    /// Per-tool call settings, by public tool name: `[calls.<tool>]` over
+    /// the deprecated `[agent.tools.<tool>]`.
     #[serde(default)]
     pub tools: BTreeMap<String, ToolConfig>,
     /// MCP servers whose tools the agent uses too, by name.
@@ -94,9 +98,52 @@ pub struct McpServerConfig {
 }
 
 impl AgentConfig {
-    /// The `[agent]` section of a config file (defaults when it has none).
+    /// The `[agent]` section of a config file (defaults when it has none),
+    /// its `tools` being the per-tool call settings: `[calls.<tool>]`, laid
+    /// over the older `[agent.tools.<tool>]` (still read, with a warning
+    /// naming the new place).
     pub fn from_file(file: &ConfigFile) -> Result<Self, ConfigError> {
-        file.section("agent")
+        let mut config: Self = file.section("agent")?;
+        warn_legacy(file, config.tools.keys());
+        let calls: BTreeMap<String, ToolConfig> = file.section("calls")?;
+        for (tool, call) in calls {
+            match config.tools.get_mut(&tool) {
+                Some(old) => old.overlay(call),
+                None => {
+                    config.tools.insert(tool, call);
+                }
+            }
+        }
+        Ok(config)
+    }
+}
+
+/// The per-tool call settings of a config file, which every entry point
+/// (`run`, `serve`, `call`) applies (see [`AgentConfig::from_file`]).
+pub fn call_settings(file: &ConfigFile) -> Result<BTreeMap<String, CallSettings>, ConfigError> {
+    let tools = AgentConfig::from_file(file)?.tools;
+    Ok(tools
+        .into_iter()
+        .map(|(tool, config)| {
+            let settings = config.apply_to(ToolSettings::default()).call_settings();
+            (tool, settings)
+        })
+        .collect())
+}
+
+/// Warns once per process of `[agent.tools.<tool>]` sections.
+fn warn_legacy<'a>(file: &ConfigFile, tools: impl Iterator<Item = &'a String>) {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let tools: Vec<&String> = tools.collect();
+    if tools.is_empty() || WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    for tool in tools {
+        tracing::warn!(
+            "{}: [agent.tools.{tool}] is deprecated: move its keys to [calls.{tool}], which \
+             every entry point (run, serve, call) applies",
+            file.path.display()
+        );
     }
 }
 
@@ -134,13 +181,16 @@ pub enum RouterKind {
     Model,
 }
 
-/// `[agent.tools.<tool>]`.
+/// `[calls.<tool>]` (formerly `[agent.tools.<tool>]`).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolConfig {
-    /// Cache results this long, e.g. `"5m"`.
+    /// Cache results this long, e.g. `"5m"` (per tenant and principal).
     #[serde(default, with = "wasm_agent_policy::duration_text::option")]
     pub cache_ttl: Option<Duration>,
+    /// Share cached results among a tenant's principals (only for tools
+    /// whose results do not depend on who asks).
+    pub cache_shared: Option<bool>,
     /// `"always"`, `"never"`, a rule or a list of rules.
     pub requires_approval: Option<ApprovalConfig>,
     /// Shorten results longer than this many characters.
@@ -177,10 +227,23 @@ pub enum ApprovalKeyword {
 }
 
 impl ToolConfig {
+    /// `other`'s keys laid over these.
+    pub fn overlay(&mut self, other: ToolConfig) {
+        self.cache_ttl = other.cache_ttl.or(self.cache_ttl);
+        self.cache_shared = other.cache_shared.or(self.cache_shared);
+        self.requires_approval = other.requires_approval.or(self.requires_approval.take());
+        self.max_chars = other.max_chars.or(self.max_chars);
+        self.on_overflow = other.on_overflow.or(self.on_overflow);
+        self.strict = other.strict.or(self.strict);
+    }
+
     /// These settings laid over `base`.
     pub fn apply_to(&self, mut base: ToolSettings) -> ToolSettings {
         if let Some(ttl) = self.cache_ttl {
             base.cache_ttl = Some(ttl);
+        }
+        if let Some(shared) = self.cache_shared {
+            base.cache_shared = shared;
         }
         if let Some(approval) = &self.requires_approval {
             base.requires_approval = match approval {

@@ -1,25 +1,21 @@
-//! One tool call inside a run: parse and check the arguments, ask for
-//! approval, consult the cache, run the tool, shorten the result for the model.
+//! One tool call inside a run: the model's argument text made a call, down
+//! the call pipeline (audit, check, approval, cache, the call), and the
+//! result shortened for the model.
 
-use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use std::time::Instant;
-
-use futures::FutureExt;
 
 use serde_json::Value;
 
 use super::Agent;
-use super::audited::RemoteAudit;
-use super::cached;
-use super::context::ToolContext;
 use super::limit::{self, OverflowStrategy};
-use super::remote::ProgressSink;
+use super::remote::Progress;
 use super::run::{AgentEvent, EventSender, Shortened, ToolCallRecord};
-use super::tool::{AgentTool, Runner, ToolOutput};
+use super::tool::AgentTool;
 use crate::provider::{ChatRequest, Message, ToolCallRequest, Usage};
-use wasm_agent_sandbox::approval::{self, ApprovalRequest, Verdict};
+use wasm_agent_pipeline::{CallEvents, Called, ToolCall};
+use wasm_agent_sandbox::approval::ApprovalRequest;
 use wasm_agent_sandbox::context::CallContext;
-use wasm_agent_sandbox::report::ApprovalNote;
 use wasm_agent_sandbox::result::{CallError, ErrorKind};
 use wasm_agent_sandbox::specs;
 
@@ -45,28 +41,17 @@ impl Agent {
             });
         }
         let tool = tools.iter().find(|t| t.name == call.name);
-        let mut cached = false;
-        let outcome = match tool {
-            None => Err(specs::unknown_tool(
-                &call.name,
-                tools.iter().map(|t| t.name.as_str()),
-            )),
+        let (outcome, cached) = match tool {
+            None => (
+                Err(specs::unknown_tool(
+                    &call.name,
+                    tools.iter().map(|t| t.name.as_str()),
+                )),
+                false,
+            ),
             Some(tool) => {
-                let audit = RemoteAudit::begin(self.inner.auditor.as_ref(), tool, call, context);
-                match audit.as_ref().and_then(RemoteAudit::refused) {
-                    Some(error) => Err(error),
-                    None => {
-                        let mut approval = None;
-                        let outcome = self
-                            .call_tool(tool, call, context, events, &mut cached, &mut approval)
-                            .await;
-                        if let Some(audit) = audit {
-                            let kind = outcome.as_ref().err().map(|e| e.kind);
-                            audit.finish(kind, cached, approval);
-                        }
-                        outcome
-                    }
-                }
+                let called = self.call_tool(tool, call, context, events).await;
+                (called.result, called.cached)
             }
         };
         let mut record = ToolCallRecord {
@@ -113,160 +98,37 @@ impl Agent {
         (record, usage)
     }
 
+    /// The model's call as a pipeline call: its argument text parsed (a
+    /// strict schema's nulls dropped), then down the pipeline.
     async fn call_tool(
         &self,
         tool: &AgentTool,
         call: &ToolCallRequest,
         context: &CallContext,
         events: Option<&EventSender>,
-        cached: &mut bool,
-        approval: &mut Option<ApprovalNote>,
-    ) -> Result<ToolOutput, CallError> {
-        if context.cancellation.is_cancelled() {
-            return Err(cancelled());
-        }
-        let mut arguments = parse_arguments(&call.arguments)?;
+    ) -> Called {
+        let mut arguments = match parse_arguments(&call.arguments) {
+            Ok(arguments) => arguments,
+            Err(error) => return Called::new(Err(error), call.id.clone()),
+        };
         if tool.settings.strict {
             // Strict schemas make optional properties required-but-nullable;
             // the model's nulls mean "not given" to the tool's own schema.
             drop_optional_nulls(&mut arguments, &tool.parameters);
         }
-        match &tool.runner {
-            Runner::Host(_, validator) | Runner::Remote(_, validator) => {
-                specs::check_value(validator, &tool.name, &arguments)
-                    .map_err(|message| CallError::new(ErrorKind::InvalidArguments, message))?;
-            }
-            // The host checks again when it runs the call; checked here only
-            // so that nobody is asked to approve a call that could not run.
-            Runner::Sandboxed { host, tool: name }
-                if tool.settings.requires_approval.required_for(&arguments) =>
-            {
-                host.check_arguments(name, &arguments)?;
-            }
-            Runner::Sandboxed { .. } => {}
+        let mut request = ToolCall::new(
+            tool.pipeline_tool(self),
+            call.id.clone(),
+            arguments,
+            context.clone(),
+        );
+        if let Some(sender) = events {
+            request = request.events(Arc::new(RunEvents {
+                sender: sender.clone(),
+                id: call.id.clone(),
+            }));
         }
-        let request = || {
-            let request = ApprovalRequest {
-                run_id: context.run_id.clone(),
-                call_id: call.id.clone(),
-                tool: tool.name.clone(),
-                arguments: arguments.clone(),
-            };
-            if let Some(sender) = events {
-                let _ = sender.send(AgentEvent::ApprovalRequested(request.clone()));
-            }
-            request
-        };
-        let decision = approval::decide(
-            &tool.settings.requires_approval,
-            &arguments,
-            request,
-            self.inner.approval.as_ref(),
-            context.asker(),
-            &context.cancellation,
-        )
-        .await;
-        let verdict = decision.verdict;
-        // The approval goes with the call to the host's audit trail.
-        let approved_context;
-        let context = match decision.note {
-            None => context,
-            Some(note) => {
-                approval.replace(note.clone());
-                approved_context = context.clone().approval(note);
-                &approved_context
-            }
-        };
-        let refused = match verdict {
-            Verdict::NotNeeded | Verdict::Approved => None,
-            Verdict::Cancelled => Some(cancelled()),
-            Verdict::Denied => Some(CallError::new(
-                ErrorKind::Denied,
-                format!(
-                    "the user did not approve this call to {}, so it did not run; do not \
-                     retry it: continue without it or ask the user",
-                    tool.name
-                ),
-            )),
-        };
-        if let Some(error) = refused {
-            if let Runner::Sandboxed { host, tool: name } = &tool.runner {
-                host.audit_refusal(name, &arguments, context, &error);
-            }
-            return Err(error);
-        }
-        let cache_key = tool.settings.cache_ttl.and_then(|ttl| {
-            Some((
-                cached::key(tool, &arguments, context.tenant_id.as_deref())?,
-                ttl,
-            ))
-        });
-        if let Some((key, _)) = &cache_key
-            && let Some(hit) = cached::lookup(&*self.inner.cache, key).await
-        {
-            if let Runner::Sandboxed { host, tool: name } = &tool.runner {
-                host.audit_cached(name, &arguments, context);
-            }
-            *cached = true;
-            return Ok(hit);
-        }
-        let output = match &tool.runner {
-            Runner::Sandboxed { host, tool: name } => {
-                let result = host.call_json(name, &arguments, context).await;
-                match result.error {
-                    None => Ok(ToolOutput {
-                        content: result.content,
-                        artifacts: result.artifacts,
-                    }),
-                    Some(error) => Err(error),
-                }
-            }
-            Runner::Remote(remote, _) => {
-                let progress = match events {
-                    Some(sender) => {
-                        let (sender, id) = (sender.clone(), call.id.clone());
-                        ProgressSink::new(move |progress| {
-                            let _ = sender.send(AgentEvent::ToolProgress {
-                                id: id.clone(),
-                                progress,
-                            });
-                        })
-                    }
-                    None => ProgressSink::default(),
-                };
-                // Not raced against cancellation here: the remote side
-                // ends the call itself, telling the far end why.
-                remote.call(arguments, context, progress).await
-            }
-            Runner::Host(run, _) => {
-                let tool_context = ToolContext {
-                    call: context.clone(),
-                    call_id: call.id.clone(),
-                    tool: tool.name.clone(),
-                    agent: self.clone(),
-                };
-                // A panicking host tool fails its call, not the run.
-                let running = AssertUnwindSafe(run(arguments, tool_context)).catch_unwind();
-                tokio::select! {
-                    result = running => match result {
-                        Ok(result) => result.map_err(|message| CallError::new(ErrorKind::Failed, message)),
-                        Err(panic) => Err(CallError::new(
-                            ErrorKind::Trap,
-                            format!("the tool panicked: {}", panic_message(&*panic)),
-                        )),
-                    },
-                    () = context.cancellation.cancelled() => Err(cancelled()),
-                }
-            }
-        }?;
-        // A component replaced during the call may have answered: keep its
-        // result only under the version that ran.
-        if let Some((key, ttl)) = cache_key
-            && cached::version(tool).as_deref() == Some(key.component())
-        {
-            cached::keep(&*self.inner.cache, &key, &output, ttl).await;
-        }
-        Ok(output)
+        self.inner.pipeline.call(request).await
     }
 
     /// Shortens an oversized result: a summary by the summarizer model, or a
@@ -320,19 +182,25 @@ impl Agent {
     }
 }
 
-fn cancelled() -> CallError {
-    CallError::new(
-        ErrorKind::Cancelled,
-        "the run was cancelled before the tool finished",
-    )
+/// A call's approval questions and progress as the run's events.
+struct RunEvents {
+    sender: EventSender,
+    id: String,
 }
 
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
-    panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("no message")
+impl CallEvents for RunEvents {
+    fn approval_requested(&self, request: &ApprovalRequest) {
+        let _ = self
+            .sender
+            .send(AgentEvent::ApprovalRequested(request.clone()));
+    }
+
+    fn progress(&self, progress: Progress) {
+        let _ = self.sender.send(AgentEvent::ToolProgress {
+            id: self.id.clone(),
+            progress,
+        });
+    }
 }
 
 /// Removes `null` values of properties that `schema` does not require, at
@@ -414,11 +282,5 @@ mod tests {
             arguments,
             json!({"name": null, "filter": {}, "rows": [{}, {"note": "x"}]})
         );
-    }
-
-    #[test]
-    fn panic_messages_are_readable() {
-        let caught = std::panic::catch_unwind(|| panic!("boom {}", 1)).unwrap_err();
-        assert_eq!(panic_message(&*caught), "boom 1");
     }
 }

@@ -26,9 +26,7 @@
 #![warn(missing_docs)]
 
 pub use wasm_agent_sandbox::approval;
-mod audited;
 mod bm25;
-mod cached;
 pub mod code_mode;
 pub mod config;
 mod context;
@@ -65,6 +63,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use crate::provider::{Provider, ProviderError};
 pub use wasm_agent_cache::{CacheError, CacheKey, MemoryCache, ResultCache};
+use wasm_agent_pipeline::Pipeline;
 use wasm_agent_sandbox::context::CallContext;
 use wasm_agent_sandbox::events::EventBus;
 use wasm_agent_sandbox::report::CallAuditor;
@@ -150,8 +149,8 @@ struct Inner {
     resolver: Option<ToolResolver>,
     router: Option<RouterSettings>,
     code_mode: Option<CodeMode>,
-    approval: Arc<dyn ApprovalHandler>,
-    auditor: Option<Arc<dyn CallAuditor>>,
+    /// The steps every tool call of its runs takes.
+    pipeline: Pipeline,
     cache: Arc<dyn ResultCache>,
     sessions: Arc<dyn SessionStore>,
     events: EventBus,
@@ -241,8 +240,9 @@ impl AgentBuilder {
         self.approval = handler;
         self
     }
-    /// Where calls of tools that run elsewhere (from other MCP servers) are
-    /// reported; sandboxed calls are reported by their host's auditor.
+    /// Where every call is reported (refused, cached, remote, run); without
+    /// one, a sandboxed tool's calls are reported to its host's auditor.
+    /// Give the host the same one: its runs record themselves.
     pub fn auditor(mut self, auditor: Arc<dyn CallAuditor>) -> Self {
         self.auditor = Some(auditor);
         self
@@ -314,6 +314,9 @@ impl AgentBuilder {
             let listed: Vec<AgentTool> = tools.values().cloned().collect();
             mode.run_code_tool(&listed)?;
         }
+        let cache = self
+            .cache
+            .unwrap_or_else(|| Arc::new(MemoryCache::new(self.cache_capacity)));
         let agents = self
             .agents
             .into_iter()
@@ -329,11 +332,12 @@ impl AgentBuilder {
                 resolver: self.resolver,
                 router: self.router,
                 code_mode: self.code_mode,
-                approval: self.approval,
-                auditor: self.auditor,
-                cache: self
-                    .cache
-                    .unwrap_or_else(|| Arc::new(MemoryCache::new(self.cache_capacity))),
+                pipeline: Pipeline::builder()
+                    .auditor(self.auditor)
+                    .approval_handler(self.approval)
+                    .result_cache(cache.clone())
+                    .build(),
+                cache,
                 sessions: self
                     .sessions
                     .unwrap_or_else(|| Arc::new(InMemorySessionStore::default())),

@@ -3,45 +3,27 @@
 //! by another MCP server), with its per-tool settings.
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use serde_json::Value;
 
-use super::AgentError;
 use super::context::ToolContext;
 use super::limit::OverflowStrategy;
 use super::remote::RemoteTool;
+use super::{Agent, AgentError};
 use crate::provider::ToolDefinition;
+use wasm_agent_pipeline::{CallSettings, Remote, Run, Sandboxed, Target, Tool, ToolCall};
 use wasm_agent_sandbox::approval::Approval;
 use wasm_agent_sandbox::host::ToolHost;
 use wasm_agent_sandbox::registry::{Annotations, ToolInfo};
-use wasm_agent_sandbox::result::Artifact;
+use wasm_agent_sandbox::report::CallReport;
+use wasm_agent_sandbox::result::{CallError, ErrorKind};
 
-/// What a host tool returns on success.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ToolOutput {
-    /// The text the model sees.
-    pub content: String,
-    /// Structured data for the application.
-    pub artifacts: Vec<Artifact>,
-}
-
-impl From<String> for ToolOutput {
-    fn from(content: String) -> Self {
-        Self {
-            content,
-            artifacts: Vec::new(),
-        }
-    }
-}
-
-impl From<&str> for ToolOutput {
-    fn from(content: &str) -> Self {
-        content.to_string().into()
-    }
-}
+pub use wasm_agent_sandbox::context::ToolOutput;
 
 type HostFuture = Pin<Box<dyn Future<Output = Result<ToolOutput, String>> + Send>>;
 type HostFn = Arc<dyn Fn(Value, ToolContext) -> HostFuture + Send + Sync>;
@@ -61,8 +43,11 @@ pub(crate) enum Runner {
 /// Per-tool behaviour of the agent loop.
 #[derive(Clone, Default)]
 pub struct ToolSettings {
-    /// Cache successful results this long (per tenant); `None` disables.
+    /// Cache successful results this long (per tenant and principal);
+    /// `None` disables.
     pub cache_ttl: Option<Duration>,
+    /// Share cached results among a tenant's principals.
+    pub cache_shared: bool,
     /// Whether a call needs approval first.
     pub requires_approval: Approval,
     /// Results longer than this many characters are shortened for the model.
@@ -202,9 +187,16 @@ impl AgentTool {
         }
     }
 
-    /// Caches successful results for `ttl`.
+    /// Caches successful results for `ttl` (per tenant and principal).
     pub fn cache_ttl(mut self, ttl: Duration) -> Self {
         self.settings.cache_ttl = Some(ttl);
+        self
+    }
+
+    /// Shares cached results among a tenant's principals: only for tools
+    /// whose results do not depend on who asks.
+    pub fn cache_shared(mut self, shared: bool) -> Self {
+        self.settings.cache_shared = shared;
         self
     }
 
@@ -241,6 +233,94 @@ impl AgentTool {
             strict: self.settings.strict,
         }
     }
+}
+
+impl ToolSettings {
+    /// The settings of the call pipeline's steps.
+    pub fn call_settings(&self) -> CallSettings {
+        CallSettings {
+            approval: self.requires_approval.clone(),
+            cache_ttl: self.cache_ttl,
+            cache_shared: self.cache_shared,
+        }
+    }
+}
+
+impl AgentTool {
+    /// The tool as the call pipeline calls it, in `agent`'s runs.
+    pub(crate) fn pipeline_tool(&self, agent: &Agent) -> Tool {
+        let target: Arc<dyn Target> = match &self.runner {
+            Runner::Sandboxed { host, tool } => Arc::new(Sandboxed::new(host.clone(), tool)),
+            Runner::Remote(remote, validator) => {
+                Arc::new(Remote::new(&self.name, remote.clone(), validator.clone()))
+            }
+            Runner::Host(run, validator) => Arc::new(InProcess {
+                name: self.name.clone(),
+                run: run.clone(),
+                validator: validator.clone(),
+                agent: agent.clone(),
+            }),
+        };
+        Tool {
+            name: self.name.clone(),
+            target,
+            settings: self.settings.call_settings(),
+        }
+    }
+}
+
+/// A trusted closure of this process as the pipeline's target.
+struct InProcess {
+    name: String,
+    run: HostFn,
+    validator: Arc<jsonschema::Validator>,
+    agent: Agent,
+}
+
+#[async_trait::async_trait]
+impl Target for InProcess {
+    fn version(&self) -> Option<String> {
+        Some("host".into())
+    }
+
+    fn check(&self, arguments: &Value) -> Result<(), CallError> {
+        wasm_agent_pipeline::target::check_schema(&self.validator, &self.name, arguments)
+    }
+
+    fn describe(&self, _: &mut CallReport) {}
+
+    async fn run(&self, call: &ToolCall, _version: &str) -> Run {
+        let context = ToolContext {
+            call: call.context.clone(),
+            call_id: call.id.clone(),
+            tool: self.name.clone(),
+            agent: self.agent.clone(),
+        };
+        // A panicking host tool fails its call, not the run.
+        let running = AssertUnwindSafe((self.run)(call.arguments.clone(), context)).catch_unwind();
+        let result = tokio::select! {
+            result = running => match result {
+                Ok(result) => result.map_err(|message| CallError::new(ErrorKind::Failed, message)),
+                Err(panic) => Err(CallError::new(
+                    ErrorKind::Trap,
+                    format!("the tool panicked: {}", panic_message(&*panic)),
+                )),
+            },
+            () = call.context.cancellation.cancelled() => Err(CallError::new(
+                ErrorKind::Cancelled,
+                "the run was cancelled before the tool finished",
+            )),
+        };
+        result.into()
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("no message")
 }
 
 /// A valid name and a usable schema, compiled.

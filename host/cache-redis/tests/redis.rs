@@ -13,7 +13,7 @@ use wasm_agent_cache_redis::RedisCache;
 const MINUTE: Duration = Duration::from_secs(60);
 
 fn key(tool: &str, tenant: Option<&str>) -> CacheKey {
-    CacheKey::new(tool, "sha256:ab", &json!({"q": 1}), tenant)
+    CacheKey::new(tool, "sha256:ab", &json!({"q": 1}), tenant, None)
 }
 
 #[tokio::test]

@@ -18,30 +18,40 @@ pub async fn all(cache: &dyn ResultCache) {
     overwrite_and_binary(cache, "bin").await;
 }
 
-/// A value is found only under exactly its key: another tenant (or none),
+/// A value is found only under exactly its key: another tenant or principal
+/// (or none),
 /// another component version, tool or argument never sees it.
 pub async fn separation(cache: &dyn ResultCache, run: &str) {
     let tool = format!("{run}-tool");
     let args = json!({"q": "x", "n": [1, 2]});
-    let mine = CacheKey::new(&tool, "sha256:v1", &args, Some("acme"));
+    let mine = CacheKey::new(&tool, "sha256:v1", &args, Some("acme"), Some("ada"));
     cache.put(&mine, b"for acme", MINUTE).await.unwrap();
     let reordered = json!({"n": [1, 2], "q": "x"});
-    let same = CacheKey::new(&tool, "sha256:v1", &reordered, Some("acme"));
+    let same = CacheKey::new(&tool, "sha256:v1", &reordered, Some("acme"), Some("ada"));
     assert_eq!(
         cache.get(&same).await.unwrap().as_deref(),
         Some(&b"for acme"[..])
     );
     for other in [
-        CacheKey::new(&tool, "sha256:v1", &args, Some("globex")),
-        CacheKey::new(&tool, "sha256:v1", &args, None),
-        CacheKey::new(&tool, "sha256:v1", &args, Some("")),
-        CacheKey::new(&tool, "sha256:v2", &args, Some("acme")),
-        CacheKey::new(&format!("{run}-other"), "sha256:v1", &args, Some("acme")),
+        CacheKey::new(&tool, "sha256:v1", &args, Some("globex"), Some("ada")),
+        CacheKey::new(&tool, "sha256:v1", &args, None, Some("ada")),
+        CacheKey::new(&tool, "sha256:v1", &args, Some(""), Some("ada")),
+        CacheKey::new(&tool, "sha256:v1", &args, Some("acme"), Some("bob")),
+        CacheKey::new(&tool, "sha256:v1", &args, Some("acme"), None),
+        CacheKey::new(&tool, "sha256:v2", &args, Some("acme"), Some("ada")),
+        CacheKey::new(
+            &format!("{run}-other"),
+            "sha256:v1",
+            &args,
+            Some("acme"),
+            Some("ada"),
+        ),
         CacheKey::new(
             &tool,
             "sha256:v1",
             &json!({"q": "y", "n": [1, 2]}),
             Some("acme"),
+            Some("ada"),
         ),
     ] {
         assert_eq!(cache.get(&other).await.unwrap(), None, "{other:?}");
@@ -51,7 +61,7 @@ pub async fn separation(cache: &dyn ResultCache, run: &str) {
 /// An entry is gone once its time-to-live has passed, and a zero one keeps
 /// nothing.
 pub async fn expiry(cache: &dyn ResultCache, run: &str) {
-    let brief = CacheKey::new(&format!("{run}-brief"), "v", &json!({}), None);
+    let brief = CacheKey::new(&format!("{run}-brief"), "v", &json!({}), None, None);
     cache
         .put(&brief, b"soon gone", Duration::from_millis(300))
         .await
@@ -60,7 +70,7 @@ pub async fn expiry(cache: &dyn ResultCache, run: &str) {
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(cache.get(&brief).await.unwrap(), None);
 
-    let never = CacheKey::new(&format!("{run}-zero"), "v", &json!({}), None);
+    let never = CacheKey::new(&format!("{run}-zero"), "v", &json!({}), None, None);
     cache.put(&never, b"x", Duration::ZERO).await.unwrap();
     assert_eq!(cache.get(&never).await.unwrap(), None);
 }
@@ -68,7 +78,13 @@ pub async fn expiry(cache: &dyn ResultCache, run: &str) {
 /// Values are bytes, kept exactly; a second put replaces the first; clear
 /// drops everything.
 pub async fn overwrite_and_binary(cache: &dyn ResultCache, run: &str) {
-    let key = CacheKey::new(&format!("{run}-bytes"), "v", &json!({"a": 1}), Some("t"));
+    let key = CacheKey::new(
+        &format!("{run}-bytes"),
+        "v",
+        &json!({"a": 1}),
+        Some("t"),
+        None,
+    );
     let bytes: Vec<u8> = (0..=255).collect();
     cache.put(&key, &bytes, MINUTE).await.unwrap();
     assert_eq!(cache.get(&key).await.unwrap(), Some(bytes));

@@ -4,10 +4,14 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// Identifies a tool call for caching: the tool, the component version that
-/// runs it, its arguments in canonical form, and the tenant it ran for.
+/// runs it, its arguments in canonical form, and the tenant and principal it
+/// ran for.
 ///
-/// The tenant is part of the key so that one tenant can never be served a
-/// result computed for another; `None` (no tenant) is a separate space too.
+/// The tenant and the principal are part of the key so that no caller is
+/// ever served a result computed for another (tools see `user_id`, so a
+/// result may depend on it); `None` (no tenant, no principal) is a separate
+/// space too. A tool whose results the operator declares shared is filed
+/// with no principal (`cache_shared`), never across tenants.
 /// The component version (its content digest) is part of it so that a
 /// changed component never answers with its predecessor's results.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -16,28 +20,41 @@ pub struct CacheKey {
     component: String,
     arguments: String,
     tenant: Option<String>,
+    principal: Option<String>,
 }
 
 impl CacheKey {
     /// The key for calling `tool` of `component` (a version such as
-    /// `sha256:HEX`) with `arguments` on behalf of `tenant`.
+    /// `sha256:HEX`) with `arguments` on behalf of `principal` of `tenant`.
     ///
     /// Arguments are written as compact JSON with object keys sorted at every
     /// depth, so key order and whitespace do not matter. Numbers keep the form
     /// serde_json gives them: `1` and `1.0` are different keys, since a tool
     /// may treat them differently.
-    pub fn new(tool: &str, component: &str, arguments: &Value, tenant: Option<&str>) -> Self {
+    pub fn new(
+        tool: &str,
+        component: &str,
+        arguments: &Value,
+        tenant: Option<&str>,
+        principal: Option<&str>,
+    ) -> Self {
         Self {
             tool: tool.to_owned(),
             component: component.to_owned(),
-            arguments: sorted(arguments).to_string(),
+            arguments: canonical(arguments),
             tenant: tenant.map(str::to_owned),
+            principal: principal.map(str::to_owned),
         }
     }
 
     /// The tenant the result belongs to.
     pub fn tenant(&self) -> Option<&str> {
         self.tenant.as_deref()
+    }
+
+    /// The principal the result belongs to (`None` also for shared results).
+    pub fn principal(&self) -> Option<&str> {
+        self.principal.as_deref()
     }
 
     /// The component version.
@@ -53,14 +70,14 @@ impl CacheKey {
     /// The key as bytes, every part length-prefixed: two different keys
     /// never share an encoding, whatever their parts contain.
     pub fn encoded(&self) -> Vec<u8> {
-        let tenant = self.tenant.as_deref();
         let parts = [
             Some(self.tool.as_str()),
             Some(self.component.as_str()),
             Some(self.arguments.as_str()),
-            tenant,
+            self.tenant.as_deref(),
+            self.principal.as_deref(),
         ];
-        let mut out = b"wasm-agent result key v1".to_vec();
+        let mut out = b"wasm-agent result key v2".to_vec();
         for part in parts {
             match part {
                 None => out.push(0),
@@ -86,6 +103,13 @@ impl CacheKey {
     pub(crate) fn arguments(&self) -> &str {
         &self.arguments
     }
+}
+
+/// `value` as compact JSON with object keys sorted at every depth: equal for
+/// arguments that differ only in key order or whitespace. Numbers keep the
+/// form serde_json gives them (`1` and `1.0` differ).
+pub fn canonical(value: &Value) -> String {
+    sorted(value).to_string()
 }
 
 /// A copy of `value` with object keys inserted in sorted order. Without
@@ -114,7 +138,7 @@ mod tests {
     use serde_json::json;
 
     fn key(arguments: Value) -> CacheKey {
-        CacheKey::new("t", "sha256:aa", &arguments, None)
+        CacheKey::new("t", "sha256:aa", &arguments, None, None)
     }
 
     #[test]
@@ -138,11 +162,14 @@ mod tests {
             key(json!({"a": 2})),
             key(json!({"a": 1.0})),
             key(json!({"a": "1"})),
-            CacheKey::new("u", "sha256:aa", &json!({"a": 1}), None),
-            CacheKey::new("t", "sha256:bb", &json!({"a": 1}), None),
-            CacheKey::new("t", "sha256:aa", &json!({"a": 1}), Some("x")),
+            CacheKey::new("u", "sha256:aa", &json!({"a": 1}), None, None),
+            CacheKey::new("t", "sha256:bb", &json!({"a": 1}), None, None),
+            CacheKey::new("t", "sha256:aa", &json!({"a": 1}), Some("x"), None),
             // An empty tenant name is a tenant, not the absence of one.
-            CacheKey::new("t", "sha256:aa", &json!({"a": 1}), Some("")),
+            CacheKey::new("t", "sha256:aa", &json!({"a": 1}), Some(""), None),
+            // Two callers of one tenant (or of none) never share a result.
+            CacheKey::new("t", "sha256:aa", &json!({"a": 1}), None, Some("alice")),
+            CacheKey::new("t", "sha256:aa", &json!({"a": 1}), None, Some("")),
         ];
         for other in &others {
             assert_ne!(&base, other);
@@ -157,9 +184,13 @@ mod tests {
     #[test]
     fn parts_cannot_borrow_from_each_other() {
         // Moving text between tool and component must change the encoding.
-        let a = CacheKey::new("ab", "c", &json!(1), Some("t"));
-        let b = CacheKey::new("a", "bc", &json!(1), Some("t"));
+        let a = CacheKey::new("ab", "c", &json!(1), Some("t"), None);
+        let b = CacheKey::new("a", "bc", &json!(1), Some("t"), None);
         assert_ne!(a.encoded(), b.encoded());
+        // Nor tenant and principal.
+        let tenant = CacheKey::new("a", "c", &json!(1), Some("x"), None);
+        let principal = CacheKey::new("a", "c", &json!(1), None, Some("x"));
+        assert_ne!(tenant.encoded(), principal.encoded());
         assert_eq!(a.digest().len(), 64);
         assert_eq!(a.tenant(), Some("t"));
         assert_eq!(a.tool(), "ab");

@@ -4,8 +4,8 @@
 //! `wasm-agent-cache-redis`.
 //!
 //! Only cache tools whose result depends on their arguments alone: a key
-//! knows the tool, its component's version, the arguments and the tenant,
-//! and nothing of files or network state.
+//! knows the tool, its component's version, the arguments, the tenant and
+//! the principal, and nothing of files or network state.
 
 #![warn(missing_docs)]
 
@@ -19,7 +19,7 @@ mod url;
 
 use std::time::Duration;
 
-pub use key::CacheKey;
+pub use key::{CacheKey, canonical};
 pub use memory::MemoryCache;
 pub use result::{CachedArtifact, CachedResult};
 pub use url::{CacheUrl, CacheUrlError};

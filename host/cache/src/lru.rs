@@ -170,7 +170,7 @@ mod tests {
     const ROOMY: usize = 1 << 20;
 
     fn key(tool: &str) -> CacheKey {
-        CacheKey::new(tool, "sha256:00", &json!({}), None)
+        CacheKey::new(tool, "sha256:00", &json!({}), None, None)
     }
 
     fn put<V: Clone>(lru: &Lru<V>, name: &str, value: V) {
@@ -296,7 +296,7 @@ mod tests {
     fn many_inserts_stay_within_capacity() {
         let lru = Lru::new(16, ROOMY);
         let now = Instant::now();
-        let key = |i| CacheKey::new("t", "v", &json!({ "i": i }), None);
+        let key = |i| CacheKey::new("t", "v", &json!({ "i": i }), None, None);
         for i in 0..1000 {
             lru.insert(key(i), i, 7, MINUTE, now);
             assert!(lru.len(now) <= 16);
@@ -317,7 +317,7 @@ mod tests {
                 let lru = lru.clone();
                 std::thread::spawn(move || {
                     for i in 0..100 {
-                        let key = CacheKey::new("t", "v", &json!([t, i]), None);
+                        let key = CacheKey::new("t", "v", &json!([t, i]), None, None);
                         lru.insert(key.clone(), i, 1, MINUTE, Instant::now());
                         lru.get(&key, Instant::now());
                     }

@@ -92,7 +92,7 @@ mod tests {
     #[tokio::test]
     async fn values_over_a_quarter_of_the_budget_are_refused() {
         let cache = MemoryCache::with_limits(10, 400);
-        let key = CacheKey::new("t", "v", &serde_json::json!({}), None);
+        let key = CacheKey::new("t", "v", &serde_json::json!({}), None, None);
         let refused = cache.put(&key, &[0; 101], Duration::from_secs(9)).await;
         assert!(matches!(
             refused,

@@ -42,35 +42,7 @@ pub enum Command {
         host: HostFlags,
     },
     /// Call one tool once.
-    Call {
-        /// The component file or config alias.
-        component: String,
-        /// The tool's name.
-        tool: String,
-        /// Arguments as JSON text, or `-` to read them from stdin (default `{}`).
-        arguments: Option<String>,
-        /// Print exactly one JSON object: tool, content, artifacts, error, duration_ms.
-        #[arg(long)]
-        json: bool,
-        /// Session id (tools keep state per session).
-        #[arg(long, default_value = "default")]
-        session: String,
-        /// User id given to the tool.
-        #[arg(long)]
-        user: Option<String>,
-        /// Tenant id given to the tool.
-        #[arg(long)]
-        tenant: Option<String>,
-        /// Metadata given to the tool (a JSON object).
-        #[arg(long, value_name = "JSON")]
-        metadata: Option<String>,
-        /// Also load these components, folders or config aliases, so the tool
-        /// can call their tools (with --allow-call-tool: code mode).
-        #[arg(long = "with", value_name = "COMPONENT|DIR", num_args = 1..)]
-        with: Vec<String>,
-        #[command(flatten)]
-        host: HostFlags,
-    },
+    Call(Box<CallArgs>),
     /// Run an agent: a model calls the tools until it answers. Without PROMPT,
     /// chat line by line.
     Run(Box<RunArgs>),
@@ -143,6 +115,43 @@ pub enum Command {
     },
 }
 
+/// `wasm-agent call`.
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    /// The component file or config alias.
+    pub component: String,
+    /// The tool's name.
+    pub tool: String,
+    /// Arguments as JSON text, or `-` to read them from stdin (default `{}`).
+    pub arguments: Option<String>,
+    /// Print exactly one JSON object: tool, content, artifacts, error, duration_ms.
+    #[arg(long)]
+    pub json: bool,
+    /// Session id (tools keep state per session).
+    #[arg(long, default_value = "default")]
+    pub session: String,
+    /// User id given to the tool.
+    #[arg(long)]
+    pub user: Option<String>,
+    /// Tenant id given to the tool.
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// Metadata given to the tool (a JSON object).
+    #[arg(long, value_name = "JSON")]
+    pub metadata: Option<String>,
+    /// Also load these components, folders or config aliases, so the tool
+    /// can call their tools (with --allow-call-tool: code mode).
+    #[arg(long = "with", value_name = "COMPONENT|DIR", num_args = 1..)]
+    pub with: Vec<String>,
+    /// Approve, without asking, calls that need approval of TOOL (or all)
+    /// when the tool calls them (the tool named here is approved by naming
+    /// it).
+    #[arg(long, value_name = "TOOL|all")]
+    pub approve: Vec<String>,
+    #[command(flatten)]
+    pub host: HostFlags,
+}
+
 /// `wasm-agent serve`.
 #[derive(Debug, Args)]
 #[command(group = clap::ArgGroup::new("transport").required(true))]
@@ -211,7 +220,7 @@ pub struct ServeArgs {
     /// stream (its tool state goes with it).
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_session_idle)]
     pub session_idle: Duration,
-    /// Where results of tools with a cache_ttl ([agent.tools.NAME]) are
+    /// Where results of tools with a cache_ttl ([calls.NAME]) are
     /// kept: memory: (default) or redis://HOST:PORT[/DB], shared by
     /// replicas. Calls go on uncached, with a warning, while Redis is down.
     // A string, parsed later: clap would echo a refused URL, password and all.
@@ -469,9 +478,10 @@ mod tests {
             "https://*.github.com",
         ])
         .unwrap();
-        let Command::Call { host, .. } = cli.command else {
+        let Command::Call(call) = cli.command else {
             panic!("not a call")
         };
+        let host = call.host;
         let layer = serde_json::to_value(host.policy.layer()).unwrap();
         let policy = serde_json::to_value(wasm_agent::Policy::default()).unwrap();
         let flag_keys: Vec<_> = layer.as_object().unwrap().keys().cloned().collect();

@@ -2,6 +2,7 @@
 
 mod args;
 mod audit;
+mod call;
 mod code_mode;
 mod components;
 mod new;
@@ -22,9 +23,8 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use wasm_agent::ask::{Asking, SessionAnswers};
 use wasm_agent::policy::{ConfigFile, Policy};
-use wasm_agent::{CallContext, InMemorySessionStore, SessionStore, ToolHost, ToolHostBuilder};
+use wasm_agent::{InMemorySessionStore, SessionStore, ToolHost, ToolHostBuilder};
 
 use args::{Cli, Command, HostFlags};
 use components::{Location, Target};
@@ -167,54 +167,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Call {
-            component,
-            tool,
-            arguments,
-            json,
-            session,
-            user,
-            tenant,
-            metadata,
-            with,
-            host,
-        } => {
-            let arguments = read_arguments(arguments)?;
-            // `ask` grants are asked of the user at the terminal.
-            let answers = SessionAnswers::new(host.ask.wait, host.ask.offer_session);
-            let asking = Asking::new(Arc::new(terminal::TerminalAsker::new()), Arc::new(answers));
-            let mut context = CallContext::new().session(session).asking(asking);
-            context.user_id = user;
-            context.tenant_id = tenant;
-            if let Some(metadata) = metadata {
-                context.metadata =
-                    serde_json::from_str(&metadata).context("--metadata must be a JSON object")?;
-            }
-            let config = host.load_config()?;
-            let store = store::open_store(&host, config.as_ref()).await?;
-            let targets: Vec<String> = std::iter::once(component).chain(with).collect();
-            let tool_host =
-                load_targets_with(&targets, &host, config.as_ref(), store, Some("call")).await?;
-            // Ctrl-C stops the sandboxed call cleanly instead of killing the host.
-            let cancellation = context.cancellation.clone();
-            tokio::spawn(async move {
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    cancellation.cancel();
-                }
-            });
-            // Tools it calls (code mode) run straight through the host, as
-            // this call does.
-            let context = context.tool_caller(Arc::new(tool_host.clone()));
-            let result = tool_host.call(&tool, &arguments, &context).await;
-            // Failing closed, a call whose record cannot be written shows no result.
-            audit::flush()?;
-            output::print_call(&result, json)?;
-            Ok(if result.is_ok() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(EXIT_CALL_FAILED)
-            })
-        }
+        Command::Call(args) => call::call(*args).await,
         Command::Pull {
             references,
             json,

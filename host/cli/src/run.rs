@@ -419,7 +419,7 @@ fn build_agent(
     for (name, tool_settings) in &settings.tools {
         match tools.iter_mut().find(|t| t.name() == name) {
             Some(tool) => tool.settings = tool_settings.apply_to(tool.settings.clone()),
-            None => tracing::warn!("[agent.tools.{name}] names a tool that is not loaded"),
+            None => tracing::warn!("[calls.{name}] names a tool that is not loaded"),
         }
     }
     let mut builder = Agent::builder("wasm-agent")

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use tokio::net::TcpListener;
-use wasm_agent::agent::config::AgentConfig;
-use wasm_agent::agent::{ApproveTools, ToolSettings};
+use wasm_agent::agent::ApproveTools;
+use wasm_agent::agent::config::call_settings;
 use wasm_agent::mcp::{self, HttpOptions, McpServer, McpServerBuilder};
 use wasm_agent::metrics::{MeteredCache, MeteredStore, Metrics};
 use wasm_agent::policy::{ComponentLocation, ConfigError, ConfigFile};
@@ -185,8 +185,8 @@ async fn serve_on(
     Ok(())
 }
 
-/// The server's settings, with the approval rules and cache times of
-/// `[agent.tools.<tool>]` and the operator's `--approve` list.
+/// The server's settings, with the per-tool call settings of
+/// `[calls.<tool>]` and the operator's `--approve` list.
 fn server_builder(
     host: &ToolHost,
     args: &ServeArgs,
@@ -198,12 +198,8 @@ fn server_builder(
         .ask_wait(args.host.ask.wait)
         .offer_session_approval(args.host.ask.offer_session);
     if let Some(config) = config {
-        for (tool, settings) in AgentConfig::from_file(config)?.tools {
-            let settings = settings.apply_to(ToolSettings::default());
-            if let Some(ttl) = settings.cache_ttl {
-                builder = builder.cache_ttl(tool.clone(), ttl);
-            }
-            builder = builder.requires_approval(tool, settings.requires_approval);
+        for (tool, settings) in call_settings(config)? {
+            builder = builder.call_settings(tool, settings);
         }
     }
     Ok(builder)

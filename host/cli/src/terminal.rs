@@ -40,9 +40,13 @@ impl Asker for TerminalAsker {
         }
         let _turn = self.asking.lock().await;
         let choices = if question.offer_session {
-            "[y]es once, [s]ession, [N]o"
+            // "Session" says what it covers (these exact arguments, ...).
+            format!(
+                "[y]es once, [s]ession ({}), [N]o",
+                question.session_choice().to_lowercase()
+            )
         } else {
-            "[y/N]"
+            "[y/N]".into()
         };
         let label = match question.subject {
             Subject::Call { .. } => "approval",

@@ -13,7 +13,7 @@ use crate::listing::RemoteToolInfo;
 use crate::server::RemoteServer;
 
 /// Applies the operator's settings to a tool before it is offered (the
-/// config's `[agent.tools.NAME]`, say); run again for tools listed later.
+/// config's `[calls.NAME]`, say); run again for tools listed later.
 pub type ToolAdjuster = Arc<dyn Fn(&mut AgentTool) + Send + Sync>;
 
 /// One remote tool, run by its server.

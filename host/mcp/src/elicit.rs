@@ -157,7 +157,8 @@ impl Asker for Elicitor {
 fn form(question: &Question, version: &ProtocolVersion) -> Value {
     let mut choices = vec![(ALLOW_ONCE, "Allow once")];
     if question.offer_session {
-        choices.push((ALLOW_SESSION, "Allow for this session"));
+        // Says what it covers: these exact arguments, this destination.
+        choices.push((ALLOW_SESSION, question.session_choice()));
     }
     choices.push((DENY, "Deny"));
     let mut decision = json!({
@@ -208,6 +209,8 @@ mod tests {
             tool: "drop_table".into(),
             subject: Subject::Call {
                 summary: r#"{"table":"users"}"#.into(),
+                version: "sha256:00".into(),
+                arguments: "sha256:11".into(),
             },
             offer_session,
         }
@@ -218,6 +221,10 @@ mod tests {
         let new = form(&question(true), &ProtocolVersion::V_2025_11_25);
         let choices = &new["requestedSchema"]["properties"]["decision"]["oneOf"];
         assert_eq!(choices.as_array().unwrap().len(), 3, "{new}");
+        assert_eq!(
+            choices[1]["title"], "Allow these exact arguments for this session",
+            "{new}"
+        );
         assert!(new["message"].as_str().unwrap().contains("drop_table"));
         let old = form(&question(false), &ProtocolVersion::V_2025_06_18);
         let decision = &old["requestedSchema"]["properties"]["decision"];

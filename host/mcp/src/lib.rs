@@ -11,7 +11,6 @@
 #![warn(missing_docs)]
 
 mod cached;
-mod caller;
 mod content;
 mod dispatch;
 mod drain;

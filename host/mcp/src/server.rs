@@ -1,6 +1,5 @@
 //! The MCP server: a [`ToolHost`]'s tools behind rmcp's `ServerHandler`.
 
-use crate::caller::ClientToolCaller;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -16,11 +15,15 @@ use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::cached::{self, ResultCaching};
+use super::cached;
 use super::content;
 use super::drain::{Drain, SHUTDOWN_GRACE};
 use super::identity::Identity;
-use wasm_agent_sandbox::approval::{Approval, ApprovalHandler, DenyAll};
+use wasm_agent_cache::ResultCache;
+use wasm_agent_pipeline::{
+    CallSettings, HostTools, Pipeline, PipelineBuilder, PipelineCaller, ToolCall, ToolSet,
+};
+use wasm_agent_sandbox::approval::{Approval, ApprovalHandler};
 use wasm_agent_sandbox::ask::{Asker, Asking, DEFAULT_WAIT, SessionAnswers};
 use wasm_agent_sandbox::context::CallContext;
 use wasm_agent_sandbox::host::ToolHost;
@@ -80,15 +83,18 @@ pub(crate) struct Shared {
     load_wait: Duration,
     /// Set when a listing was answered before they were all in.
     listed_early: Arc<AtomicBool>,
-    pub(crate) approvals: BTreeMap<String, Approval>,
-    pub(crate) approver: Arc<dyn ApprovalHandler>,
+    /// The host's tools with their call settings.
+    tools: HostTools,
+    /// The same, as tools' own calls of tools see them.
+    callable: Arc<dyn ToolSet>,
+    /// The steps of every call.
+    pipeline: Pipeline,
     tools_changed: ToolsChanged,
     progress_every: Duration,
     pub(crate) ask_wait: Duration,
     offer_session: bool,
     /// Calls in flight, for a graceful stop.
     drain: Drain,
-    caching: ResultCaching,
 }
 
 /// Tells the clients of an [`McpServer`] that its tool list changed; cheap to
@@ -138,27 +144,54 @@ pub struct McpServerBuilder {
     loaded: watch::Receiver<bool>,
     load_wait: Duration,
     listed_early: Arc<AtomicBool>,
-    pub(crate) approvals: BTreeMap<String, Approval>,
-    pub(crate) approver: Arc<dyn ApprovalHandler>,
+    settings: BTreeMap<String, CallSettings>,
+    pipeline: PipelineBuilder,
     progress_every: Duration,
-    pub(crate) caching: ResultCaching,
     ask_wait: Duration,
     offer_session: bool,
 }
 
 impl McpServerBuilder {
+    /// The call settings of `tool` (approval, result cache), as every entry
+    /// point applies them (default: none).
+    pub fn call_settings(mut self, tool: impl Into<String>, settings: CallSettings) -> Self {
+        self.settings.insert(tool.into(), settings);
+        self
+    }
+
     /// Calls of `tool` need approval when `approval` says so (default: never).
     pub fn requires_approval(mut self, tool: impl Into<String>, approval: Approval) -> Self {
-        self.approvals.insert(tool.into(), approval);
+        self.settings.entry(tool.into()).or_default().approval = approval;
+        self
+    }
+
+    /// Keeps results of `tool` for `ttl` (per tenant and principal; nothing
+    /// is cached by default). Only for tools whose result depends on their
+    /// arguments alone.
+    pub fn cache_ttl(mut self, tool: impl Into<String>, ttl: Duration) -> Self {
+        self.settings.entry(tool.into()).or_default().cache_ttl = Some(ttl);
+        self
+    }
+
+    /// Where cached results are kept (default: this process's memory).
+    pub fn result_cache(mut self, cache: Arc<dyn ResultCache>) -> Self {
+        self.pipeline = self.pipeline.result_cache(cache);
         self
     }
 
     /// Who approves calls that need it without asking (the operator's
-    /// standing approvals). The default, [`DenyAll`], approves none: then a
+    /// standing approvals). The default, `DenyAll`, approves none: then a
     /// client that declared elicitation has its user asked, and the calls of
     /// other clients are refused.
     pub fn approval_handler(mut self, handler: Arc<dyn ApprovalHandler>) -> Self {
-        self.approver = handler;
+        self.pipeline = self.pipeline.approval_handler(handler);
+        self
+    }
+
+    /// Adds a step to every call's pipeline (after the argument check,
+    /// before approval).
+    pub fn layer(mut self, layer: Arc<dyn wasm_agent_pipeline::Layer>) -> Self {
+        self.pipeline = self.pipeline.layer(layer);
         self
     }
 
@@ -205,17 +238,18 @@ impl McpServerBuilder {
 
     /// The server.
     pub fn build(self) -> McpServer {
+        let tools = HostTools::new(self.host.clone(), self.settings);
         McpServer::for_session(Arc::new(Shared {
             host: self.host,
             loaded: self.loaded,
             load_wait: self.load_wait,
             listed_early: self.listed_early,
-            approvals: self.approvals,
-            approver: self.approver,
+            callable: Arc::new(tools.clone()),
+            tools,
+            pipeline: self.pipeline.build(),
             tools_changed: self.tools_changed,
             progress_every: self.progress_every,
             drain: Drain::default(),
-            caching: self.caching,
             ask_wait: self.ask_wait,
             offer_session: self.offer_session,
         }))
@@ -232,10 +266,9 @@ impl McpServer {
             loaded: watch::channel(true).1,
             load_wait: LOAD_WAIT,
             listed_early: Arc::default(),
-            approvals: BTreeMap::new(),
-            approver: Arc::new(DenyAll),
+            settings: BTreeMap::new(),
+            pipeline: Pipeline::builder(),
             progress_every: PROGRESS_EVERY,
-            caching: ResultCaching::default(),
             ask_wait: DEFAULT_WAIT,
             offer_session: false,
         }
@@ -289,7 +322,11 @@ impl McpServer {
     /// tools are still loading (not known yet).
     pub(crate) fn may_ask(&self, tool: &str) -> bool {
         !self.tools_are_loaded()
-            || self.shared.approvals.contains_key(tool)
+            || self
+                .shared
+                .tools
+                .settings(tool)
+                .is_some_and(|s| !matches!(s.approval, Approval::Never))
             || self.shared.host.may_ask(tool)
     }
 
@@ -442,46 +479,30 @@ impl McpServer {
         };
         self.tools_loaded().await;
         let name = request.name.as_ref();
-        if !self.shared.host.has_tool(name) {
-            let unknown = self.shared.host.unknown_tool(name);
+        let Some(tool) = self.shared.tools.tool(name) else {
+            let unknown = self.shared.tools.unknown(name);
             return Err(ErrorData::invalid_params(unknown.message, None));
-        }
+        };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
-        let mut call_context = CallContext::new()
+        let caller = PipelineCaller::new(
+            self.shared.pipeline.clone(),
+            self.shared.callable.clone(),
+            request_id.clone(),
+        );
+        let mut context = CallContext::new()
             .session(session_id.to_string())
-            .tool_caller(Arc::new(ClientToolCaller {
-                shared: self.shared.clone(),
-                request_id: request_id.clone(),
-            }));
-        call_context.user_id = identity.principal.clone();
-        call_context.tenant_id = identity.tenant.clone();
-        call_context.cancellation = cancellation;
+            .tool_caller(Arc::new(caller));
+        context.user_id = identity.principal.clone();
+        context.tenant_id = identity.tenant.clone();
+        context.cancellation = cancellation;
         if let Some(asking) = asking {
-            call_context = call_context.asking(asking);
+            context = context.asking(asking);
         }
-        match self
+        let call = self
             .shared
-            .approved(name, &arguments, &request_id, &call_context)
-            .await
-        {
-            Ok(note) => call_context.approval = note,
-            Err(refused) => return Ok(content::call_result(&refused).into()),
-        }
-        let host = &self.shared.host;
-        let filed = self
-            .shared
-            .caching
-            .filed(host, name, &arguments, identity.tenant.as_deref());
-        if let Some(filed) = &filed
-            && let Some(hit) = self.shared.caching.lookup(filed, request_id).await
-        {
-            host.audit_cached(name, &arguments, &call_context);
-            let mut answer = content::call_result(&hit);
-            cached::mark_cached(&mut answer);
-            return Ok(answer.into());
-        }
-        let call = host.call_json(name, &arguments, &call_context);
-        let result = match progress {
+            .pipeline
+            .call(ToolCall::new(tool, request_id, arguments, context));
+        let called = match progress {
             None => call.await,
             Some((token, send)) => {
                 let ticks = report_progress(send, token, self.shared.progress_every);
@@ -489,24 +510,22 @@ impl McpServer {
                     // The call first: one that finishes in its first poll
                     // arms no progress timer.
                     biased;
-                    result = call => result,
+                    called = call => called,
                     never = ticks => match never {},
                 }
             }
         };
-        if result
-            .error
-            .as_ref()
-            .is_some_and(|e| e.kind == ErrorKind::UnknownTool)
-        {
+        if called.error_kind() == Some(ErrorKind::UnknownTool) {
             // Removed between the lookup and the call.
-            let message = result.error.map(|e| e.message).unwrap_or_default();
+            let message = called.result.err().map(|e| e.message).unwrap_or_default();
             return Err(ErrorData::invalid_params(message, None));
         }
-        if let Some(filed) = &filed {
-            self.shared.caching.keep(host, filed, &result).await;
+        let cached = called.cached;
+        let mut answer = content::call_result(&called.into_result(name));
+        if cached {
+            cached::mark_cached(&mut answer);
         }
-        Ok(content::call_result(&result).into())
+        Ok(answer.into())
     }
 
     /// Waits (at most the load wait) for tools still loading; whether they
@@ -564,8 +583,6 @@ impl McpServer {
     }
 }
 
-/// Sends one progress notification to the client without waiting for it,
-/// so a call that ends (and stops its reports) never cuts one off.
 /// Whose call it is: its tool session, who asks, and who its questions go to.
 pub(crate) struct ClientCall<'a> {
     pub(crate) session_id: &'a str,

@@ -176,7 +176,7 @@ impl ResultCache for Unreachable {
 #[tokio::test]
 async fn cache_failures_count_and_oversized_values_do_not() {
     let metrics = Metrics::new();
-    let key = CacheKey::new("t", "v", &serde_json::json!({}), None);
+    let key = CacheKey::new("t", "v", &serde_json::json!({}), None, None);
     let memory = MeteredCache::around(Arc::new(MemoryCache::with_limits(4, 40)), metrics.clone());
     assert!(matches!(
         memory.put(&key, &[0; 11], Duration::from_secs(9)).await,

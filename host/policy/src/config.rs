@@ -136,6 +136,11 @@ struct RawConfig {
     #[serde(default)]
     #[allow(dead_code)]
     agent: Option<IgnoredAny>,
+    /// Per-tool call settings (`[calls.<tool>]`), checked by their owner
+    /// through [`ConfigFile::section`].
+    #[serde(default)]
+    #[allow(dead_code)]
+    calls: Option<IgnoredAny>,
     /// The session store's URL, checked by its owner through [`ConfigFile::section`].
     #[serde(default)]
     #[allow(dead_code)]

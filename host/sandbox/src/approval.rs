@@ -1,15 +1,12 @@
-//! Approval before risky calls: which calls need it ([`Approval`]), who
-//! decides ([`ApprovalHandler`]), and the one step every entry point (the
-//! agent loop, the MCP server) takes before running a call ([`decide`]).
+//! Approval before risky calls: which calls need it ([`Approval`]) and who
+//! decides without asking a person ([`ApprovalHandler`]). The step itself is
+//! the call pipeline's (`wasm-agent-pipeline`'s `approve` layer).
 
 use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
-
-use crate::ask::{Asking, Outcome, Subject};
 
 /// Whether a tool's calls need approval.
 #[derive(Clone, Default)]
@@ -83,6 +80,9 @@ pub struct ApprovalRequest {
     pub call_id: String,
     /// The tool.
     pub tool: String,
+    /// The version that would run: its component's digest (`sha256:HEX`),
+    /// or a remote tool's version. An approval covers this version only.
+    pub version: String,
     /// The arguments the model chose.
     pub arguments: Value,
 }
@@ -194,72 +194,6 @@ impl Verdict {
     }
 }
 
-/// What became of a call that may need approval, and the note for its
-/// audit record (`None` when no approval was needed).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Decision {
-    /// Approved, denied, cancelled, or not needed.
-    pub verdict: Verdict,
-    /// Who decided, and what the person answered if one was asked.
-    pub note: Option<crate::report::ApprovalNote>,
-}
-
-impl Decision {
-    fn by(verdict: Verdict, by: String, asked: Option<Outcome>) -> Self {
-        Self {
-            verdict,
-            note: Some(crate::report::ApprovalNote { verdict, by, asked }),
-        }
-    }
-}
-
-/// The one approval step of every entry point (the agent loop, the MCP
-/// server): when `approval` requires it for `arguments`, `handler` (the
-/// operator's standing approvals) is asked first (`request` builds the
-/// question only then); if it does not approve and `asking` reaches a
-/// person, they are asked (never the model). Stops waiting when the call is
-/// cancelled.
-pub async fn decide(
-    approval: &Approval,
-    arguments: &Value,
-    request: impl FnOnce() -> ApprovalRequest,
-    handler: &dyn ApprovalHandler,
-    asking: Option<&Asking>,
-    cancellation: &CancellationToken,
-) -> Decision {
-    if !approval.required_for(arguments) {
-        return Decision {
-            verdict: Verdict::NotNeeded,
-            note: None,
-        };
-    }
-    let request = request();
-    let by_handler = || handler.decided_by(&request.tool);
-    let approved = tokio::select! {
-        // A call cancelled already is never approved, however fast the answer.
-        biased;
-        () = cancellation.cancelled() => None,
-        approved = handler.approve(&request) => Some(approved),
-    };
-    match (approved, asking) {
-        (None, _) => Decision::by(Verdict::Cancelled, by_handler(), None),
-        (Some(true), _) => Decision::by(Verdict::Approved, by_handler(), None),
-        (Some(false), None) => Decision::by(Verdict::Denied, by_handler(), None),
-        (Some(false), Some(asking)) => {
-            let summary = crate::ask::summary(&request.arguments);
-            let asked = asking
-                .ask(&request.tool, Subject::Call { summary }, cancellation)
-                .await;
-            let verdict = match asked.outcome {
-                outcome if outcome.allowed() => Verdict::Approved,
-                Outcome::Cancelled => Verdict::Cancelled,
-                _ => Verdict::Denied,
-            };
-            Decision::by(verdict, asked.by, Some(asked.outcome))
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -290,6 +224,7 @@ mod tests {
             run_id: "r".into(),
             call_id: "c".into(),
             tool: tool.into(),
+            version: "sha256:00".into(),
             arguments: json!({}),
         };
         let handler = ApproveTools::named(["drop_table"]);
@@ -297,110 +232,5 @@ mod tests {
         assert!(!handler.approve(&request("delete")).await);
         assert!(ApproveTools::named(["all"]).approve(&request("x")).await);
         assert!(!DenyAll.approve(&request("x")).await);
-    }
-
-    #[tokio::test]
-    async fn decide_asks_only_when_needed_and_gives_up_on_cancel() {
-        let request = || ApprovalRequest {
-            run_id: "r".into(),
-            call_id: "c".into(),
-            tool: "drop".into(),
-            arguments: json!({}),
-        };
-        let live = CancellationToken::new();
-        let never = Approval::Never;
-        let always = Approval::Always;
-        let args = json!({});
-        let asked = || -> ApprovalRequest { panic!("asked although no approval is needed") };
-        assert_eq!(
-            decide(&never, &args, asked, &DenyAll, None, &live)
-                .await
-                .verdict,
-            Verdict::NotNeeded
-        );
-        assert_eq!(
-            decide(&always, &args, request, &DenyAll, None, &live)
-                .await
-                .verdict,
-            Verdict::Denied
-        );
-        let all = ApproveTools::all();
-        assert_eq!(
-            decide(&always, &args, request, &all, None, &live)
-                .await
-                .verdict,
-            Verdict::Approved
-        );
-        struct Silent;
-        #[async_trait::async_trait]
-        impl ApprovalHandler for Silent {
-            async fn approve(&self, _: &ApprovalRequest) -> bool {
-                std::future::pending().await
-            }
-        }
-        let cancelled = CancellationToken::new();
-        cancelled.cancel();
-        assert_eq!(
-            decide(&always, &args, request, &Silent, None, &cancelled)
-                .await
-                .verdict,
-            Verdict::Cancelled
-        );
-    }
-
-    #[tokio::test]
-    async fn the_person_is_asked_only_when_the_operator_did_not_approve() {
-        async fn ask(handler: &dyn ApprovalHandler, asking: &Asking) -> Decision {
-            let request = || ApprovalRequest {
-                run_id: "r".into(),
-                call_id: "c".into(),
-                tool: "drop".into(),
-                arguments: json!({"table": "users"}),
-            };
-            let (args, live) = (json!({"table": "users"}), CancellationToken::new());
-            decide(
-                &Approval::Always,
-                &args,
-                request,
-                handler,
-                Some(asking),
-                &live,
-            )
-            .await
-        }
-        use crate::ask::{Asker, Question, Reply, SessionAnswers};
-        struct Person(std::sync::atomic::AtomicUsize, Reply);
-        #[async_trait::async_trait]
-        impl Asker for Person {
-            async fn ask(&self, question: &Question) -> Reply {
-                assert!(matches!(question.subject, Subject::Call { .. }));
-                self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                self.1
-            }
-            fn who(&self) -> String {
-                "the person".into()
-            }
-        }
-        let yes = Arc::new(Person(Default::default(), Reply::Once));
-        let asking = Asking::new(yes.clone(), Arc::new(SessionAnswers::default()));
-        let operator = ApproveTools::named(["drop"]);
-        let decided = ask(&operator, &asking).await;
-        assert_eq!(decided.verdict, Verdict::Approved);
-        assert_eq!(decided.note.unwrap().by, "the operator (--approve)");
-        assert_eq!(yes.0.load(std::sync::atomic::Ordering::SeqCst), 0);
-        let decided = ask(&DenyAll, &asking).await;
-        let note = decided.note.unwrap();
-        assert_eq!(
-            (decided.verdict, note.by.as_str()),
-            (Verdict::Approved, "the person")
-        );
-        assert_eq!(note.asked, Some(Outcome::AllowedOnce));
-        let no = Asking::new(
-            Arc::new(Person(Default::default(), Reply::Deny)),
-            Arc::default(),
-        );
-        let decided = ask(&DenyAll, &no).await;
-        assert_eq!(decided.verdict, Verdict::Denied);
-        assert_eq!(decided.note.unwrap().asked, Some(Outcome::Denied));
     }
 }

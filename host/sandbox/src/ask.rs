@@ -11,13 +11,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::text;
-
-/// Longest summary of a call's arguments in a question.
-pub const MAX_SUMMARY: usize = 300;
 
 /// How long a question waits for its answer by default; no answer denies.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(120);
@@ -25,10 +21,20 @@ pub const DEFAULT_WAIT: Duration = Duration::from_secs(120);
 /// What a question is about.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Subject {
-    /// A call that needs approval, with a short summary of its arguments.
+    /// A call that needs approval: what the person is shown, and exactly
+    /// what an answer covers. Two calls share an answer "for this session"
+    /// only when `covers` is equal, whatever their summaries.
     Call {
-        /// The arguments, shortened, secrets redacted, control characters escaped.
+        /// The arguments as shown: secrets redacted, control characters
+        /// escaped; where too long to show in full, it says so, names what
+        /// was cut and gives the digest of the exact arguments.
         summary: String,
+        /// The component version that would run (`sha256:HEX`, or a remote
+        /// tool's version).
+        version: String,
+        /// `sha256:HEX` of the exact arguments in canonical form (unredacted,
+        /// keys sorted): what "allow for this session" is remembered for.
+        arguments: String,
     },
     /// A network destination the policy lists under `ask`
     /// (`scheme://host:port`).
@@ -59,9 +65,12 @@ impl Question {
     pub fn text(&self) -> String {
         let tool = text::one_line(&self.tool);
         match &self.subject {
-            Subject::Call { summary } => {
-                format!("Allow the tool \"{tool}\" to run with {summary}?")
-            }
+            Subject::Call {
+                summary, version, ..
+            } => format!(
+                "Allow the tool \"{tool}\" ({}) to run with {summary}?",
+                short_version(version)
+            ),
             Subject::Host { destination } => format!(
                 "Allow the tool \"{tool}\" to connect to {}?",
                 text::one_line(destination)
@@ -78,6 +87,29 @@ impl Question {
                     text::one_line(host)
                 )
             }
+        }
+    }
+}
+
+impl Question {
+    /// What "allow for this session" covers, as the choice's title.
+    pub fn session_choice(&self) -> &'static str {
+        match self.subject {
+            Subject::Call { .. } => "Allow these exact arguments for this session",
+            Subject::Host { .. } => "Allow this destination for this session",
+            Subject::Folder { .. } => "Allow this folder for this session",
+        }
+    }
+}
+
+/// A version as a person reads it: `sha256:` and 12 hex digits, or a remote
+/// tool's version as it is (escaped, cut at 60 characters).
+fn short_version(version: &str) -> String {
+    match version.strip_prefix("sha256:") {
+        Some(hex) => format!("component sha256:{}", &hex[..hex.len().min(12)]),
+        None => {
+            let shown: String = text::one_line(version).chars().take(60).collect();
+            format!("version {shown}")
         }
     }
 }
@@ -301,26 +333,9 @@ impl Asking {
     }
 }
 
-/// A call's arguments as one short line for a person: compact JSON, values
-/// under keys that look like secrets redacted, control characters escaped,
-/// cut at [`MAX_SUMMARY`] characters.
-pub fn summary(arguments: &Value) -> String {
-    let mut shown = arguments.clone();
-    text::redact(&mut shown);
-    let json = shown.to_string();
-    let line = text::one_line(&json);
-    if line.chars().count() <= MAX_SUMMARY {
-        return line.into_owned();
-    }
-    let mut cut: String = line.chars().take(MAX_SUMMARY).collect();
-    cut.push('…');
-    cut
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     struct Scripted {
@@ -397,16 +412,6 @@ mod tests {
     }
 
     #[test]
-    fn summaries_are_short_escaped_and_redacted() {
-        let shown = summary(&json!({"path": "a\u{1b}[2Jb", "api_key": "sk-1"}));
-        assert!(shown.contains("[redacted]"), "{shown}");
-        assert!(!shown.contains("sk-1"), "{shown}");
-        assert!(!shown.contains('\u{1b}'), "{shown}");
-        let long = summary(&json!({"text": "x".repeat(5000)}));
-        assert_eq!(long.chars().count(), MAX_SUMMARY + 1);
-    }
-
-    #[test]
     fn questions_read_as_sentences() {
         let question = |subject| Question {
             tool: "t\nx".into(),
@@ -423,6 +428,19 @@ mod tests {
         assert_eq!(
             question(host("https://api.github.com:443")).text(),
             "Allow the tool \"t\\nx\" to connect to https://api.github.com:443?"
+        );
+        let call = question(Subject::Call {
+            summary: "{\"a\":1}".into(),
+            version: format!("sha256:{}", "ab".repeat(32)),
+            arguments: "sha256:00".into(),
+        });
+        assert_eq!(
+            call.text(),
+            "Allow the tool \"t\\nx\" (component sha256:abababababab) to run with {\"a\":1}?"
+        );
+        assert_eq!(
+            call.session_choice(),
+            "Allow these exact arguments for this session"
         );
     }
 }

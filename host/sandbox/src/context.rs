@@ -64,13 +64,28 @@ pub trait ToolCaller: Send + Sync + 'static {
     ) -> Result<ToolOutput, CallError>;
 }
 
-/// What a tool called by another tool returned.
+/// What a call returned: the one output type of every entry point.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ToolOutput {
-    /// The text for the model (here: for the calling tool).
+    /// The text for the model (or the calling tool).
     pub content: String,
-    /// Structured data.
+    /// Structured data for the application; the model never sees it.
     pub artifacts: Vec<Artifact>,
+}
+
+impl From<String> for ToolOutput {
+    fn from(content: String) -> Self {
+        Self {
+            content,
+            artifacts: Vec::new(),
+        }
+    }
+}
+
+impl From<&str> for ToolOutput {
+    fn from(content: &str) -> Self {
+        content.to_string().into()
+    }
 }
 
 /// A shared [`ToolCaller`] (opaque in debug output).

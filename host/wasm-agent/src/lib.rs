@@ -12,6 +12,7 @@
 //! |---|---|---|
 //! | [`policy`] | `wasm-agent-policy` | always |
 //! | [`sandbox`], [`ToolHost`] | `wasm-agent-sandbox` | always |
+//! | [`pipeline`] | `wasm-agent-pipeline` | always |
 //! | [`session`] | `wasm-agent-session` (+ `-sqlite`, `-postgres`) | always (`sqlite`, `postgres`) |
 //! | [`cache`] | `wasm-agent-cache` (+ `-redis`) | always (`redis`) |
 //! | [`metrics`] | `wasm-agent-metrics` | always |
@@ -51,6 +52,9 @@ pub mod audit {
     pub use wasm_agent_audit_postgres as postgres;
 }
 pub use wasm_agent_metrics as metrics;
+/// The call pipeline every entry point's calls take: audit, argument check,
+/// approval, result cache, the call.
+pub use wasm_agent_pipeline as pipeline;
 /// OpenTelemetry: trace context in and out, OTLP export of spans and metrics.
 pub use wasm_agent_telemetry as telemetry;
 pub mod session;

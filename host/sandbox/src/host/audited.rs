@@ -2,12 +2,9 @@
 //! ends (or when its future is dropped, as cancelled).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
-use super::{Arguments, ToolHost};
+use super::Arguments;
 use crate::context::CallContext;
 use crate::events::{EventBus, ToolEvent};
 use crate::observe::CallObserver;
@@ -36,7 +33,9 @@ impl Draft {
     ) -> Self {
         let text = match arguments {
             Arguments::Text(text) => std::borrow::Cow::Borrowed(text),
-            Arguments::Parsed(value) => std::borrow::Cow::Owned(value.to_string()),
+            Arguments::Parsed(value) | Arguments::Checked { value, .. } => {
+                std::borrow::Cow::Owned(value.to_string())
+            }
         };
         let mut report =
             CallReport::begin(call_id, tool, &text, auditor.wants_arguments(), context);
@@ -59,55 +58,6 @@ impl Draft {
         self.report.outcome = outcome;
         self.report.duration = duration;
         self.auditor.record(self.report);
-    }
-}
-
-impl ToolHost {
-    /// Tells the auditor of a call an entry point refused before calling
-    /// (approval denied, or cancelled while waiting for it): `context`
-    /// carries the approval note. Returns the call id the report has.
-    pub fn audit_refusal(
-        &self,
-        name: &str,
-        arguments: &Value,
-        context: &CallContext,
-        error: &CallError,
-    ) -> String {
-        self.audit_unrun(name, arguments, context, Some(error.kind), false)
-    }
-
-    /// Tells the auditor of a call an entry point answered from its result
-    /// cache, without running the tool. Returns the call id the report has.
-    pub fn audit_cached(&self, name: &str, arguments: &Value, context: &CallContext) -> String {
-        self.audit_unrun(name, arguments, context, None, true)
-    }
-
-    fn audit_unrun(
-        &self,
-        name: &str,
-        arguments: &Value,
-        context: &CallContext,
-        outcome: Option<ErrorKind>,
-        cached: bool,
-    ) -> String {
-        let call_id = format!(
-            "call-{}",
-            self.inner.next_call.fetch_add(1, Ordering::Relaxed)
-        );
-        if let Some(auditor) = &self.inner.auditor {
-            let entry = self.inner.tools.get(name);
-            let mut draft = Draft::new(
-                auditor.clone(),
-                &call_id,
-                name,
-                Arguments::Parsed(arguments),
-                context,
-                entry.as_deref(),
-            );
-            draft.report.cached = cached;
-            draft.finish(outcome, Duration::ZERO);
-        }
-        call_id
     }
 }
 

@@ -8,10 +8,10 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 use tracing::Instrument;
 
-use crate::context::{CallContext, ToolCaller, ToolOutput};
+use crate::context::CallContext;
 use crate::events::{EventBus, ToolEvent};
 use crate::observe::CallObserver;
-use crate::registry::{ComponentEntry, Registry, ToolEntry, ToolInfo};
+use crate::registry::{ComponentEntry, Registry, ToolEntry};
 use crate::report::{CallAuditor, ComponentIdentity};
 use crate::result::{CallError, ErrorKind, ToolCallResult};
 use crate::runtime::{
@@ -42,6 +42,9 @@ enum Arguments<'a> {
     Text(&'a str),
     /// Parsed already; serialised once for the tool.
     Parsed(&'a Value),
+    /// Parsed and checked already against the schema of the component
+    /// version `digest`, which alone may run the call.
+    Checked { value: &'a Value, digest: &'a str },
 }
 
 /// Runs sandboxed tools. Cheap to clone; clones share everything.
@@ -303,6 +306,25 @@ impl ToolHost {
             .await
     }
 
+    /// Calls a tool whose arguments were checked already
+    /// ([`check_arguments`](Self::check_arguments)) against the component
+    /// version `digest`: the call runs only on that version. If the tool was
+    /// reloaded since (say, while a person was asked to approve the call),
+    /// the new code does not run and the call is refused as `denied`.
+    pub async fn call_pinned(
+        &self,
+        name: &str,
+        arguments: &Value,
+        digest: &str,
+        context: &CallContext,
+    ) -> ToolCallResult {
+        let arguments = Arguments::Checked {
+            value: arguments,
+            digest,
+        };
+        self.call_with(name, arguments, context).await
+    }
+
     async fn call_with(
         &self,
         name: &str,
@@ -365,6 +387,7 @@ impl ToolHost {
         let outcome = match (&entry, refused) {
             (_, Some(refused)) => Err(refused),
             (None, None) => Err(self.unknown_tool(name)),
+            (Some(entry), None) if !arguments.may_run_on(entry) => Err(reloaded(entry)),
             (Some(entry), None) => {
                 self.run_call(entry, &call_id, arguments, context, usage.clone())
                     .instrument(span.clone())
@@ -427,6 +450,7 @@ impl ToolHost {
                 specs::check_value(&entry.validator, &entry.info.name, value).map_err(invalid)?;
                 std::borrow::Cow::Owned(text)
             }
+            Arguments::Checked { value, .. } => std::borrow::Cow::Owned(value.to_string()),
         };
         drop(validating);
         let arguments = text.as_ref();
@@ -491,27 +515,26 @@ impl ToolHost {
     }
 }
 
-/// The host itself as the [`ToolCaller`] of its tools' `host.call-tool`:
-/// each call goes straight to [`ToolHost::call_json`], with no approval
-/// step (an entry point with approvals, like the agent loop or the MCP
-/// server, sets its own caller). Use it with
-/// `CallContext::new().tool_caller(Arc::new(host.clone()))`.
-#[async_trait::async_trait]
-impl ToolCaller for ToolHost {
-    fn tools(&self) -> Vec<ToolInfo> {
-        ToolHost::tools(self)
+impl Arguments<'_> {
+    /// Whether the call may run on `entry`'s component version.
+    fn may_run_on(&self, entry: &ToolEntry) -> bool {
+        match self {
+            Arguments::Checked { digest, .. } => *entry.component.identity.digest == **digest,
+            _ => true,
+        }
     }
+}
 
-    async fn call_tool(
-        &self,
-        name: &str,
-        arguments: Value,
-        context: &CallContext,
-    ) -> Result<ToolOutput, CallError> {
-        self.call_json(name, &arguments, context)
-            .await
-            .into_output()
-    }
+/// The refusal of a call pinned to a component version that was replaced.
+fn reloaded(entry: &ToolEntry) -> CallError {
+    CallError::new(
+        ErrorKind::Denied,
+        format!(
+            "tool {:?} was reloaded (now {}) after this call was checked and approved, so the \
+             new version did not run; call it again to be asked about the new version",
+            entry.info.name, entry.component.identity.digest
+        ),
+    )
 }
 
 /// Runs blocking `work` on tokio's blocking pool; a panic in it resumes

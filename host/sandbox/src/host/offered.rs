@@ -1,10 +1,13 @@
 //! What the host offers: its tools by name, their argument checks, and
 //! what each tool's policy lets it do beyond its own sandbox.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use super::ToolHost;
 use crate::registry::ToolInfo;
+use crate::report::{CallAuditor, ComponentIdentity};
 use crate::result::{CallError, ErrorKind};
 use crate::specs;
 
@@ -17,6 +20,20 @@ impl ToolHost {
     /// The tool with this public name, if the host offers it.
     pub fn tool(&self, name: &str) -> Option<ToolInfo> {
         self.inner.tools.get(name).map(|t| t.info.clone())
+    }
+
+    /// The component that offers tool `name` (its name, source and digest),
+    /// for audit records of calls answered without running it.
+    pub fn component_of(&self, name: &str) -> Option<ComponentIdentity> {
+        self.inner
+            .tools
+            .get(name)
+            .map(|t| t.component.identity.clone())
+    }
+
+    /// Who is told of every call (the audit trail), if anyone.
+    pub fn auditor(&self) -> Option<&Arc<dyn CallAuditor>> {
+        self.inner.auditor.as_ref()
     }
 
     /// Checks `arguments` against the tool's schema (and its policy's size

@@ -1,0 +1,172 @@
+//! # wasm-agent-pipeline
+//!
+//! The one path every tool call takes, whoever makes it: the agent loop,
+//! the MCP server (every transport and revision), `wasm-agent call`, tools
+//! calling tools, and tools of other MCP servers. Entry points translate
+//! their wire format into a [`ToolCall`] and the [`Called`] back; the steps
+//! between are layers, each written once:
+//!
+//! 1. `audit`: nothing is answered while a fail-closed audit log cannot be
+//!    written; every answer is recorded (ran, cached, refused, failed);
+//! 2. `check`: the arguments against the tool's schema, and the version the
+//!    call may run on;
+//! 3. layers an embedder adds ([`PipelineBuilder::layer`]: access rules,
+//!    quotas), in the order added;
+//! 4. `approve`: the operator's approvals, then the person, for exactly this
+//!    tool, version and arguments;
+//! 5. `cache`: the result cache, per tool, version, arguments, tenant and
+//!    principal;
+//! 6. the call itself, on the version checked and approved ([`Target`]).
+//!
+//! ```no_run
+//! # async fn demo(host: wasm_agent_sandbox::ToolHost) {
+//! use std::collections::BTreeMap;
+//! use wasm_agent_pipeline::{HostTools, Pipeline, ToolCall, ToolSet};
+//! use wasm_agent_sandbox::CallContext;
+//!
+//! let pipeline = Pipeline::builder().build();
+//! let tools = HostTools::new(host, BTreeMap::new());
+//! let tool = tools.tool("calculate").expect("loaded");
+//! let arguments = serde_json::json!({"expression": "6 * 7"});
+//! let called = pipeline
+//!     .call(ToolCall::new(tool, "1", arguments, CallContext::new()))
+//!     .await;
+//! println!("{:?}", called.result);
+//! # }
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod approve;
+mod audit;
+mod cache;
+mod call;
+mod caller;
+mod check;
+mod layer;
+pub mod question;
+mod run;
+pub mod target;
+mod tools;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use wasm_agent_cache::{MemoryCache, ResultCache};
+use wasm_agent_sandbox::approval::{ApprovalHandler, DenyAll};
+use wasm_agent_sandbox::report::CallAuditor;
+
+pub use call::{CallEvents, CallSettings, Called, Tool, ToolCall};
+pub use caller::PipelineCaller;
+pub use layer::{Layer, Next};
+pub use target::{Progress, ProgressSink, Remote, RemoteTool, Run, Sandboxed, Target};
+pub use tools::{HostTools, ToolSet};
+
+/// The steps of every call. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct Pipeline {
+    layers: Arc<[Arc<dyn Layer>]>,
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("layers", &self.layers.len())
+            .finish()
+    }
+}
+
+impl Pipeline {
+    /// A builder with the defaults: no audit, nobody approves (calls that
+    /// need approval are asked of the person, or refused), results cached in
+    /// this process's memory (for tools with a `cache_ttl`).
+    pub fn builder() -> PipelineBuilder {
+        PipelineBuilder::default()
+    }
+
+    /// Takes `call` down every layer; never fails: every problem is the
+    /// result's error.
+    pub async fn call(&self, mut call: ToolCall) -> Called {
+        let started = Instant::now();
+        let mut called = Next {
+            layers: &self.layers,
+        }
+        .run(&mut call)
+        .await;
+        called.duration = started.elapsed();
+        called
+    }
+}
+
+/// Settings of a [`Pipeline`].
+pub struct PipelineBuilder {
+    auditor: Option<Arc<dyn CallAuditor>>,
+    handler: Arc<dyn ApprovalHandler>,
+    cache: Arc<dyn ResultCache>,
+    extra: Vec<Arc<dyn Layer>>,
+}
+
+impl Default for PipelineBuilder {
+    fn default() -> Self {
+        Self {
+            auditor: None,
+            handler: Arc::new(DenyAll),
+            cache: Arc::new(MemoryCache::new(1024)),
+            extra: Vec::new(),
+        }
+    }
+}
+
+impl PipelineBuilder {
+    /// Records every call with `auditor`, and answers none while it refuses
+    /// (a fail-closed log that cannot be written). Without one, calls of a
+    /// sandboxed tool are recorded with its
+    /// [`ToolHost`](wasm_agent_sandbox::ToolHost)'s auditor, whose runs
+    /// record themselves: give both the same one.
+    pub fn auditor(mut self, auditor: Option<Arc<dyn CallAuditor>>) -> Self {
+        self.auditor = auditor;
+        self
+    }
+
+    /// Who approves calls that need it without asking the person (the
+    /// operator's standing approvals); default [`DenyAll`].
+    pub fn approval_handler(mut self, handler: Arc<dyn ApprovalHandler>) -> Self {
+        self.handler = handler;
+        self
+    }
+
+    /// Where results of tools with a `cache_ttl` are kept (default: this
+    /// process's memory, 1024 entries).
+    pub fn result_cache(mut self, cache: Arc<dyn ResultCache>) -> Self {
+        self.cache = cache;
+        self
+    }
+
+    /// Adds a step after the argument check and before approval (access
+    /// rules, quotas); layers run in the order added.
+    pub fn layer(mut self, layer: Arc<dyn Layer>) -> Self {
+        self.extra.push(layer);
+        self
+    }
+
+    /// The pipeline.
+    pub fn build(self) -> Pipeline {
+        let mut layers: Vec<Arc<dyn Layer>> = vec![
+            Arc::new(audit::Audit {
+                auditor: self.auditor,
+            }),
+            Arc::new(check::Check),
+        ];
+        layers.extend(self.extra);
+        layers.push(Arc::new(approve::Approve {
+            handler: self.handler,
+        }));
+        layers.push(Arc::new(cache::Cache { cache: self.cache }));
+        Pipeline {
+            layers: layers.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,239 @@
+//! How a tool runs, once the pipeline's layers let a call through: in the
+//! sandbox ([`Sandboxed`]), elsewhere ([`RemoteTool`], such as another MCP
+//! server's tool), or as an entry point's own trusted code.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use wasm_agent_sandbox::context::{CallContext, ToolOutput};
+use wasm_agent_sandbox::host::ToolHost;
+use wasm_agent_sandbox::report::{CallAuditor, CallReport, RemoteOrigin};
+use wasm_agent_sandbox::result::{CallError, ErrorKind};
+use wasm_agent_sandbox::specs;
+
+use crate::call::ToolCall;
+
+/// What running a call gave.
+pub struct Run {
+    /// The output, or why there is none.
+    pub result: Result<ToolOutput, CallError>,
+    /// The id of the audit record the target wrote itself, if it did.
+    pub recorded_as: Option<String>,
+}
+
+impl From<Result<ToolOutput, CallError>> for Run {
+    fn from(result: Result<ToolOutput, CallError>) -> Self {
+        Self {
+            result,
+            recorded_as: None,
+        }
+    }
+}
+
+/// How one tool runs.
+#[async_trait::async_trait]
+pub trait Target: Send + Sync + 'static {
+    /// The version calls run on now: its component's digest, a remote
+    /// tool's version; `None` once the tool is gone. Cached results and
+    /// approvals are filed under it.
+    fn version(&self) -> Option<String>;
+
+    /// Checks arguments against the tool's schema (and its bounds).
+    fn check(&self, arguments: &Value) -> Result<(), CallError>;
+
+    /// Fills in where the tool runs, on the audit record of a call the
+    /// pipeline records (the component, or the remote origin).
+    fn describe(&self, report: &mut CallReport);
+
+    /// Whether its runs write their own audit records (the sandbox's, which
+    /// know what the run used).
+    fn records_runs(&self) -> bool {
+        false
+    }
+
+    /// The auditor its runs are recorded with, if it has one of its own
+    /// (used when the pipeline has none).
+    fn auditor(&self) -> Option<Arc<dyn CallAuditor>> {
+        None
+    }
+
+    /// Runs a call whose arguments were checked against `version`, on that
+    /// version only.
+    async fn run(&self, call: &ToolCall, version: &str) -> Run;
+}
+
+/// A component's tool in a [`ToolHost`], by the name the host knows it by.
+pub struct Sandboxed {
+    host: ToolHost,
+    name: String,
+}
+
+impl Sandboxed {
+    /// Tool `name` of `host`.
+    pub fn new(host: ToolHost, name: impl Into<String>) -> Self {
+        Self {
+            host,
+            name: name.into(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Target for Sandboxed {
+    fn version(&self) -> Option<String> {
+        self.host.tool(&self.name).map(|info| info.digest)
+    }
+
+    fn check(&self, arguments: &Value) -> Result<(), CallError> {
+        self.host.check_arguments(&self.name, arguments)
+    }
+
+    fn describe(&self, report: &mut CallReport) {
+        report.component = self.host.component_of(&self.name);
+    }
+
+    fn records_runs(&self) -> bool {
+        self.host.auditor().is_some()
+    }
+
+    fn auditor(&self) -> Option<Arc<dyn CallAuditor>> {
+        self.host.auditor().cloned()
+    }
+
+    async fn run(&self, call: &ToolCall, version: &str) -> Run {
+        let result = self
+            .host
+            .call_pinned(&self.name, &call.arguments, version, &call.context)
+            .await;
+        let recorded_as = self.records_runs().then(|| result.call_id.clone());
+        Run {
+            result: result.into_output(),
+            recorded_as,
+        }
+    }
+}
+
+/// Runs calls of one tool somewhere else (another MCP server, a service):
+/// not sandboxed. The pipeline treats it as every tool (arguments checked
+/// against its schema, approval, cache, audit).
+#[async_trait::async_trait]
+pub trait RemoteTool: Send + Sync + 'static {
+    /// Where the tool runs, for messages: `MCP server "github"`.
+    fn origin(&self) -> String;
+
+    /// What cached results and approvals are filed under: it changes
+    /// whenever the tool may answer differently (another server version or
+    /// definition).
+    fn version(&self) -> String;
+
+    /// Runs one call with checked arguments; `progress` receives what the
+    /// far side reports. It must end soon after the context's cancellation
+    /// fires (the pipeline does not drop it, so it can tell the far side).
+    async fn call(
+        &self,
+        arguments: Value,
+        context: &CallContext,
+        progress: ProgressSink,
+    ) -> Result<ToolOutput, CallError>;
+}
+
+/// A [`RemoteTool`] with its argument schema, as a [`Target`].
+pub struct Remote {
+    tool: Arc<dyn RemoteTool>,
+    validator: Arc<jsonschema::Validator>,
+    name: String,
+}
+
+impl Remote {
+    /// `tool`, called `name`, whose arguments `validator` checks.
+    pub fn new(
+        name: impl Into<String>,
+        tool: Arc<dyn RemoteTool>,
+        validator: Arc<jsonschema::Validator>,
+    ) -> Self {
+        Self {
+            tool,
+            validator,
+            name: name.into(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Target for Remote {
+    fn version(&self) -> Option<String> {
+        Some(format!("remote/{}", self.tool.version()))
+    }
+
+    fn check(&self, arguments: &Value) -> Result<(), CallError> {
+        check_schema(&self.validator, &self.name, arguments)
+    }
+
+    fn describe(&self, report: &mut CallReport) {
+        report.remote = Some(RemoteOrigin {
+            origin: self.tool.origin(),
+            version: self.tool.version(),
+        });
+    }
+
+    async fn run(&self, call: &ToolCall, _version: &str) -> Run {
+        let progress = match &call.events {
+            Some(events) => {
+                let events = events.clone();
+                ProgressSink::new(move |progress| events.progress(progress))
+            }
+            None => ProgressSink::default(),
+        };
+        // Not raced against cancellation: the remote side ends the call
+        // itself, telling the far end why.
+        self.tool
+            .call(call.arguments.clone(), &call.context, progress)
+            .await
+            .into()
+    }
+}
+
+/// Checks `arguments` of tool `name` against `validator`.
+pub fn check_schema(
+    validator: &jsonschema::Validator,
+    name: &str,
+    arguments: &Value,
+) -> Result<(), CallError> {
+    specs::check_value(validator, name, arguments)
+        .map_err(|message| CallError::new(ErrorKind::InvalidArguments, message))
+}
+
+/// Progress a running call reports.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Progress {
+    /// How far it is (grows with each report).
+    pub progress: f64,
+    /// Out of this much, when known.
+    pub total: Option<f64>,
+    /// What it is doing.
+    pub message: Option<String>,
+}
+
+/// Where a call's progress goes (the entry point's events, or nowhere).
+#[derive(Clone, Default)]
+pub struct ProgressSink(Option<Arc<dyn Fn(Progress) + Send + Sync>>);
+
+impl ProgressSink {
+    /// A sink that calls `report` for each report.
+    pub fn new(report: impl Fn(Progress) + Send + Sync + 'static) -> Self {
+        Self(Some(Arc::new(report)))
+    }
+
+    /// Passes one report on.
+    pub fn report(&self, progress: Progress) {
+        if let Some(report) = &self.0 {
+            report(progress);
+        }
+    }
+
+    /// Whether anyone listens (a remote side need not ask for progress
+    /// when nobody does).
+    pub fn is_listening(&self) -> bool {
+        self.0.is_some()
+    }
+}
