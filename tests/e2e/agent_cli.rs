@@ -369,10 +369,13 @@ async fn approval_is_asked_on_a_terminal() {
         );
         let output = crate::common::on_a_terminal(command, answer).await;
         let text = stdout(&output);
+        // The question names the component version that would run.
         assert!(
-            text.contains(
-                "[approval] Allow the tool \"state_set\" to run with {\"key\":\"k\",\"value\":1}? [y/N]"
-            ),
+            text.contains("[approval] Allow the tool \"state_set\" (component sha256:"),
+            "{text}"
+        );
+        assert!(
+            text.contains(") to run with {\"key\":\"k\",\"value\":1}? [y/N]"),
             "{text}"
         );
         // The terminal interleaves the echoed answer and the prompt with the output.

@@ -15,6 +15,7 @@ mod code_mode_run;
 mod code_mode_task;
 mod common;
 mod concurrency;
+mod entries;
 mod hardening;
 mod hardening_cli;
 mod health;
@@ -31,6 +32,7 @@ mod oci_entry;
 mod oci_trust;
 mod otlp;
 mod otlp_receiver;
+mod pipeline_promises;
 mod policy;
 mod polyglot;
 #[path = "../support/postgres.rs"]

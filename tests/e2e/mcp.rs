@@ -140,6 +140,26 @@ impl Server {
         self.post(&body).header("mcp-session-id", session)
     }
 
+    /// `tools/call` of `name` with `arguments` in `session`, with `token`.
+    pub(crate) async fn call_tool_authorized(
+        &self,
+        session: &str,
+        token: &str,
+        id: u64,
+        name: &str,
+        arguments: Value,
+    ) -> Value {
+        let response = self
+            .call_tool_request(session, id, name, arguments)
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("the request is answered");
+        assert_eq!(response.status(), StatusCode::OK);
+        let text = response.text().await.unwrap();
+        response_in(&text, id).unwrap_or_else(|| panic!("no response {id} in {text:?}"))
+    }
+
     /// `tools/call` of `name` with `arguments` in `session`.
     pub(crate) async fn call_tool(
         &self,
