@@ -195,12 +195,15 @@ $(VENV)/.installed: tests/mcp/requirements.txt
 
 ## Benchmark warm calls, throughput, cold loads, and a Node.js subprocess per
 ## call; then the MCP server as the official Python SDK sees it over stdio.
+## With BASELINE=path/to/wasm-agent (an earlier build), also this build's MCP
+## calls and agent-loop turns against that one's, side by side.
 bench: setup mcp-venv
 	$(CARGO) bench -p wasm-agent-cli --bench calls
 	$(CARGO) bench -p wasm-agent-cli --bench code_mode
 	@tests/install-servers.sh
 	$(CARGO) bench -p wasm-agent-cli --bench replicas
 	$(VENV)/bin/python tests/mcp/bench_mcp.py
+	@if [ -n "$(BASELINE)" ]; then BASELINE=$(BASELINE) $(VENV)/bin/python tests/mcp/bench_baseline.py; fi
 
 ## `wasm-agent serve` (stdio, then HTTP) through SOAK_CALLS mixed calls
 ## (ordinary, loops, memory bombs, floods, denials, cancellations, 8

@@ -144,23 +144,7 @@ async fn call(request: &Request<'_>) -> Answer {
     })
     .await
     .unwrap();
-    let err = stderr(&output);
-    let Ok(printed) = serde_json::from_str::<Value>(stdout(&output).trim()) else {
-        // Nothing printed: the call was refused before a result (exit 2).
-        return Answer {
-            kind: Some("no_result".into()),
-            text: String::new(),
-            stderr: err,
-        };
-    };
-    match printed["error"].as_object() {
-        None => Answer::ok(printed["content"].as_str().unwrap_or_default(), err),
-        Some(error) => Answer {
-            kind: error["kind"].as_str().map(str::to_string),
-            text: error["message"].as_str().unwrap_or_default().to_string(),
-            stderr: err,
-        },
-    }
+    printed_answer(&output, |printed| printed)
 }
 
 async fn run_once(request: &Request<'_>) -> Answer {
@@ -177,15 +161,21 @@ async fn run_once(request: &Request<'_>) -> Answer {
     args.extend(["--base-url".to_string(), provider.openai_url()]);
     args.extend(request.flags.iter().map(|f| f.to_string()));
     let output = run(args, "").await;
-    let err = stderr(&output);
-    let Ok(printed) = serde_json::from_str::<Value>(stdout(&output).trim()) else {
+    printed_answer(&output, |printed| &printed["tool_calls"][0])
+}
+
+/// The call `pick` finds in the JSON a command printed, as an answer;
+/// nothing printed means the call was refused before a result (exit 2).
+fn printed_answer(output: &std::process::Output, pick: impl Fn(&Value) -> &Value) -> Answer {
+    let err = stderr(output);
+    let Ok(printed) = serde_json::from_str::<Value>(stdout(output).trim()) else {
         return Answer {
             kind: Some("no_result".into()),
             text: String::new(),
             stderr: err,
         };
     };
-    let call = &printed["tool_calls"][0];
+    let call = pick(&printed);
     match call["error"].as_object() {
         None => Answer::ok(call["content"].as_str().unwrap_or_default(), err),
         Some(error) => Answer {

@@ -105,15 +105,7 @@ impl Server {
     /// One request in `session`; returns the JSON-RPC response.
     async fn rpc(&self, session: &str, id: u64, method: &str, params: Value) -> Value {
         let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let response = self
-            .post(&body)
-            .header("mcp-session-id", session)
-            .send()
-            .await
-            .expect("the request is answered");
-        assert_eq!(response.status(), StatusCode::OK);
-        let text = response.text().await.unwrap();
-        response_in(&text, id).unwrap_or_else(|| panic!("no response {id} in {text:?}"))
+        answer_to(self.post(&body).header("mcp-session-id", session), id).await
     }
 
     /// `tools/call` with these `params` (`_meta` and all) in `session`.
@@ -149,15 +141,8 @@ impl Server {
         name: &str,
         arguments: Value,
     ) -> Value {
-        let response = self
-            .call_tool_request(session, id, name, arguments)
-            .bearer_auth(token)
-            .send()
-            .await
-            .expect("the request is answered");
-        assert_eq!(response.status(), StatusCode::OK);
-        let text = response.text().await.unwrap();
-        response_in(&text, id).unwrap_or_else(|| panic!("no response {id} in {text:?}"))
+        let request = self.call_tool_request(session, id, name, arguments);
+        answer_to(request.bearer_auth(token), id).await
     }
 
     /// `tools/call` of `name` with `arguments` in `session`.
@@ -198,6 +183,14 @@ impl Server {
             .map(|t| t["name"].as_str().unwrap().to_string())
             .collect()
     }
+}
+
+/// Sends `request` and returns the JSON-RPC response `id` in its answer.
+async fn answer_to(request: reqwest::RequestBuilder, id: u64) -> Value {
+    let response = request.send().await.expect("the request is answered");
+    assert_eq!(response.status(), StatusCode::OK);
+    let text = response.text().await.unwrap();
+    response_in(&text, id).unwrap_or_else(|| panic!("no response {id} in {text:?}"))
 }
 
 impl Drop for Server {

@@ -70,6 +70,13 @@ async fn a_tool_called_by_a_tool_takes_the_approval_step_in_every_entry_point() 
             refused.kind.is_some() && refused.text.contains("--approve echo"),
             "{entry:?}: the nested call ran without approval: {refused:?}"
         );
+        if matches!(entry, Entry::Call | Entry::Run) {
+            // The terminal asker was asked, and said why nobody answered.
+            assert!(
+                refused.stderr.contains("no terminal to ask"),
+                "{entry:?}: {refused:?}"
+            );
+        }
         let records = records_of(&log, "echo", |r| !r.is_empty()).await;
         assert_eq!(records[0]["depth"], 1, "{entry:?}: {records:?}");
         assert_eq!(records[0]["outcome"], "denied", "{entry:?}: {records:?}");

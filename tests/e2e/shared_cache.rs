@@ -55,8 +55,15 @@ async fn runs_share_results_per_tenant_and_component_version() {
     let original = component("calculator");
     let config = config(dir.path(), &original, Some(&redis.url()));
 
-    let (first, _) = ask(&config, &["--tenant", "acme"]).await;
+    let (first, warned) = ask(&config, &["--tenant", "acme"]).await;
     assert_eq!(first["cached"], false);
+    // The config's settings are in their old place: they apply, and the
+    // warning names the new one.
+    assert!(
+        warned.contains("[agent.tools.calculate] is deprecated")
+            && warned.contains("[calls.calculate]"),
+        "{warned}"
+    );
     let (again, _) = ask(&config, &["--tenant", "acme"]).await;
     assert_eq!(
         again["cached"], true,

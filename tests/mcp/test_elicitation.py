@@ -134,6 +134,24 @@ async def test_allowed_for_the_session_is_not_asked_again_in_that_session(open_s
     assert person.choices() == ["allow_once", "allow_session", "deny"]
 
 
+async def test_allowed_for_the_session_covers_exactly_the_arguments_asked_about(open_session, config):
+    # The decisive part after 400 characters of padding: shown, and a call
+    # that differs only there is asked about again.
+    person = Person("allow_session")
+    padded = lambda expression: {"expression": " " * 400 + expression}  # noqa: E731
+    async with open_session("--config", config, "--ask-session", elicitation_callback=person) as session:
+        for expression, answer in [("1+1", "2"), ("1+1", "2"), ("2+2", "4")]:
+            result = await session.call_tool("calculate", padded(expression))
+            assert text_of(result) == answer, dump(result)
+    assert len(person.asked) == 2, person.asked
+    second = person.asked[1].message
+    assert "2+2" in second and "too long to show in full" in second, second
+    assert "sha256:" in second, second
+    decision = person.asked[0].requested_schema["properties"]["decision"]
+    titles = [option["title"] for option in decision["oneOf"]]
+    assert "Allow these exact arguments for this session" in titles, titles
+
+
 async def test_the_operators_approval_is_not_asked_about(open_session, config):
     person = Person(None)
     async with open_session("--config", config, "--approve", "calculate", elicitation_callback=person) as session:

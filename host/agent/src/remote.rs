@@ -3,4 +3,4 @@
 //! against their schema, approval, cache, audit, cancellation) and leaves
 //! the running to a [`RemoteTool`].
 
-pub use wasm_agent_pipeline::target::{Progress, ProgressSink, RemoteTool};
+pub use wasm_agent_pipeline::{Progress, ProgressSink, RemoteTool};

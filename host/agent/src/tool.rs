@@ -16,7 +16,7 @@ use super::limit::OverflowStrategy;
 use super::remote::RemoteTool;
 use super::{Agent, AgentError};
 use crate::provider::ToolDefinition;
-use wasm_agent_pipeline::{CallSettings, Remote, Run, Sandboxed, Target, Tool, ToolCall};
+use wasm_agent_pipeline::{CallSettings, Remote, Run, Running, Sandboxed, Target, Tool};
 use wasm_agent_sandbox::approval::Approval;
 use wasm_agent_sandbox::host::ToolHost;
 use wasm_agent_sandbox::registry::{Annotations, ToolInfo};
@@ -283,16 +283,17 @@ impl Target for InProcess {
         Some("host".into())
     }
 
-    fn check(&self, arguments: &Value) -> Result<(), CallError> {
-        wasm_agent_pipeline::target::check_schema(&self.validator, &self.name, arguments)
+    fn check(&self, arguments: &Value) -> Result<String, CallError> {
+        wasm_agent_pipeline::target::check_schema(&self.validator, &self.name, arguments)?;
+        Ok("host".into())
     }
 
     fn describe(&self, _: &mut CallReport) {}
 
-    async fn run(&self, call: &ToolCall, _version: &str) -> Run {
+    async fn run(&self, call: Running<'_>, _version: &str) -> Run {
         let context = ToolContext {
             call: call.context.clone(),
-            call_id: call.id.clone(),
+            call_id: call.id.to_string(),
             tool: self.name.clone(),
             agent: self.agent.clone(),
         };

@@ -115,7 +115,15 @@ async fn caches(redis_url: &str) {
     ];
     let value = vec![7u8; 1024];
     for (name, cache) in &caches {
-        let key = |i: usize| CacheKey::new("bench", "sha256:00", &json!({"i": i % 512}), Some("t"));
+        let key = |i: usize| {
+            CacheKey::new(
+                "bench",
+                "sha256:00",
+                &json!({"i": i % 512}),
+                Some("t"),
+                None,
+            )
+        };
         let put = timed(|i| {
             let (cache, key, value) = (cache.clone(), key(i), value.clone());
             async move {

@@ -32,15 +32,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// List the tools of components (files, folders of .wasm files, or config aliases).
-    Tools {
-        /// Component files, folders or aliases from the config; none = every configured tool.
-        targets: Vec<String>,
-        /// Print the full specs as JSON.
-        #[arg(long)]
-        json: bool,
-        #[command(flatten)]
-        host: HostFlags,
-    },
+    Tools(Box<ToolsArgs>),
     /// Call one tool once.
     Call(Box<CallArgs>),
     /// Run an agent: a model calls the tools until it answers. Without PROMPT,
@@ -113,6 +105,18 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         sdk: Option<PathBuf>,
     },
+}
+
+/// `wasm-agent tools`.
+#[derive(Debug, Args)]
+pub struct ToolsArgs {
+    /// Component files, folders or aliases from the config; none = every configured tool.
+    pub targets: Vec<String>,
+    /// Print the full specs as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub host: HostFlags,
 }
 
 /// `wasm-agent call`.

@@ -26,7 +26,7 @@ use clap::Parser;
 use wasm_agent::policy::{ConfigFile, Policy};
 use wasm_agent::{InMemorySessionStore, SessionStore, ToolHost, ToolHostBuilder};
 
-use args::{Cli, Command, HostFlags};
+use args::{Cli, Command, HostFlags, ToolsArgs};
 use components::{Location, Target};
 
 /// Exit code when the call returned an error.
@@ -153,11 +153,12 @@ fn compile_in_the_background() {
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Tools {
-            targets,
-            json,
-            host,
-        } => {
+        Command::Tools(args) => {
+            let ToolsArgs {
+                targets,
+                json,
+                host,
+            } = *args;
             let tool_host = load_targets(&targets, &host).await?;
             let tools = tool_host.tools();
             if json {

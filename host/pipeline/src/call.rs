@@ -7,12 +7,13 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use serde_json::Value;
-use wasm_agent_sandbox::approval::{Approval, ApprovalRequest};
+use wasm_agent_sandbox::approval::Approval;
 use wasm_agent_sandbox::context::{CallContext, ToolOutput};
 use wasm_agent_sandbox::report::ApprovalNote;
 use wasm_agent_sandbox::result::{CallError, ErrorKind, ToolCallResult};
 
-use crate::target::{Progress, Target};
+use crate::events::CallEvents;
+use crate::target::{Running, Target};
 
 /// Per-tool settings of the pipeline's steps, the same for every entry point
 /// (config: `[calls.TOOL]`).
@@ -44,19 +45,6 @@ impl std::fmt::Debug for Tool {
             .field("name", &self.name)
             .field("settings", &self.settings)
             .finish_non_exhaustive()
-    }
-}
-
-/// What an entry point wants to hear of a call while it runs.
-pub trait CallEvents: Send + Sync + 'static {
-    /// The call needs approval; the question is being put.
-    fn approval_requested(&self, request: &ApprovalRequest) {
-        let _ = request;
-    }
-
-    /// The tool reported progress (remote tools).
-    fn progress(&self, progress: Progress) {
-        let _ = progress;
     }
 }
 
@@ -106,6 +94,17 @@ impl ToolCall {
     /// The version the call runs on, once the arguments are checked.
     pub fn version(&self) -> Option<&str> {
         self.version.as_deref()
+    }
+
+    /// The call as its target runs it.
+    pub(crate) fn running(&self) -> Running<'_> {
+        Running {
+            id: &self.id,
+            tool: &self.tool.name,
+            arguments: &self.arguments,
+            context: &self.context,
+            events: self.events.as_ref(),
+        }
     }
 }
 

@@ -12,7 +12,8 @@ use wasm_agent_sandbox::registry::ToolInfo;
 use wasm_agent_sandbox::result::CallError;
 
 use crate::Pipeline;
-use crate::call::{CallEvents, ToolCall};
+use crate::call::ToolCall;
+use crate::events::CallEvents;
 use crate::tools::ToolSet;
 
 /// The [`ToolCaller`] of an entry point whose tools are a [`ToolSet`].

@@ -13,14 +13,6 @@ pub(crate) struct Check;
 #[async_trait::async_trait]
 impl Layer for Check {
     async fn call(&self, call: &mut ToolCall, next: Next<'_>) -> Called {
-        let target = &call.tool.target;
-        let Some(version) = target.version() else {
-            let error = CallError::new(
-                ErrorKind::UnknownTool,
-                format!("tool {:?} is no longer offered", call.tool.name),
-            );
-            return Called::refused(call, error);
-        };
         if !call.arguments.is_object() {
             let error = CallError::new(
                 ErrorKind::InvalidArguments,
@@ -28,10 +20,10 @@ impl Layer for Check {
             );
             return Called::refused(call, error);
         }
-        if let Err(error) = target.check(&call.arguments) {
-            return Called::refused(call, error);
+        match call.tool.target.check(&call.arguments) {
+            Ok(version) => call.version = Some(version),
+            Err(error) => return Called::refused(call, error),
         }
-        call.version = Some(version);
         next.run(call).await
     }
 }

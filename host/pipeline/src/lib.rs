@@ -43,6 +43,7 @@ mod cache;
 mod call;
 mod caller;
 mod check;
+mod events;
 mod layer;
 pub mod question;
 mod run;
@@ -56,10 +57,11 @@ use wasm_agent_cache::{MemoryCache, ResultCache};
 use wasm_agent_sandbox::approval::{ApprovalHandler, DenyAll};
 use wasm_agent_sandbox::report::CallAuditor;
 
-pub use call::{CallEvents, CallSettings, Called, Tool, ToolCall};
+pub use call::{CallSettings, Called, Tool, ToolCall};
 pub use caller::PipelineCaller;
+pub use events::{CallEvents, Progress, ProgressSink};
 pub use layer::{Layer, Next};
-pub use target::{Progress, ProgressSink, Remote, RemoteTool, Run, Sandboxed, Target};
+pub use target::{Remote, RemoteTool, Run, Running, Sandboxed, Target};
 pub use tools::{HostTools, ToolSet};
 
 /// The steps of every call. Cheap to clone; clones share everything.

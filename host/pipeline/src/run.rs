@@ -23,7 +23,7 @@ pub(crate) async fn run(call: &mut ToolCall) -> Called {
     if target.records_runs() {
         call.handed_to_recorder.store(true, Ordering::Release);
     }
-    let run = target.run(call, &version).await;
+    let run = target.run(call.running(), &version).await;
     let recorded = run.recorded_as.is_some();
     let mut called = Called::new(run.result, run.recorded_as.unwrap_or(call.id.clone()));
     called.recorded = recorded;

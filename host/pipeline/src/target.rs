@@ -11,7 +11,21 @@ use wasm_agent_sandbox::report::{CallAuditor, CallReport, RemoteOrigin};
 use wasm_agent_sandbox::result::{CallError, ErrorKind};
 use wasm_agent_sandbox::specs;
 
-use crate::call::ToolCall;
+use crate::events::{CallEvents, ProgressSink};
+
+/// A call as its target runs it: checked, approved, on one version.
+pub struct Running<'a> {
+    /// The entry point's id of the call.
+    pub id: &'a str,
+    /// The tool's name.
+    pub tool: &'a str,
+    /// The checked arguments.
+    pub arguments: &'a Value,
+    /// Who and what it is for (its approval note set, if it needed one).
+    pub context: &'a CallContext,
+    /// Who hears of its progress.
+    pub events: Option<&'a Arc<dyn CallEvents>>,
+}
 
 /// What running a call gave.
 pub struct Run {
@@ -38,8 +52,9 @@ pub trait Target: Send + Sync + 'static {
     /// approvals are filed under it.
     fn version(&self) -> Option<String>;
 
-    /// Checks arguments against the tool's schema (and its bounds).
-    fn check(&self, arguments: &Value) -> Result<(), CallError>;
+    /// Checks arguments against the tool's schema (and its bounds); the
+    /// version they were checked against, the one the call may run on.
+    fn check(&self, arguments: &Value) -> Result<String, CallError>;
 
     /// Fills in where the tool runs, on the audit record of a call the
     /// pipeline records (the component, or the remote origin).
@@ -59,7 +74,7 @@ pub trait Target: Send + Sync + 'static {
 
     /// Runs a call whose arguments were checked against `version`, on that
     /// version only.
-    async fn run(&self, call: &ToolCall, version: &str) -> Run;
+    async fn run(&self, call: Running<'_>, version: &str) -> Run;
 }
 
 /// A component's tool in a [`ToolHost`], by the name the host knows it by.
@@ -81,11 +96,14 @@ impl Sandboxed {
 #[async_trait::async_trait]
 impl Target for Sandboxed {
     fn version(&self) -> Option<String> {
-        self.host.tool(&self.name).map(|info| info.digest)
+        self.host
+            .digest_of(&self.name)
+            .map(|digest| digest.to_string())
     }
 
-    fn check(&self, arguments: &Value) -> Result<(), CallError> {
-        self.host.check_arguments(&self.name, arguments)
+    fn check(&self, arguments: &Value) -> Result<String, CallError> {
+        let digest = self.host.check_for_call(&self.name, arguments)?;
+        Ok(digest.to_string())
     }
 
     fn describe(&self, report: &mut CallReport) {
@@ -100,10 +118,10 @@ impl Target for Sandboxed {
         self.host.auditor().cloned()
     }
 
-    async fn run(&self, call: &ToolCall, version: &str) -> Run {
+    async fn run(&self, call: Running<'_>, version: &str) -> Run {
         let result = self
             .host
-            .call_pinned(&self.name, &call.arguments, version, &call.context)
+            .call_pinned(&self.name, call.arguments, version, call.context)
             .await;
         let recorded_as = self.records_runs().then(|| result.call_id.clone());
         Run {
@@ -165,8 +183,9 @@ impl Target for Remote {
         Some(format!("remote/{}", self.tool.version()))
     }
 
-    fn check(&self, arguments: &Value) -> Result<(), CallError> {
-        check_schema(&self.validator, &self.name, arguments)
+    fn check(&self, arguments: &Value) -> Result<String, CallError> {
+        check_schema(&self.validator, &self.name, arguments)?;
+        Ok(format!("remote/{}", self.tool.version()))
     }
 
     fn describe(&self, report: &mut CallReport) {
@@ -176,8 +195,8 @@ impl Target for Remote {
         });
     }
 
-    async fn run(&self, call: &ToolCall, _version: &str) -> Run {
-        let progress = match &call.events {
+    async fn run(&self, call: Running<'_>, _version: &str) -> Run {
+        let progress = match call.events {
             Some(events) => {
                 let events = events.clone();
                 ProgressSink::new(move |progress| events.progress(progress))
@@ -187,7 +206,7 @@ impl Target for Remote {
         // Not raced against cancellation: the remote side ends the call
         // itself, telling the far end why.
         self.tool
-            .call(call.arguments.clone(), &call.context, progress)
+            .call(call.arguments.clone(), call.context, progress)
             .await
             .into()
     }
@@ -201,39 +220,4 @@ pub fn check_schema(
 ) -> Result<(), CallError> {
     specs::check_value(validator, name, arguments)
         .map_err(|message| CallError::new(ErrorKind::InvalidArguments, message))
-}
-
-/// Progress a running call reports.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Progress {
-    /// How far it is (grows with each report).
-    pub progress: f64,
-    /// Out of this much, when known.
-    pub total: Option<f64>,
-    /// What it is doing.
-    pub message: Option<String>,
-}
-
-/// Where a call's progress goes (the entry point's events, or nowhere).
-#[derive(Clone, Default)]
-pub struct ProgressSink(Option<Arc<dyn Fn(Progress) + Send + Sync>>);
-
-impl ProgressSink {
-    /// A sink that calls `report` for each report.
-    pub fn new(report: impl Fn(Progress) + Send + Sync + 'static) -> Self {
-        Self(Some(Arc::new(report)))
-    }
-
-    /// Passes one report on.
-    pub fn report(&self, progress: Progress) {
-        if let Some(report) = &self.0 {
-            report(progress);
-        }
-    }
-
-    /// Whether anyone listens (a remote side need not ask for progress
-    /// when nobody does).
-    pub fn is_listening(&self) -> bool {
-        self.0.is_some()
-    }
 }

@@ -12,7 +12,7 @@ use wasm_agent_sandbox::context::{CallContext, ToolOutput};
 use wasm_agent_sandbox::report::{CallAuditor, CallReport};
 use wasm_agent_sandbox::result::{CallError, ErrorKind};
 
-use crate::target::{Run, Target};
+use crate::target::{Run, Running, Target};
 use crate::{CallSettings, Pipeline, Tool, ToolCall};
 
 /// A tool that echoes its arguments and who asked, counting its runs; its
@@ -45,16 +45,16 @@ impl Target for Echo {
         Some(self.version.lock().unwrap().clone())
     }
 
-    fn check(&self, arguments: &Value) -> Result<(), CallError> {
+    fn check(&self, arguments: &Value) -> Result<String, CallError> {
         match arguments.get("bad") {
             Some(_) => Err(CallError::new(ErrorKind::InvalidArguments, "bad")),
-            None => Ok(()),
+            None => Ok(self.version.lock().unwrap().clone()),
         }
     }
 
     fn describe(&self, _: &mut CallReport) {}
 
-    async fn run(&self, call: &ToolCall, version: &str) -> Run {
+    async fn run(&self, call: Running<'_>, version: &str) -> Run {
         if self.version().as_deref() != Some(version) {
             return Err(CallError::new(ErrorKind::Denied, "reloaded")).into();
         }

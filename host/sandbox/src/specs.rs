@@ -226,12 +226,34 @@ pub fn compile_schema(
 
 /// Checks the size of a call's arguments text before anything parses it.
 pub(crate) fn check_arguments_size(arguments: &str, policy: &Policy) -> Result<(), CallError> {
-    if arguments.len() as u64 > policy.max_arguments.bytes() {
+    check_size(arguments.len(), policy)
+}
+
+/// Checks the size parsed arguments have as JSON text, without writing it.
+pub(crate) fn check_value_size(arguments: &Value, policy: &Policy) -> Result<(), CallError> {
+    struct Counted(usize);
+    impl std::io::Write for Counted {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counted = Counted(0);
+    // Writing into a counter cannot fail.
+    let _ = serde_json::to_writer(&mut counted, arguments);
+    check_size(counted.0, policy)
+}
+
+fn check_size(length: usize, policy: &Policy) -> Result<(), CallError> {
+    if length as u64 > policy.max_arguments.bytes() {
         return Err(CallError::new(
             ErrorKind::InvalidArguments,
             format!(
-                "the arguments are {} bytes, more than the {} the tool's policy allows (max_arguments)",
-                arguments.len(),
+                "the arguments are {length} bytes, more than the {} the tool's policy allows \
+                 (max_arguments)",
                 policy.max_arguments
             ),
         ));

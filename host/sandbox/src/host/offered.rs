@@ -40,12 +40,28 @@ impl ToolHost {
     /// bound) without calling it: entry points check before they ask anyone
     /// to approve a call that could not run anyway.
     pub fn check_arguments(&self, name: &str, arguments: &Value) -> Result<(), CallError> {
+        self.check_for_call(name, arguments).map(drop)
+    }
+
+    /// [`check_arguments`](Self::check_arguments), returning the digest of
+    /// the component version they were checked against: the one
+    /// [`call_pinned`](Self::call_pinned) then runs them on.
+    pub fn check_for_call(&self, name: &str, arguments: &Value) -> Result<Arc<str>, CallError> {
         let Some(entry) = self.inner.tools.get(name) else {
             return Err(self.unknown_tool(name));
         };
-        specs::check_arguments_size(&arguments.to_string(), &entry.component.policy)?;
+        specs::check_value_size(arguments, &entry.component.policy)?;
         specs::check_value(&entry.validator, &entry.info.name, arguments)
-            .map_err(|message| CallError::new(ErrorKind::InvalidArguments, message))
+            .map_err(|message| CallError::new(ErrorKind::InvalidArguments, message))?;
+        Ok(entry.component.identity.digest.clone())
+    }
+
+    /// The digest of the component version that offers tool `name` now.
+    pub fn digest_of(&self, name: &str) -> Option<Arc<str>> {
+        self.inner
+            .tools
+            .get(name)
+            .map(|entry| entry.component.identity.digest.clone())
     }
 
     /// Whether the policy of tool `caller` lets it call tool `callee`
