@@ -213,10 +213,10 @@ def test_a_database_restart_fails_state_calls_in_time_and_loses_nothing(replicas
         proxy.close()
 
 
-def test_results_are_cached_in_redis_across_replicas_per_tenant(launch_http, postgres, tokens, tmp_path):
+def test_results_are_cached_in_redis_across_replicas_per_principal(launch_http, postgres, tokens, tmp_path):
     redis = Redis()
     config = tmp_path / "cache.toml"
-    config.write_text('[agent]\n\n[agent.tools.echo]\ncache_ttl = "5m"\n')
+    config.write_text('[calls.echo]\ncache_ttl = "5m"\n\n[calls.dependency]\ncache_ttl = "5m"\ncache_shared = true\n')
     args = ("--tools", wasm("fixture_tool"), "--store", postgres.url, "--tokens", tokens,
             "--cache", redis.url, "--config", config)
     first, second = launch_http(*args), launch_http(*args)
@@ -228,11 +228,20 @@ def test_results_are_cached_in_redis_across_replicas_per_tenant(launch_http, pos
                 return result_text(message), meta.get("io.wasm-agent/cached") is True
 
             assert echo(first.url, "alice-token") == ("same", False)
-            # Another replica answers from the shared cache, for the same tenant.
+            # Another replica answers from the shared cache, for the same caller.
             assert echo(second.url, "alice-token") == ("same", True)
-            assert echo(first.url, "bob-token") == ("same", True)
+            # Another principal of the same tenant never gets alice's result.
+            assert echo(first.url, "bob-token") == ("same", False)
             # Another tenant never gets acme's result.
             assert echo(second.url, "carol-token") == ("same", False)
+
+            # A tool whose results the config declares shared: one per tenant.
+            def dependency(url: str, token: str) -> bool:
+                message = answer(call(http, url, token, None, "dependency", {"name": "x"}, name="d"))
+                return (message["result"].get("_meta") or {}).get("io.wasm-agent/cached") is True
+
+            assert [dependency(first.url, "alice-token"), dependency(second.url, "bob-token"),
+                    dependency(first.url, "carol-token")] == [False, True, False]
             # Tools without a cache_ttl are never cached.
             for _ in range(2):
                 message = answer(call(http, first.url, "alice-token", None, "state_get", {"key": "x"}, name="c"))
