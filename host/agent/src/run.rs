@@ -10,7 +10,6 @@ use tracing::Instrument;
 
 use super::spans;
 use super::tool::AgentTool;
-use super::tool_calls::RunToolCaller;
 use super::{Agent, AgentError};
 use crate::provider::{ChatRequest, Message, ToolCallRequest, ToolResultMessage, Usage};
 use wasm_agent_sandbox::approval::ApprovalRequest;
@@ -258,12 +257,7 @@ impl Agent {
         let all_tools: Arc<[AgentTool]> = self.tools_for(&context).into();
         // Tools the run's tools call (`host.call-tool`) take the path of the
         // model's own calls, among all the run's tools.
-        let context = context.tool_caller(Arc::new(RunToolCaller {
-            agent: self.clone(),
-            tools: all_tools.clone(),
-            events: events.cloned(),
-            made: Default::default(),
-        }));
+        let context = context.tool_caller(self.run_tool_caller(all_tools.clone(), events.cloned()));
         let tools = match &self.inner.code_mode {
             // One tool whose code calls the others.
             Some(mode) => vec![mode.run_code_tool(&all_tools)?],

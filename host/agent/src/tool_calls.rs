@@ -15,14 +15,31 @@ use super::run::{AgentEvent, EventSender};
 use super::tool::AgentTool;
 use crate::provider::ToolCallRequest;
 
+impl Agent {
+    /// The caller of the tools a run's tools call: every tool of the run,
+    /// whether or not the router offered it.
+    pub(super) fn run_tool_caller(
+        &self,
+        tools: Arc<[AgentTool]>,
+        events: Option<EventSender>,
+    ) -> Arc<dyn ToolCaller> {
+        Arc::new(RunToolCaller {
+            agent: self.clone(),
+            tools,
+            events,
+            made: AtomicU64::new(0),
+        })
+    }
+}
+
 /// Calls tools for the tools of one run.
-pub(crate) struct RunToolCaller {
-    pub(crate) agent: Agent,
+struct RunToolCaller {
+    agent: Agent,
     /// Every tool of the run, whether or not the router offered it.
-    pub(crate) tools: Arc<[AgentTool]>,
-    pub(crate) events: Option<EventSender>,
+    tools: Arc<[AgentTool]>,
+    events: Option<EventSender>,
     /// Numbers the calls, for their ids.
-    pub(crate) made: AtomicU64,
+    made: AtomicU64,
 }
 
 #[async_trait::async_trait]

@@ -1,18 +1,11 @@
 //! The checks every HTTP request passes before MCP sees it: the path, the
 //! `Host` and `Origin` headers (against DNS rebinding) and the bearer token.
 
-use std::convert::Infallible;
-
-use super::http::{HttpOptions, MCP_PATH};
+use super::body::{Body, json, plain};
 use super::identity::{Identity, TokenTable, digest};
 use super::oauth::{METADATA_PATH, ResourceServer};
-use bytes::Bytes;
+use super::options::{HttpOptions, MCP_PATH};
 use http::{HeaderMap, Request, Response, StatusCode, Uri, header};
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full};
-
-/// The body of every response.
-pub(crate) type Body = BoxBody<Bytes, Infallible>;
 
 /// `Host` names always accepted (any port).
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
@@ -107,7 +100,7 @@ impl Gate {
         if path != METADATA_PATH && !suffixed {
             return None;
         }
-        Some(super::wire::json(&oauth.metadata()))
+        Some(json(&oauth.metadata()))
     }
 
     /// A 401 with the challenge that tells the client how to get a token.
@@ -288,17 +281,6 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-}
-
-/// A plain-text response.
-pub(crate) fn plain(status: StatusCode, message: &str) -> Response<Body> {
-    let mut response = Response::new(Full::new(Bytes::from(format!("{message}\n"))).boxed());
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use http_body_util::{BodyExt, Full};
 
 use wasm_agent_metrics::Metrics;
 
-use super::gate::{Body, plain};
+use super::body::{Body, plain};
 use super::server::McpServer;
 
 /// The liveness path.

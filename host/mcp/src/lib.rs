@@ -10,6 +10,7 @@
 
 #![warn(missing_docs)]
 
+mod body;
 mod cached;
 mod content;
 mod dispatch;
@@ -21,6 +22,7 @@ mod health;
 mod http;
 mod identity;
 mod oauth;
+mod options;
 mod records;
 mod server;
 mod stdio;

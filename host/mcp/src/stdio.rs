@@ -273,3 +273,41 @@ async fn write_line(writer: &mut (impl AsyncWrite + Unpin), line: &[u8]) -> std:
     writer.write_all(line).await?;
     writer.flush().await
 }
+
+impl McpServer {
+    /// Serves one client over stdin/stdout until it disconnects.
+    pub async fn serve_stdio(self) -> Result<(), ServeError> {
+        self.serve_stdio_until(CancellationToken::new()).await
+    }
+
+    /// Serves one client over stdin/stdout until it disconnects or `stop`
+    /// is cancelled; then new calls are refused, and calls in flight get
+    /// [`SHUTDOWN_GRACE`] to finish and send their results.
+    ///
+    /// The loop runs as a task of the current runtime, so the worker thread
+    /// that sees stdin readable also runs the call and writes the answer.
+    pub async fn serve_stdio_until(self, stop: CancellationToken) -> Result<(), ServeError> {
+        let (reader, writer) = rmcp::transport::stdio_pipes();
+        self.serve_lines(reader, writer, stop).await
+    }
+
+    /// Serves one client speaking JSON lines on `reader`/`writer` (a pipe,
+    /// a socket, an in-memory stream), as [`serve_stdio_until`] does on
+    /// stdin/stdout.
+    ///
+    /// [`serve_stdio_until`]: Self::serve_stdio_until
+    pub async fn serve_lines(
+        self,
+        reader: impl tokio::io::AsyncRead + Send + Unpin + 'static,
+        writer: impl tokio::io::AsyncWrite + Send + Unpin + 'static,
+        stop: CancellationToken,
+    ) -> Result<(), ServeError> {
+        let serving = serve(self, Box::new(reader), Box::new(writer), stop);
+        match tokio::spawn(serving).await {
+            Ok(served) => served,
+            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+            // The runtime is shutting down.
+            Err(_) => Ok(()),
+        }
+    }
+}

@@ -26,15 +26,15 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use tokio::sync::mpsc;
 use tokio_util::task::TaskTracker;
 
+use super::body::{Body, json, plain};
 use super::dispatch::{self, Answer, Dispatcher, Message, Notify};
 use super::elicit::SendMessage;
-use super::gate::{Body, plain};
 use super::identity::Identity;
 use super::records::Records;
 use super::server::McpServer;
 use super::traced::Origin;
 use super::wire::{
-    accepted, accepts, event, event_stream, header_mismatch, json, refuse_post, unknown_version,
+    accepted, accepts, event, event_stream, header_mismatch, refuse_post, unknown_version,
 };
 
 /// The session header.

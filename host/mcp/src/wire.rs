@@ -14,8 +14,8 @@ use hyper::body::Frame;
 use rmcp::model::ProtocolVersion;
 use tokio::sync::mpsc;
 
+use super::body::{Body, plain};
 use super::dispatch::Message;
-use super::gate::{Body, plain};
 
 /// An open event stream sends a comment this often, so proxies keep it.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -114,16 +114,6 @@ pub(crate) fn accepts(headers: &HeaderMap, media: &str) -> bool {
                         media.split('/').next().unwrap_or_default()
                     )))
         })
-}
-
-pub(crate) fn json(message: &impl serde::Serialize) -> Response<Body> {
-    let body = serde_json::to_vec(message).unwrap_or_default();
-    let mut response = Response::new(Full::new(Bytes::from(body)).boxed());
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
 }
 
 pub(crate) fn accepted() -> Response<Body> {

@@ -87,6 +87,18 @@ pub struct ApprovalRequest {
     pub arguments: Value,
 }
 
+/// How the approval of one call went, and who decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApprovalNote {
+    /// Approved, denied, or cancelled while waiting.
+    pub verdict: Verdict,
+    /// Who decided (the handler's [`decided_by`](crate::approval::ApprovalHandler::decided_by),
+    /// or the person asked).
+    pub by: String,
+    /// What the person answered, when one was asked.
+    pub asked: Option<crate::ask::Outcome>,
+}
+
 /// Decides whether a call may run.
 #[async_trait::async_trait]
 pub trait ApprovalHandler: Send + Sync + 'static {

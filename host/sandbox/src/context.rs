@@ -7,8 +7,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ask::Asking;
 use crate::bindings::types;
-use crate::registry::ToolInfo;
-use crate::result::{Artifact, CallError};
+use crate::result::CallError;
+pub use crate::result::ToolOutput;
+use crate::tool::ToolInfo;
 
 /// The run context of a call, given to the tool as `call-context`.
 #[derive(Clone, Debug)]
@@ -27,7 +28,7 @@ pub struct CallContext {
     pub cancellation: CancellationToken,
     /// How the call's approval went, set by the entry point that asked
     /// (for the audit trail; calls made from this one do not inherit it).
-    pub approval: Option<crate::report::ApprovalNote>,
+    pub approval: Option<crate::approval::ApprovalNote>,
     /// How many agents handed this work on (bounds delegation chains).
     pub(crate) delegation_depth: u32,
     /// Who runs `host.delegate` for sandboxed tools (set by the agent loop).
@@ -62,30 +63,6 @@ pub trait ToolCaller: Send + Sync + 'static {
         arguments: Value,
         context: &CallContext,
     ) -> Result<ToolOutput, CallError>;
-}
-
-/// What a call returned: the one output type of every entry point.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ToolOutput {
-    /// The text for the model (or the calling tool).
-    pub content: String,
-    /// Structured data for the application; the model never sees it.
-    pub artifacts: Vec<Artifact>,
-}
-
-impl From<String> for ToolOutput {
-    fn from(content: String) -> Self {
-        Self {
-            content,
-            artifacts: Vec::new(),
-        }
-    }
-}
-
-impl From<&str> for ToolOutput {
-    fn from(content: &str) -> Self {
-        content.to_string().into()
-    }
 }
 
 /// A shared [`ToolCaller`] (opaque in debug output).
@@ -171,7 +148,7 @@ impl CallContext {
     }
 
     /// Notes how the call's approval went (for the audit trail).
-    pub fn approval(mut self, note: crate::report::ApprovalNote) -> Self {
+    pub fn approval(mut self, note: crate::approval::ApprovalNote) -> Self {
         self.approval = Some(note);
         self
     }

@@ -35,6 +35,7 @@ pub mod runtime;
 mod spans;
 pub mod specs;
 pub mod text;
+mod tool;
 
 pub use context::{CallContext, Delegator, ToolCaller};
 pub use events::{EventBus, ToolEvent};

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::approval::Verdict;
+pub use crate::approval::ApprovalNote;
 use crate::context::CallContext;
 use crate::result::{CallError, ErrorKind};
 use crate::runtime::CallUsage;
@@ -132,18 +132,6 @@ pub struct ComponentIdentity {
     pub source: Arc<str>,
     /// Its content digest, `sha256:HEX`.
     pub digest: Arc<str>,
-}
-
-/// How the approval of one call went, and who decided.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ApprovalNote {
-    /// Approved, denied, or cancelled while waiting.
-    pub verdict: Verdict,
-    /// Who decided (the handler's [`decided_by`](crate::approval::ApprovalHandler::decided_by),
-    /// or the person asked).
-    pub by: String,
-    /// What the person answered, when one was asked.
-    pub asked: Option<crate::ask::Outcome>,
 }
 
 /// The digest of an argument text, `sha256:HEX`.

@@ -44,6 +44,30 @@ impl Serialize for Artifact {
     }
 }
 
+/// What a call returned: the one output type of every entry point.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ToolOutput {
+    /// The text for the model (or the calling tool).
+    pub content: String,
+    /// Structured data for the application; the model never sees it.
+    pub artifacts: Vec<Artifact>,
+}
+
+impl From<String> for ToolOutput {
+    fn from(content: String) -> Self {
+        Self {
+            content,
+            artifacts: Vec::new(),
+        }
+    }
+}
+
+impl From<&str> for ToolOutput {
+    fn from(content: &str) -> Self {
+        content.to_string().into()
+    }
+}
+
 /// Why a call failed. Serialized as the snake_case name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -153,9 +177,9 @@ pub struct ToolCallResult {
 
 impl ToolCallResult {
     /// The output, or the error.
-    pub fn into_output(self) -> Result<crate::context::ToolOutput, CallError> {
+    pub fn into_output(self) -> Result<ToolOutput, CallError> {
         match self.error {
-            None => Ok(crate::context::ToolOutput {
+            None => Ok(ToolOutput {
                 content: self.content,
                 artifacts: self.artifacts,
             }),

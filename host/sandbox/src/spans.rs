@@ -13,7 +13,7 @@ use tracing::{Span, info_span};
 
 use crate::context::CallContext;
 use crate::result::CallError;
-use crate::runtime::CallUsage;
+use crate::runtime::accounting::usage::CallUsage;
 
 /// The span of one call of `tool` (`None`: a name the host does not offer,
 /// which is the caller's text and not recorded).

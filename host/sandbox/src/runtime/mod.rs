@@ -1,34 +1,17 @@
 //! The sandbox: compiles components, checks they fit the contract, and runs
 //! each call in a fresh store under the call's policy.
 
-mod admission;
-mod asks;
-mod cache;
-mod classify;
-mod deadline;
-mod delegate;
-mod denials;
-mod emit;
+pub(crate) mod accounting;
+mod call;
+mod capability;
 mod engine;
-mod epoch;
-mod gauges;
-mod http;
-mod imports;
-mod kept;
-mod limits;
-mod log;
-mod net;
-mod output;
-mod returned;
-mod run;
-mod scratch;
-mod session_state;
-mod store;
-mod tool_calls;
-mod turns;
-mod usage;
-mod wasi;
-mod writes;
+
+use accounting::{asks, classify, denials, usage};
+use call::{deadline, imports, kept, limits, output, returned, run, store};
+use capability::{
+    delegate, emit, http, log, net, scratch, session_state, tool_calls, wasi, writes,
+};
+use engine::{admission, cache, epoch, gauges, turns};
 
 use std::path::Path;
 use std::time::{Duration, Instant};

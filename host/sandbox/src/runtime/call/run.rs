@@ -7,21 +7,23 @@ use tracing::Instrument;
 use wasmtime::component::ResourceTable;
 use wasmtime::{Store, UpdateDeadline};
 
-use super::asks::Asks;
-use super::kept::{KeptParts, Turn};
-use super::output::{CappedOutput, Captured};
-use super::store::CallState;
-use super::{
+use crate::bindings::Toolkit;
+use crate::result::{CallError, ErrorKind};
+use crate::runtime::asks::Asks;
+use crate::runtime::kept::{KeptParts, Turn};
+use crate::runtime::output::{CappedOutput, Captured};
+use crate::runtime::store::CallState;
+use crate::runtime::{
     CAPTURE_CAP, CallPolicy, FIELD_SIZE_LIMIT, HostImports, LoadedComponent, Sandbox, denials,
     http, scratch, wasi, writes,
 };
-use super::{Interrupted, cancelled, classify, denied_error, limits::CallLimiter, timed_out};
-use crate::bindings::Toolkit;
-use crate::result::{CallError, ErrorKind};
+use crate::runtime::{
+    Interrupted, cancelled, classify, denied_error, limits::CallLimiter, timed_out,
+};
 
 /// What the sandbox refused a guest run that returned: the first denied
 /// capability, and the memory size it could not grow to.
-pub(super) struct After {
+pub(in crate::runtime) struct After {
     pub denied: Option<denials::Denial>,
     pub memory: Option<usize>,
 }
@@ -41,7 +43,7 @@ impl Sandbox {
     /// a fresh instance, or, under `keep_instance`, the session's kept one
     /// (kept again afterwards unless the run trapped, timed out or was
     /// cancelled).
-    pub(super) async fn run<R>(
+    pub(in crate::runtime) async fn run<R>(
         &self,
         component: &LoadedComponent,
         policy: &CallPolicy,
@@ -182,7 +184,7 @@ impl Sandbox {
     /// and output are this call's; its memory and instance are the session's.
     fn renew(
         &self,
-        kept: super::kept::Kept,
+        kept: crate::runtime::kept::Kept,
         policy: &CallPolicy,
         host: HostImports,
     ) -> Result<Ready, CallError> {
@@ -300,9 +302,9 @@ fn measure(
     store: &Store<CallState>,
     policy: &CallPolicy,
     denials: &denials::Denials,
-) -> super::CallUsage {
+) -> crate::runtime::CallUsage {
     let given = policy.fuel.unwrap_or(u64::MAX);
-    super::CallUsage {
+    crate::runtime::CallUsage {
         fuel_used: given.saturating_sub(store.get_fuel().unwrap_or(given)),
         peak_memory: store.data().limiter.peak_memory() as u64,
         activity: denials.activity(),

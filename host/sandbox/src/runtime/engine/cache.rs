@@ -67,7 +67,7 @@ impl CompileCache {
     /// The folder for one load, when the cache is on and the folder is
     /// trusted (said once per folder when it is not). A load asks once and
     /// does all its cache work through the answer.
-    pub(super) fn folder(&self) -> Option<CacheFolder<'_>> {
+    pub(in crate::runtime) fn folder(&self) -> Option<CacheFolder<'_>> {
         let dir = self.dir.as_deref()?;
         match create_private_dir(dir).and_then(|()| trusted_dir(dir)) {
             Ok(()) => Some(CacheFolder { dir }),
@@ -82,7 +82,7 @@ impl CompileCache {
 /// Compiles `bytes` (whose SHA-256 is `digest`), through `folder` when
 /// there is one: from a valid entry, or into a new one (a folder that
 /// cannot be written is skipped with a warning); in memory otherwise.
-pub(super) fn load_or_compile(
+pub(in crate::runtime) fn load_or_compile(
     folder: Option<CacheFolder<'_>>,
     engine: &Engine,
     bytes: &[u8],
@@ -96,7 +96,7 @@ pub(super) fn load_or_compile(
 
 /// A cache folder found trusted for one load.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct CacheFolder<'a> {
+pub(in crate::runtime) struct CacheFolder<'a> {
     dir: &'a Path,
 }
 
@@ -131,7 +131,11 @@ impl CacheFolder<'_> {
 
     /// The compiled component whose source has SHA-256 `digest`, mapped from
     /// its cache entry, if there is a usable one.
-    pub(super) fn load_cached(self, engine: &Engine, digest: &[u8; 32]) -> Option<Component> {
+    pub(in crate::runtime) fn load_cached(
+        self,
+        engine: &Engine,
+        digest: &[u8; 32],
+    ) -> Option<Component> {
         let entry = self.entry(engine, digest);
         let metadata = fs::symlink_metadata(&entry).ok()?;
         if !metadata.is_file() || !owner_only(&metadata) {
@@ -156,14 +160,14 @@ impl CacheFolder<'_> {
 
     /// The SHA-256 the file described by `metadata` had when last read, if
     /// it cannot have changed since.
-    pub(super) fn known_digest(self, metadata: &fs::Metadata) -> Option<[u8; 32]> {
+    pub(in crate::runtime) fn known_digest(self, metadata: &fs::Metadata) -> Option<[u8; 32]> {
         files::known_digest(self.dir, metadata)
     }
 
     /// Remembers that a file has SHA-256 `digest`, read between the
     /// `before` and `after` looks at it: only if it did not change meanwhile
     /// and a later change is sure to look different.
-    pub(super) fn remember_digest(
+    pub(in crate::runtime) fn remember_digest(
         self,
         before: &fs::Metadata,
         after: &fs::Metadata,

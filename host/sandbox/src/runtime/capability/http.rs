@@ -20,10 +20,10 @@ use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpH
 
 use tracing::Instrument;
 
-use super::asks::Asks;
-use super::deadline::CallDeadline;
-use super::denials::{DenialKind, Denials};
-use super::net::NetworkPolicy;
+use crate::runtime::asks::Asks;
+use crate::runtime::deadline::CallDeadline;
+use crate::runtime::denials::{DenialKind, Denials};
+use crate::runtime::net::NetworkPolicy;
 use crate::spans;
 use wasm_agent_policy::{ValidPolicy, default_port};
 
@@ -38,16 +38,16 @@ const MAX_RESPONSE_HEADERS: usize = 100;
 
 /// The wasi:http hooks of one call.
 pub struct PolicyHooks {
-    pub(super) policy: NetworkPolicy,
-    pub(super) denials: Denials,
-    pub(super) deadline: CallDeadline,
-    pub(super) max_response: u64,
-    pub(super) max_requests: u32,
-    pub(super) sent: u32,
+    pub(in crate::runtime) policy: NetworkPolicy,
+    pub(in crate::runtime) denials: Denials,
+    pub(in crate::runtime) deadline: CallDeadline,
+    pub(in crate::runtime) max_response: u64,
+    pub(in crate::runtime) max_requests: u32,
+    pub(in crate::runtime) sent: u32,
     /// The policy whose credential headers go out with matching requests.
-    pub(super) credentials: Arc<ValidPolicy>,
+    pub(in crate::runtime) credentials: Arc<ValidPolicy>,
     /// The call's `ask` grants.
-    pub(super) asks: Asks,
+    pub(in crate::runtime) asks: Asks,
 }
 
 fn refuse(error: HttpError) -> SendFuture {

@@ -7,32 +7,32 @@ use std::time::Duration;
 use wasmtime::component::ResourceTableError;
 use wasmtime::{Store, Trap};
 
-use super::denials;
-use super::output::Captured;
-use super::session_state::StoreFailed;
-use super::store::CallState;
-use super::{FIELD_SIZE_LIMIT, first_line};
 use crate::bindings::types;
 use crate::result::{CallError, ErrorKind};
+use crate::runtime::denials;
+use crate::runtime::output::Captured;
+use crate::runtime::session_state::StoreFailed;
+use crate::runtime::store::CallState;
+use crate::runtime::{FIELD_SIZE_LIMIT, first_line};
 use wasm_agent_policy::Policy;
 
 /// Why the epoch callback stopped a guest.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum Interrupted {
+pub(in crate::runtime) enum Interrupted {
     #[error("the call's deadline passed")]
     Deadline,
     #[error("the call was cancelled")]
     Cancelled,
 }
 
-pub(super) fn cancelled() -> CallError {
+pub(in crate::runtime) fn cancelled() -> CallError {
     CallError::new(
         ErrorKind::Cancelled,
         "the call was cancelled before it finished",
     )
 }
 
-pub(super) fn timed_out(timeout: Duration) -> CallError {
+pub(in crate::runtime) fn timed_out(timeout: Duration) -> CallError {
     CallError::new(
         ErrorKind::Timeout,
         format!(
@@ -49,7 +49,7 @@ fn find<T: std::error::Error + Send + Sync + 'static>(error: &wasmtime::Error) -
 }
 
 /// Turns a failed guest run into the error kind that explains it.
-pub(super) fn classify(
+pub(in crate::runtime) fn classify(
     error: &wasmtime::Error,
     store: &Store<CallState>,
     policy: &Policy,
@@ -136,7 +136,7 @@ fn header_limit(error: &wasmtime::Error) -> bool {
 }
 
 /// The error for a call that ended after its memory could not grow to `asked` bytes.
-pub(super) fn memory_limit(asked: usize, policy: &Policy) -> CallError {
+pub(in crate::runtime) fn memory_limit(asked: usize, policy: &Policy) -> CallError {
     CallError::new(
         ErrorKind::MemoryLimit,
         format!(
@@ -148,14 +148,14 @@ pub(super) fn memory_limit(asked: usize, policy: &Policy) -> CallError {
 }
 
 /// The error for a call that failed after the sandbox refused something.
-pub(super) fn denied_error(denied: &denials::Denial) -> CallError {
+pub(in crate::runtime) fn denied_error(denied: &denials::Denial) -> CallError {
     CallError::new(
         ErrorKind::CapabilityDenied,
         format!("the tool tried {}: {}", denied.attempt, denied.reason),
     )
 }
 
-pub(super) fn tool_error(error: types::ToolError) -> CallError {
+pub(in crate::runtime) fn tool_error(error: types::ToolError) -> CallError {
     match error {
         types::ToolError::InvalidArguments(m) => CallError::new(ErrorKind::InvalidArguments, m),
         types::ToolError::Failed(m) => CallError::new(ErrorKind::Failed, m),
@@ -165,7 +165,7 @@ pub(super) fn tool_error(error: types::ToolError) -> CallError {
 
 /// The last thing a crashing guest said on stderr: for a Rust panic, the
 /// "panicked at" line and its message, without the backtrace hint.
-pub(super) fn last_words(bytes: &[u8]) -> Option<String> {
+pub(in crate::runtime) fn last_words(bytes: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(bytes);
     let lines: Vec<&str> = text
         .lines()

@@ -35,12 +35,12 @@ fn base_config() -> Config {
 
 /// Component instances the pool holds for `concurrency` call slots and
 /// `kept` kept instances.
-pub(super) fn instance_slots(concurrency: u32, kept: u32) -> u32 {
+pub(in crate::runtime) fn instance_slots(concurrency: u32, kept: u32) -> u32 {
     // Each call slot may hold a second instance: a tool it called
     // (`host.call-tool`, one level deep), which runs in its caller's slot.
     // Kept instances (`keep_instance`) hold theirs between calls.
     concurrency
-        .saturating_mul(1 + super::MAX_TOOL_CALL_DEPTH)
+        .saturating_mul(1 + crate::runtime::MAX_TOOL_CALL_DEPTH)
         .saturating_add(kept)
 }
 

@@ -22,8 +22,8 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 };
 use wasmtime_wasi::p2::{DynOutputStream, OutputStream, Pollable, StreamError, StreamResult};
 
-use super::denials::{DenialKind, Denials};
-use super::store::CallState;
+use crate::runtime::denials::{DenialKind, Denials};
+use crate::runtime::store::CallState;
 use wasm_agent_policy::ByteSize;
 
 /// The filesystem interface as this wasmtime-wasi registers it.

@@ -11,13 +11,13 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::denials::{DenialKind, Denials};
-use super::imports::CallId;
 use crate::bindings::imported::ToolCallError;
 use crate::bindings::types;
 use crate::context::{CallContext, ToolCaller};
-use crate::registry::ToolInfo;
 use crate::result::ErrorKind;
+use crate::runtime::denials::{DenialKind, Denials};
+use crate::runtime::imports::CallId;
+use crate::tool::ToolInfo;
 use wasm_agent_policy::tool_call_allowed;
 
 /// Calls of other tools one call may make.

@@ -9,18 +9,18 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use wasm_agent_session::{Owner, SessionStore, StateScope};
 
-use super::CallPolicy;
-use super::deadline::CallDeadline;
-use super::delegate::Delegation;
-use super::emit::Emitter;
-use super::kept::{KeptInstances, SessionKey};
-use super::log::ToolLog;
-use super::session_state::SessionState;
-use super::store::CallState;
-use super::tool_calls::ToolCalls;
 use crate::bindings::imported::{self, Level};
 use crate::context::CallContext;
 use crate::events::EventBus;
+use crate::runtime::CallPolicy;
+use crate::runtime::deadline::CallDeadline;
+use crate::runtime::delegate::Delegation;
+use crate::runtime::emit::Emitter;
+use crate::runtime::kept::{KeptInstances, SessionKey};
+use crate::runtime::log::ToolLog;
+use crate::runtime::session_state::SessionState;
+use crate::runtime::store::CallState;
+use crate::runtime::tool_calls::ToolCalls;
 use crate::spans;
 use tracing::Instrument;
 
@@ -48,23 +48,23 @@ pub struct CallScope<'a> {
 
 /// The host side of the `host` imports for one call.
 pub struct HostImports {
-    pub(super) call: CallId,
+    pub(in crate::runtime) call: CallId,
     log: ToolLog,
     state: SessionState,
     emitter: Emitter,
     delegation: Delegation,
     tool_calls: ToolCalls,
     /// Whether a tool made this call (it then runs in its caller's slot).
-    pub(super) called_by_tool: bool,
+    pub(in crate::runtime) called_by_tool: bool,
     dependencies: Arc<BTreeMap<String, String>>,
-    pub(super) cancellation: CancellationToken,
-    pub(super) deadline: CallDeadline,
+    pub(in crate::runtime) cancellation: CancellationToken,
+    pub(in crate::runtime) deadline: CallDeadline,
     /// Who the call's `ask` grants are asked of.
-    pub(super) asking: Option<crate::ask::Asking>,
+    pub(in crate::runtime) asking: Option<crate::ask::Asking>,
     /// Where the session's instance is kept, under `keep_instance`.
-    pub(super) keep: Option<(Arc<KeptInstances>, SessionKey)>,
+    pub(in crate::runtime) keep: Option<(Arc<KeptInstances>, SessionKey)>,
     /// Where the run leaves what it used, when the call is audited.
-    pub(super) usage: Option<super::UsageSink>,
+    pub(in crate::runtime) usage: Option<crate::runtime::UsageSink>,
 }
 
 impl HostImports {
@@ -112,7 +112,7 @@ impl HostImports {
     }
 
     /// Leaves what the run used and did in `sink` when it ends.
-    pub fn reporting_to(mut self, sink: super::UsageSink) -> Self {
+    pub fn reporting_to(mut self, sink: crate::runtime::UsageSink) -> Self {
         self.usage = Some(sink);
         self
     }
@@ -125,8 +125,8 @@ impl HostImports {
     }
 
     /// The asking side of this call under `policy`.
-    pub(super) fn asks(&self, policy: &CallPolicy) -> super::asks::CallAsks {
-        super::asks::CallAsks::new(
+    pub(in crate::runtime) fn asks(&self, policy: &CallPolicy) -> crate::runtime::asks::CallAsks {
+        crate::runtime::asks::CallAsks::new(
             self.call.tool.clone(),
             self.asking.clone(),
             policy.asks.clone(),

@@ -19,11 +19,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::OwnedMutexGuard;
 use wasmtime::Store;
 
-use super::denials::Denials;
-use super::output::CappedOutput;
-use super::store::CallState;
 use crate::bindings::Toolkit;
 use crate::context::CallContext;
+use crate::runtime::denials::Denials;
+use crate::runtime::output::CappedOutput;
+use crate::runtime::store::CallState;
 
 /// Whose instance: a session of a user of a tenant.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -80,7 +80,7 @@ impl Drop for BudgetToken {
 }
 
 /// A store and instance between calls, holding its share of the budget.
-pub(super) struct Kept {
+pub(in crate::runtime) struct Kept {
     pub parts: KeptParts,
     _share: BudgetToken,
 }
@@ -115,7 +115,7 @@ impl KeptInstances {
     }
 
     /// Waits until no other call of `key` runs, then holds its place.
-    pub(super) async fn enter(&self, key: &SessionKey) -> Turn {
+    pub(in crate::runtime) async fn enter(&self, key: &SessionKey) -> Turn {
         self.sweep();
         let slot = self
             .lock_sessions()
@@ -134,7 +134,7 @@ impl KeptInstances {
     /// Keeps `store` for the session of `turn`, when the budget has room
     /// (made by dropping this component's least recently used idle instance
     /// if need be); otherwise it is dropped.
-    pub(super) fn keep(&self, turn: &mut Turn, parts: KeptParts) {
+    pub(in crate::runtime) fn keep(&self, turn: &mut Turn, parts: KeptParts) {
         let share = self.budget.acquire().or_else(|| {
             self.drop_least_recent();
             self.budget.acquire()
@@ -204,7 +204,7 @@ impl Slot {
 
 /// A call's store and instance, with the handles its WASI context writes
 /// through.
-pub(super) struct KeptParts {
+pub(in crate::runtime) struct KeptParts {
     pub store: Store<CallState>,
     pub toolkit: Toolkit,
     pub stdout: CappedOutput,
@@ -213,7 +213,7 @@ pub(super) struct KeptParts {
 }
 
 /// One call's hold on its session.
-pub(super) struct Turn {
+pub(in crate::runtime) struct Turn {
     guard: OwnedMutexGuard<Option<Kept>>,
     slot: Arc<Slot>,
 }

@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::denials::CallActivity;
+use crate::runtime::denials::CallActivity;
 
 /// What one call used and did in the sandbox.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -40,7 +40,7 @@ impl UsageSink {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
     }
 
-    pub(super) fn put(&self, usage: CallUsage) {
+    pub(in crate::runtime) fn put(&self, usage: CallUsage) {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(usage);
     }
 }

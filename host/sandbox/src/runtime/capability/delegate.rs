@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use super::denials::{DenialKind, Denials};
-use super::imports::CallId;
 use crate::context::{CallContext, Delegator};
+use crate::runtime::denials::{DenialKind, Denials};
+use crate::runtime::imports::CallId;
 
 /// Delegations one call may make.
 const MAX_DELEGATIONS: u32 = 8;

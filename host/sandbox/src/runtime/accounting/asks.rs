@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio_util::sync::CancellationToken;
 use wasm_agent_policy::{DirGrant, NetworkGrant};
 
-use super::deadline::CallDeadline;
-use super::denials::{DenialKind, Denials};
 use crate::ask::{Asking, Outcome, Subject};
+use crate::runtime::deadline::CallDeadline;
+use crate::runtime::denials::{DenialKind, Denials};
 
 /// Most destinations one call is asked about; past this the rest are denied
 /// without asking (a tool cannot flood the person with questions).

@@ -1,8 +1,8 @@
 //! `host.log`: a tool's log lines, escaped, cut and capped, into the host's
 //! `tracing` under target `wasm_agent::tool`.
 
-use super::imports::CallId;
 use crate::bindings::imported::Level;
+use crate::runtime::imports::CallId;
 
 /// Longest log line kept; longer ones are cut.
 const MAX_LOG_LINE: usize = 8 * 1024;

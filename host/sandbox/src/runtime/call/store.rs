@@ -5,37 +5,42 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::denials::Denials;
-use super::http::PolicyHooks;
-use super::imports::HostImports;
-use super::limits::CallLimiter;
-use super::scratch::Scratch;
-use super::turns::CallTurn;
-use super::writes::WriteBudget;
+use crate::runtime::denials::Denials;
+use crate::runtime::http::PolicyHooks;
+use crate::runtime::imports::HostImports;
+use crate::runtime::limits::CallLimiter;
+use crate::runtime::scratch::Scratch;
+use crate::runtime::turns::CallTurn;
+use crate::runtime::writes::WriteBudget;
 
 /// Everything a call's store holds.
 pub struct CallState {
-    pub(super) wasi: WasiCtx,
-    pub(super) table: ResourceTable,
-    pub(super) limiter: CallLimiter,
-    pub(super) host: HostImports,
-    pub(super) http: WasiHttpCtx,
-    pub(super) http_hooks: PolicyHooks,
+    pub(in crate::runtime) wasi: WasiCtx,
+    pub(in crate::runtime) table: ResourceTable,
+    pub(in crate::runtime) limiter: CallLimiter,
+    pub(in crate::runtime) host: HostImports,
+    pub(in crate::runtime) http: WasiHttpCtx,
+    pub(in crate::runtime) http_hooks: PolicyHooks,
     /// What the call may still write into its read-write folders.
-    pub(super) writes: WriteBudget,
+    pub(in crate::runtime) writes: WriteBudget,
     /// What the sandbox refused during the call.
-    pub(super) denials: Denials,
+    pub(in crate::runtime) denials: Denials,
     /// Its place among long calls taking turns on the cores.
-    pub(super) turn: CallTurn,
+    pub(in crate::runtime) turn: CallTurn,
     /// Its scratch folder, when the policy grants one (last, so that it is
     /// removed after the files open in it are closed).
-    pub(super) _scratch: Option<Scratch>,
+    pub(in crate::runtime) _scratch: Option<Scratch>,
 }
 
 impl CallState {
     /// Makes a kept store this call's: its imports, turn, write budget and
     /// request count start afresh; memory, instance and open resources stay.
-    pub(super) fn renew(&mut self, host: HostImports, turn: CallTurn, policy: &super::CallPolicy) {
+    pub(in crate::runtime) fn renew(
+        &mut self,
+        host: HostImports,
+        turn: CallTurn,
+        policy: &crate::runtime::CallPolicy,
+    ) {
         self.http_hooks.deadline = host.deadline.clone();
         self.http_hooks.asks.begin(host.asks(policy));
         self.http_hooks.sent = 0;

@@ -9,11 +9,11 @@ use tracing::Instrument;
 use wasmtime_wasi::sockets::SocketAddrUse;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
-use super::asks::Asks;
-use super::denials::{DenialKind, Denials};
-use super::net::NetworkPolicy;
-use super::output::CappedOutput;
-use super::scratch::{self, Scratch};
+use crate::runtime::asks::Asks;
+use crate::runtime::denials::{DenialKind, Denials};
+use crate::runtime::net::NetworkPolicy;
+use crate::runtime::output::CappedOutput;
+use crate::runtime::scratch::{self, Scratch};
 use wasm_agent_policy::{DirGrant, DirMode, Policy};
 
 /// Builds the WASI context for `policy`.

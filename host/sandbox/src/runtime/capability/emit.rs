@@ -2,9 +2,9 @@
 //! bounded and the call's total capped (events wait in the bus for slow
 //! subscribers, so they are host memory the tool causes).
 
-use super::imports::CallId;
-use super::log::shorten;
 use crate::events::{EventBus, ToolEvent};
+use crate::runtime::imports::CallId;
+use crate::runtime::log::shorten;
 
 /// Events one call may emit before further ones are dropped.
 const MAX_EVENTS: u32 = 1000;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use wasmtime::PoolingAllocatorMetrics;
 
-use super::denials::DenialTotals;
+use crate::runtime::denials::DenialTotals;
 
 /// How much of the pooling allocator is in use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,8 +23,8 @@ pub struct PoolUse {
 /// A cheap handle on a sandbox's counters; it keeps nothing else alive.
 #[derive(Clone)]
 pub struct HostGauges {
-    pub(super) denials: Arc<DenialTotals>,
-    pub(super) pool: Option<(PoolingAllocatorMetrics, u32)>,
+    pub(in crate::runtime) denials: Arc<DenialTotals>,
+    pub(in crate::runtime) pool: Option<(PoolingAllocatorMetrics, u32)>,
 }
 
 impl HostGauges {

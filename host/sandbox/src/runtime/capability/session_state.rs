@@ -8,7 +8,7 @@ use std::time::Duration;
 use tracing::Instrument;
 use wasm_agent_session::{SessionError, SessionStore, StateScope};
 
-use super::deadline::CallDeadline;
+use crate::runtime::deadline::CallDeadline;
 
 /// Largest session-state key and value.
 const MAX_STATE_KEY: usize = 256;

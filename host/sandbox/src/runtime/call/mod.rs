@@ -1,0 +1,13 @@
+//! One call's own state: its `Store` (`store`), the guest run and how it
+//! ends (`run`, `returned`, `output`), its memory and table limits
+//! (`limits`), its deadline (`deadline`), the host interface it is given
+//! (`imports`), and the instances kept between a session's calls (`kept`).
+
+pub(in crate::runtime) mod deadline;
+pub(in crate::runtime) mod imports;
+pub(in crate::runtime) mod kept;
+pub(in crate::runtime) mod limits;
+pub(in crate::runtime) mod output;
+pub(in crate::runtime) mod returned;
+pub(in crate::runtime) mod run;
+pub(in crate::runtime) mod store;
