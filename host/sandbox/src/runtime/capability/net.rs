@@ -7,8 +7,10 @@
 //! -compatible IPv6 addresses are refused otherwise, so a public-looking name
 //! cannot lead a tool into the host's own network.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
+
+use ip_network::{Ipv4Network, Ipv6Network};
 
 use wasm_agent_policy::{HostPattern, NetworkGrant};
 
@@ -106,42 +108,26 @@ impl NetworkPolicy {
     }
 }
 
-/// True for addresses on the public internet.
+/// True for addresses on the public internet: globally routable unicast,
+/// as the IANA special-purpose registries define it (`ip_network`'s
+/// `is_global`: private, shared, loopback, link-local, documentation,
+/// benchmarking, reserved and the like are not), never multicast, and never
+/// an IPv6 address that carries an IPv4 one, which would reach whatever IPv4
+/// address it embeds, private ones included.
 pub fn is_public(ip: IpAddr) -> bool {
     match ip {
-        IpAddr::V4(ip) => is_public_v4(ip),
-        IpAddr::V6(ip) => is_public_v6(ip),
+        IpAddr::V4(ip) => !ip.is_multicast() && Ipv4Network::from(ip).is_global(),
+        IpAddr::V6(ip) => {
+            !ip.is_multicast() && !carries_ipv4(ip) && Ipv6Network::from(ip).is_global()
+        }
     }
 }
 
-fn is_public_v4(ip: Ipv4Addr) -> bool {
-    let [a, b, ..] = ip.octets();
-    !(ip.is_unspecified()
-        || ip.is_loopback()
-        || ip.is_private()
-        || ip.is_link_local()
-        || ip.is_broadcast()
-        || ip.is_multicast()
-        || ip.is_documentation()
-        || a == 0
-        || (a == 100 && (64..128).contains(&b)) // CGNAT 100.64.0.0/10
-        || (a == 192 && b == 0 && ip.octets()[2] == 0) // IETF protocol assignments
-        || (a == 198 && (18..20).contains(&b)) // benchmarking
-        || a >= 240) // reserved
-}
-
-fn is_public_v6(ip: Ipv6Addr) -> bool {
-    let first = ip.segments()[0];
-    let embeds_v4 = ip.segments()[..5] == [0; 5]; // IPv4-compatible ::a.b.c.d and mapped ::ffff:a.b.c.d
-    !(ip.is_unspecified()
-        || ip.is_loopback()
-        || ip.is_multicast()
-        || embeds_v4
-        || (first & 0xfe00) == 0xfc00 // unique local fc00::/7
-        || (first & 0xffc0) == 0xfe80 // link local fe80::/10
-        || (first & 0xffc0) == 0xfec0 // site local (deprecated)
-        || (first == 0x64 && ip.segments()[1] == 0xff9b) // NAT64 to an IPv4 address
-        || (first == 0x2001 && ip.segments()[1] == 0x0db8)) // documentation
+/// IPv4-compatible `::a.b.c.d`, IPv4-mapped `::ffff:a.b.c.d`, and NAT64
+/// `64:ff9b::/32` (well-known and local-use prefixes).
+fn carries_ipv4(ip: Ipv6Addr) -> bool {
+    let segments = ip.segments();
+    segments[..5] == [0; 5] || (segments[0] == 0x64 && segments[1] == 0xff9b)
 }
 
 fn describe(ip: IpAddr) -> &'static str {
@@ -189,11 +175,34 @@ mod tests {
             "::ffff:8.8.8.8",
             "::127.0.0.1",
             "64:ff9b::a00:1",
+            "192.0.0.1",
+            "192.0.2.1",
+            "198.18.0.1",
+            "240.0.0.1",
+            "2001:db8::1",
+            "fec0::1",
+            "ff0e::1",
         ] {
             assert!(!is_public(ip(text)), "{text} must not be public");
         }
         for text in ["8.8.8.8", "1.1.1.1", "2606:4700:4700::1111", "100.128.0.1"] {
             assert!(is_public(ip(text)), "{text} is public");
+        }
+    }
+
+    #[test]
+    fn an_ipv6_address_never_smuggles_an_ipv4_one() {
+        // Every way of writing 10.0.0.1 or 169.254.169.254 inside IPv6.
+        for text in [
+            "::10.0.0.1",
+            "::ffff:10.0.0.1",
+            "::ffff:169.254.169.254",
+            "::ffff:a9fe:a9fe",
+            "64:ff9b::10.0.0.1",
+            "64:ff9b:1::a00:1",
+            "::ffff:8.8.8.8",
+        ] {
+            assert!(!is_public(ip(text)), "{text} carries an IPv4 address");
         }
     }
 
