@@ -3,7 +3,8 @@
 //! calling tools in each: nested calls take the approval step; every answer
 //! is audited and none is given from the cache while a fail-closed log
 //! cannot be written; cached results never cross principals; "allow for
-//! this session" covers exactly the arguments asked about.
+//! this session" covers exactly the arguments asked about; a deadline ends
+//! a call (and the calls it makes) alike everywhere.
 
 use std::path::Path;
 
@@ -492,4 +493,52 @@ async fn a_remote_tool_takes_the_same_steps_and_every_answer_is_recorded() {
     assert_eq!(outcomes[0].0, "denied", "{records:#?}");
     assert_eq!(outcomes[2].0, "ok", "{records:#?}");
     assert_eq!(outcomes[3], (&json!("ok"), &json!(true)), "{records:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_ends_the_call_alike_in_every_entry_point() {
+    let dir = temp_dir();
+    // The script's call has 2 s; the tool it calls would have 10 s: the
+    // tool called runs within the deadline of the call that called it.
+    let config = path(&dir.path().join("wasm-agent.toml"));
+    let text = format!(
+        "[tools.py]\ncomponent = \"{}\"\ncall_tools = [\"sleep\"]\ntimeout = \"2s\"\n\n\
+         [tools.fixture]\ncomponent = \"{}\"\n",
+        path(&polyglot("run_python")),
+        path(&component("fixture_tool")),
+    );
+    std::fs::write(&config, text).unwrap();
+    let direct = json!({"ms": 20000});
+    let nested = json!({"code": "tools.sleep(ms=20000)"});
+    for entry in ENTRIES {
+        let cases: [(&str, &[&str], &str, &Value, &[&str]); 2] = [
+            ("fixture", &[], "sleep", &direct, &["--timeout", "2s"]),
+            ("py", &["fixture"], "run_python", &nested, &[]),
+        ];
+        for (alias, with, tool, arguments, flags) in cases {
+            let started = std::time::Instant::now();
+            let request = Request {
+                config: &config,
+                alias,
+                with,
+                tool,
+                arguments: arguments.clone(),
+                flags,
+            };
+            let answer = call_through(entry, &request).await;
+            assert_eq!(
+                answer.kind.as_deref(),
+                Some("timeout"),
+                "{entry:?} {tool}: {answer:?}"
+            );
+            assert!(
+                answer.text.contains("time limit of 2s"),
+                "{entry:?} {tool}: {answer:?}"
+            );
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(15),
+                "{entry:?} {tool}: the call outlived its deadline"
+            );
+        }
+    }
 }
