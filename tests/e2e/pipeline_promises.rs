@@ -511,20 +511,26 @@ async fn a_deadline_ends_the_call_alike_in_every_entry_point() {
     let direct = json!({"ms": 20000});
     let nested = json!({"code": "tools.sleep(ms=20000)"});
     for entry in ENTRIES {
-        let cases: [(&str, &[&str], &str, &Value, &[&str]); 2] = [
-            ("fixture", &[], "sleep", &direct, &["--timeout", "2s"]),
-            ("py", &["fixture"], "run_python", &nested, &[]),
-        ];
-        for (alias, with, tool, arguments, flags) in cases {
-            let started = std::time::Instant::now();
-            let request = Request {
+        let cases = [
+            Request {
                 config: &config,
-                alias,
-                with,
-                tool,
-                arguments: arguments.clone(),
-                flags,
-            };
+                alias: "fixture",
+                with: &[],
+                tool: "sleep",
+                arguments: direct.clone(),
+                flags: &["--timeout", "2s"],
+            },
+            Request {
+                config: &config,
+                alias: "py",
+                with: &["fixture"],
+                tool: "run_python",
+                arguments: nested.clone(),
+                flags: &[],
+            },
+        ];
+        for request in cases {
+            let (started, tool) = (std::time::Instant::now(), request.tool);
             let answer = call_through(entry, &request).await;
             assert_eq!(
                 answer.kind.as_deref(),
