@@ -304,3 +304,40 @@ async fn check_refuses_what_load_would_without_compiling() {
     assert!(host.load(source, Policy::default()).await.is_err());
     assert!(host.tools().is_empty());
 }
+
+#[tokio::test]
+async fn a_call_pinned_to_a_version_never_runs_the_one_reloaded_after_it() {
+    // The same calculator with a custom section appended: other bytes, so
+    // another digest, and the same tools.
+    let original = std::fs::read(component("calculator")).unwrap();
+    let mut changed = original.clone();
+    changed.extend_from_slice(&[0x00, 0x06, 0x05, b'p', b'a', b'd', b'd', b'y']);
+    let host = host();
+    let named = |bytes: Vec<u8>| {
+        let source = ComponentSource::Bytes {
+            name: "calc".into(),
+            bytes,
+        };
+        (source, LoadOptions::new(Policy::default()).name("calc"))
+    };
+    let (source, options) = named(original);
+    host.load_with(source, options).await.unwrap();
+    let arguments = serde_json::json!({"expression": "6*7"});
+    let approved = host.check_for_call("calculate", &arguments).unwrap();
+    let (source, options) = named(changed);
+    host.reload_with(source, options).await.unwrap();
+    let now = host.digest_of("calculate").unwrap();
+    assert_ne!(approved, now, "the reload changed the version");
+
+    let context = wasm_agent::CallContext::new();
+    let stale = host
+        .call_pinned("calculate", &arguments, &approved, &context)
+        .await;
+    let error = stale.error.expect("the new version must not run");
+    assert_eq!(error.kind, wasm_agent::ErrorKind::Denied);
+    assert!(error.message.contains("was reloaded"), "{}", error.message);
+    let current = host
+        .call_pinned("calculate", &arguments, &now, &context)
+        .await;
+    assert_eq!(current.content, "42", "{current:?}");
+}
