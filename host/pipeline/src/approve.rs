@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use wasm_agent_sandbox::approval::{ApprovalHandler, ApprovalRequest, Verdict};
+use wasm_agent_sandbox::approval::{Approval, ApprovalHandler, ApprovalRequest, Verdict};
 use wasm_agent_sandbox::ask::{Asking, Outcome, Subject};
 use wasm_agent_sandbox::report::ApprovalNote;
 use wasm_agent_sandbox::result::{CallError, ErrorKind};
@@ -25,6 +25,10 @@ pub(crate) struct Approve {
 
 #[async_trait::async_trait]
 impl Layer for Approve {
+    fn applies(&self, call: &ToolCall) -> bool {
+        !matches!(call.tool.settings.approval, Approval::Never)
+    }
+
     async fn call(&self, call: &mut ToolCall, next: Next<'_>) -> Called {
         if !call.tool.settings.approval.required_for(&call.arguments) {
             return next.run(call).await;

@@ -25,6 +25,10 @@ pub(crate) struct Audit {
 
 #[async_trait::async_trait]
 impl Layer for Audit {
+    fn applies(&self, call: &ToolCall) -> bool {
+        self.auditor.is_some() || call.tool.target.auditor().is_some()
+    }
+
     async fn call(&self, call: &mut ToolCall, next: Next<'_>) -> Called {
         let Some(auditor) = self.auditor.clone().or_else(|| call.tool.target.auditor()) else {
             return next.run(call).await;

@@ -21,6 +21,10 @@ pub(crate) struct Cache {
 
 #[async_trait::async_trait]
 impl Layer for Cache {
+    fn applies(&self, call: &ToolCall) -> bool {
+        call.tool.settings.cache_ttl.is_some()
+    }
+
     async fn call(&self, call: &mut ToolCall, next: Next<'_>) -> Called {
         let (Some(ttl), Some(version)) = (call.tool.settings.cache_ttl, call.version.as_deref())
         else {

@@ -10,6 +10,14 @@ use crate::call::{Called, ToolCall};
 /// One step every call takes.
 #[async_trait::async_trait]
 pub trait Layer: Send + Sync + 'static {
+    /// Whether the step has anything to do for `call` (a tool without a
+    /// cache time, say); a layer that has not is skipped without a future
+    /// of its own. The default: always.
+    fn applies(&self, call: &ToolCall) -> bool {
+        let _ = call;
+        true
+    }
+
     /// Handles `call`: answers it, or hands it to `next` and returns (or
     /// looks at) what that gives.
     async fn call(&self, call: &mut ToolCall, next: Next<'_>) -> Called;
@@ -24,9 +32,13 @@ pub struct Next<'a> {
 impl Next<'_> {
     /// Hands `call` to the next layer (or, after the last, runs it).
     pub async fn run(self, call: &mut ToolCall) -> Called {
-        match self.layers.split_first() {
-            Some((layer, rest)) => layer.call(call, Next { layers: rest }).await,
-            None => crate::run::run(call).await,
+        let mut layers = self.layers;
+        while let Some((layer, rest)) = layers.split_first() {
+            if layer.applies(call) {
+                return layer.call(call, Next { layers: rest }).await;
+            }
+            layers = rest;
         }
+        crate::run::run(call).await
     }
 }
