@@ -276,18 +276,30 @@ impl StdioServer {
         server
     }
 
-    fn send(&mut self, message: Value) {
+    /// Writes one message.
+    pub(crate) fn send(&mut self, message: Value) {
         let stdin = self.stdin.as_mut().expect("open until dropped");
         writeln!(stdin, "{message}").unwrap();
         stdin.flush().unwrap();
     }
 
-    /// Sends a request; answers the server's questions meanwhile; the
-    /// response's result (or its error object).
-    fn request(&mut self, method: &str, params: Value) -> Value {
+    /// Sends a request without waiting for its response; its id.
+    pub(crate) fn start_request(&mut self, method: &str, params: Value) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// The next message from the server, if one comes within `wait`.
+    pub(crate) fn next_message(&self, wait: Duration) -> Option<Value> {
+        self.lines.recv_timeout(wait).ok()
+    }
+
+    /// Sends a request; answers the server's questions meanwhile; the
+    /// response's result (or its error object).
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.start_request(method, params);
         loop {
             let message = self
                 .lines

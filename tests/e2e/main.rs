@@ -20,6 +20,7 @@ mod hardening;
 mod hardening_cli;
 mod health;
 mod identity;
+mod in_flight;
 mod interpreters;
 mod loading;
 mod mcp;

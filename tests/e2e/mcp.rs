@@ -119,6 +119,11 @@ impl Server {
         self.post(&body).header("mcp-session-id", session)
     }
 
+    /// `message` (a notification) posted in `session`.
+    pub(crate) fn notify(&self, session: &str, message: &Value) -> reqwest::RequestBuilder {
+        self.post(message).header("mcp-session-id", session)
+    }
+
     /// `tools/call` of `name` with `arguments` in `session`, sent now.
     pub(crate) fn call_tool_request(
         &self,

@@ -12,7 +12,9 @@ use serde_json::Value;
 use wasm_agent::agent::config::call_settings;
 use wasm_agent::approval::{ApprovalHandler, ApprovalRequest, ApproveTools};
 use wasm_agent::ask::{Asking, SessionAnswers};
-use wasm_agent::pipeline::{Called, HostTools, Pipeline, PipelineCaller, ToolCall, ToolSet};
+use wasm_agent::pipeline::{
+    CallEvents, Called, HostTools, Pipeline, PipelineCaller, Progress, ToolCall, ToolSet,
+};
 use wasm_agent::{CallContext, CallError, ErrorKind};
 
 use super::args::CallArgs;
@@ -73,9 +75,8 @@ pub async fn call(args: CallArgs) -> anyhow::Result<ExitCode> {
         (None, _) => Called::new(Err(tools.unknown(&tool)), "call"),
         (_, Err(error)) => Called::new(Err(error), "call"),
         (Some(found), Ok(arguments)) => {
-            pipeline
-                .call(ToolCall::new(found, "call", arguments, context))
-                .await
+            let call = ToolCall::new(found, "call", arguments, context);
+            pipeline.call(call.events(Arc::new(Terminal))).await
         }
     };
     let result = called.into_result(&tool);
@@ -97,6 +98,15 @@ fn parse(text: &str) -> Result<Value, CallError> {
             format!("the arguments are not valid JSON: {e}"),
         )
     })
+}
+
+/// What the user at the terminal sees of the call while it runs.
+struct Terminal;
+
+impl CallEvents for Terminal {
+    fn progress(&self, progress: Progress) {
+        terminal::show_progress(&progress);
+    }
 }
 
 /// Approvals under `call`: the tool named on the command line (the operator

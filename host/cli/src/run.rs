@@ -299,15 +299,7 @@ async fn stream_to_terminal(
                 }
                 return *outcome;
             }
-            AgentEvent::ToolProgress { progress, .. } => {
-                let total = progress.total.map(|t| format!("/{t}")).unwrap_or_default();
-                let message = progress.message.as_deref().unwrap_or_default();
-                eprintln!(
-                    "  [progress] {}{total} {}",
-                    progress.progress,
-                    printable(message, false)
-                );
-            }
+            AgentEvent::ToolProgress { progress, .. } => super::terminal::show_progress(&progress),
             AgentEvent::ApprovalRequested(_) => {}
         }
     }

@@ -2,9 +2,11 @@
 //! (approvals, `ask` grants) under `wasm-agent run` and `wasm-agent call`.
 
 use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use wasm_agent::ask::{Asker, Question, Reply, Subject};
+use wasm_agent::pipeline::Progress;
 
 /// Asks on stderr and reads the answer from stdin; without a terminal,
 /// nobody can answer (and the question is denied, saying so).
@@ -39,6 +41,7 @@ impl Asker for TerminalAsker {
             return Reply::Unavailable;
         }
         let _turn = self.asking.lock().await;
+        let _on_screen = OnScreen::set();
         let choices = if question.offer_session {
             // "Session" says what it covers (these exact arguments, ...).
             format!(
@@ -69,6 +72,40 @@ impl Asker for TerminalAsker {
             "nobody: no terminal to ask".into()
         }
     }
+}
+
+/// Set while a question waits for its answer on the terminal.
+static QUESTION_ON_SCREEN: AtomicBool = AtomicBool::new(false);
+
+/// A question on the terminal, until dropped.
+struct OnScreen;
+
+impl OnScreen {
+    fn set() -> Self {
+        QUESTION_ON_SCREEN.store(true, Ordering::Release);
+        Self
+    }
+}
+
+impl Drop for OnScreen {
+    fn drop(&mut self) {
+        QUESTION_ON_SCREEN.store(false, Ordering::Release);
+    }
+}
+
+/// A call's progress as a `  [progress] 2/5 message` line on stderr; none
+/// while a question waits on the terminal (it would cut into the prompt).
+pub fn show_progress(progress: &Progress) {
+    if QUESTION_ON_SCREEN.load(Ordering::Acquire) {
+        return;
+    }
+    let total = progress.total.map(|t| format!("/{t}")).unwrap_or_default();
+    let message = progress.message.as_deref().unwrap_or_default();
+    eprintln!(
+        "  [progress] {}{total} {}",
+        progress.progress,
+        wasm_agent::text::one_line(message)
+    );
 }
 
 /// One line of stdin, or `None` at its end.

@@ -21,7 +21,8 @@ use super::drain::{Drain, SHUTDOWN_GRACE};
 use super::identity::Identity;
 use wasm_agent_cache::ResultCache;
 use wasm_agent_pipeline::{
-    CallSettings, HostTools, Pipeline, PipelineBuilder, PipelineCaller, ToolCall, ToolSet,
+    CallEvents, CallSettings, HostTools, Pipeline, PipelineBuilder, PipelineCaller, Progress,
+    ToolCall, ToolSet,
 };
 use wasm_agent_sandbox::approval::{Approval, ApprovalHandler};
 use wasm_agent_sandbox::ask::{Asker, Asking, DEFAULT_WAIT, SessionAnswers};
@@ -33,9 +34,6 @@ use wasm_agent_sandbox::result::ErrorKind;
 /// by default (see [`McpServerBuilder::loading`]); then it is answered with
 /// the tools loaded so far.
 pub const LOAD_WAIT: Duration = Duration::from_secs(30);
-
-/// How often a long call reports progress, when the client asked for it.
-const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
 /// Why a stdio MCP session ended abnormally.
 #[derive(Debug, thiserror::Error)]
@@ -90,7 +88,6 @@ pub(crate) struct Shared {
     /// The steps of every call.
     pipeline: Pipeline,
     tools_changed: ToolsChanged,
-    progress_every: Duration,
     pub(crate) ask_wait: Duration,
     offer_session: bool,
     /// Calls in flight, for a graceful stop.
@@ -146,7 +143,6 @@ pub struct McpServerBuilder {
     listed_early: Arc<AtomicBool>,
     settings: BTreeMap<String, CallSettings>,
     pipeline: PipelineBuilder,
-    progress_every: Duration,
     ask_wait: Duration,
     offer_session: bool,
 }
@@ -211,7 +207,7 @@ impl McpServerBuilder {
 
     /// How often a long call reports progress to clients that asked (1 s).
     pub fn progress_every(mut self, interval: Duration) -> Self {
-        self.progress_every = interval.max(Duration::from_millis(10));
+        self.pipeline = self.pipeline.progress_every(interval);
         self
     }
 
@@ -248,7 +244,6 @@ impl McpServerBuilder {
             tools,
             pipeline: self.pipeline.build(),
             tools_changed: self.tools_changed,
-            progress_every: self.progress_every,
             drain: Drain::default(),
             ask_wait: self.ask_wait,
             offer_session: self.offer_session,
@@ -268,7 +263,6 @@ impl McpServer {
             listed_early: Arc::default(),
             settings: BTreeMap::new(),
             pipeline: Pipeline::builder(),
-            progress_every: PROGRESS_EVERY,
             ask_wait: DEFAULT_WAIT,
             offer_session: false,
         }
@@ -462,23 +456,11 @@ impl McpServer {
         if let Some(asking) = asking {
             context = context.asking(asking);
         }
-        let call = self
-            .shared
-            .pipeline
-            .call(ToolCall::new(tool, request_id, arguments, context));
-        let called = match progress {
-            None => call.await,
-            Some((token, send)) => {
-                let ticks = report_progress(send, token, self.shared.progress_every);
-                tokio::select! {
-                    // The call first: one that finishes in its first poll
-                    // arms no progress timer.
-                    biased;
-                    called = call => called,
-                    never = ticks => match never {},
-                }
-            }
-        };
+        let mut call = ToolCall::new(tool, request_id, arguments, context);
+        if let Some((token, send)) = progress {
+            call = call.events(Arc::new(ProgressTo { token, send }));
+        }
+        let called = self.shared.pipeline.call(call).await;
         if called.error_kind() == Some(ErrorKind::UnknownTool) {
             // Removed between the lookup and the call.
             let message = called.result.err().map(|e| e.message).unwrap_or_default();
@@ -556,20 +538,21 @@ pub(crate) struct ClientCall<'a> {
 
 pub(crate) type SendProgress = Arc<dyn Fn(ProgressNotificationParam) + Send + Sync>;
 
-/// Sends `notifications/progress` every `interval` (elapsed seconds as the
-/// progress value) until dropped.
-async fn report_progress(
-    send: SendProgress,
+/// A call's progress as `notifications/progress` with the client's token.
+struct ProgressTo {
     token: ProgressToken,
-    interval: Duration,
-) -> std::convert::Infallible {
-    let started = tokio::time::Instant::now();
-    let mut ticks = tokio::time::interval_at(started + interval, interval);
-    loop {
-        let now = ticks.tick().await;
-        let seconds = (now - started).as_secs_f64();
-        let update = ProgressNotificationParam::new(token.clone(), seconds)
-            .with_message(format!("running for {seconds:.0} s"));
-        send(update);
+    send: SendProgress,
+}
+
+impl CallEvents for ProgressTo {
+    fn progress(&self, progress: Progress) {
+        let mut update = ProgressNotificationParam::new(self.token.clone(), progress.progress);
+        if let Some(total) = progress.total {
+            update = update.with_total(total);
+        }
+        if let Some(message) = progress.message {
+            update = update.with_message(message);
+        }
+        (self.send)(update);
     }
 }

@@ -14,9 +14,11 @@
 //!    quotas), in the order added;
 //! 4. `approve`: the operator's approvals, then the person, for exactly this
 //!    tool, version and arguments;
-//! 5. `cache`: the result cache, per tool, version, arguments, tenant and
+//! 5. `progress`: how long the call has run, every second, to an entry
+//!    point that listens;
+//! 6. `cache`: the result cache, per tool, version, arguments, tenant and
 //!    principal;
-//! 6. the call itself, on the version checked and approved ([`Target`]).
+//! 7. the call itself, on the version checked and approved ([`Target`]).
 //!
 //! ```no_run
 //! # async fn demo(host: wasm_agent_sandbox::ToolHost) {
@@ -45,6 +47,7 @@ mod caller;
 mod check;
 mod events;
 mod layer;
+mod progress;
 pub mod question;
 mod run;
 pub mod target;
@@ -61,6 +64,7 @@ pub use call::{CallSettings, Called, Tool, ToolCall};
 pub use caller::PipelineCaller;
 pub use events::{CallEvents, Progress, ProgressSink};
 pub use layer::{Layer, Next};
+pub use progress::PROGRESS_EVERY;
 pub use target::{Remote, RemoteTool, Run, Running, Sandboxed, Target};
 pub use tools::{HostTools, ToolSet};
 
@@ -106,6 +110,7 @@ pub struct PipelineBuilder {
     handler: Arc<dyn ApprovalHandler>,
     cache: Arc<dyn ResultCache>,
     extra: Vec<Arc<dyn Layer>>,
+    progress_every: std::time::Duration,
 }
 
 impl Default for PipelineBuilder {
@@ -115,6 +120,7 @@ impl Default for PipelineBuilder {
             handler: Arc::new(DenyAll),
             cache: Arc::new(MemoryCache::new(1024)),
             extra: Vec::new(),
+            progress_every: PROGRESS_EVERY,
         }
     }
 }
@@ -151,6 +157,13 @@ impl PipelineBuilder {
         self
     }
 
+    /// How often a long call tells its entry point's events how long it
+    /// has run ([`PROGRESS_EVERY`]; at least 10 ms).
+    pub fn progress_every(mut self, interval: std::time::Duration) -> Self {
+        self.progress_every = interval.max(std::time::Duration::from_millis(10));
+        self
+    }
+
     /// The pipeline.
     pub fn build(self) -> Pipeline {
         let mut layers: Vec<Arc<dyn Layer>> = vec![
@@ -162,6 +175,9 @@ impl PipelineBuilder {
         layers.extend(self.extra);
         layers.push(Arc::new(approve::Approve {
             handler: self.handler,
+        }));
+        layers.push(Arc::new(progress::Ticks {
+            every: self.progress_every,
         }));
         layers.push(Arc::new(cache::Cache { cache: self.cache }));
         Pipeline {

@@ -72,6 +72,12 @@ pub trait Target: Send + Sync + 'static {
         None
     }
 
+    /// Whether its runs report progress themselves (a remote server's); the
+    /// pipeline reports the time run for those that do not.
+    fn reports_progress(&self) -> bool {
+        false
+    }
+
     /// Runs a call whose arguments were checked against `version`, on that
     /// version only.
     async fn run(&self, call: Running<'_>, version: &str) -> Run;
@@ -193,6 +199,10 @@ impl Target for Remote {
             origin: self.tool.origin(),
             version: self.tool.version(),
         });
+    }
+
+    fn reports_progress(&self) -> bool {
+        true
     }
 
     async fn run(&self, call: Running<'_>, _version: &str) -> Run {

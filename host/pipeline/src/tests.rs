@@ -384,3 +384,74 @@ async fn a_call_dropped_while_waiting_for_approval_is_recorded_as_cancelled() {
     assert_eq!(reports.len(), 1);
     assert_eq!(reports[0].outcome, Some(ErrorKind::Cancelled));
 }
+
+/// A tool that takes 80 ms, reporting progress of its own or not.
+struct Slow {
+    reports: bool,
+}
+
+#[async_trait::async_trait]
+impl Target for Slow {
+    fn version(&self) -> Option<String> {
+        Some("v1".into())
+    }
+
+    fn check(&self, _: &Value) -> Result<String, CallError> {
+        Ok("v1".into())
+    }
+
+    fn describe(&self, _: &mut CallReport) {}
+
+    fn reports_progress(&self) -> bool {
+        self.reports
+    }
+
+    async fn run(&self, call: Running<'_>, _: &str) -> Run {
+        if self.reports
+            && let Some(events) = call.events
+        {
+            events.progress(crate::Progress {
+                progress: 1.0,
+                total: Some(2.0),
+                message: None,
+            });
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(80)).await;
+        Ok(ToolOutput::from("done")).into()
+    }
+}
+
+/// Keeps the progress reported.
+#[derive(Default)]
+struct Heard(Mutex<Vec<f64>>);
+
+impl crate::CallEvents for Heard {
+    fn progress(&self, progress: crate::Progress) {
+        self.0.lock().unwrap().push(progress.progress);
+    }
+}
+
+#[tokio::test]
+async fn a_long_call_reports_the_time_it_has_run_unless_its_target_reports_progress() {
+    let pipeline = Pipeline::builder()
+        .progress_every(std::time::Duration::from_millis(20))
+        .build();
+    for reports in [false, true] {
+        let tool = Tool {
+            name: "slow".into(),
+            target: Arc::new(Slow { reports }),
+            settings: CallSettings::default(),
+        };
+        let heard = Arc::new(Heard::default());
+        let call = ToolCall::new(tool, "c1", json!({}), CallContext::new()).events(heard.clone());
+        let called = pipeline.call(call).await;
+        assert!(called.result.is_ok());
+        let heard = heard.0.lock().unwrap().clone();
+        if reports {
+            assert_eq!(heard, [1.0], "only the target's own reports");
+        } else {
+            assert!(heard.len() >= 2, "ticks every 20 ms of 80: {heard:?}");
+            assert!(heard.windows(2).all(|w| w[0] < w[1]), "growing: {heard:?}");
+        }
+    }
+}
