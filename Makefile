@@ -194,7 +194,8 @@ $(VENV)/.installed: tests/mcp/requirements.txt
 	touch $@
 
 ## Benchmark warm calls, throughput, cold loads, and a Node.js subprocess per
-## call; then the MCP server as the official Python SDK sees it over stdio.
+## call; then the MCP server as the official Python SDK sees it over stdio,
+## and its own transports against rmcp's with the same server behind them.
 ## With BASELINE=path/to/wasm-agent (an earlier build), also this build's MCP
 ## calls and agent-loop turns against that one's, side by side.
 bench: setup mcp-venv
@@ -203,6 +204,8 @@ bench: setup mcp-venv
 	@tests/install-servers.sh
 	$(CARGO) bench -p wasm-agent-cli --bench replicas
 	$(VENV)/bin/python tests/mcp/bench_mcp.py
+	$(CARGO) build --release -p wasm-agent-mcp --example rmcp_transports
+	$(VENV)/bin/python tests/mcp/bench_transports.py
 	@if [ -n "$(BASELINE)" ]; then BASELINE=$(BASELINE) $(VENV)/bin/python tests/mcp/bench_baseline.py; fi
 
 ## `wasm-agent serve` (stdio, then HTTP) through SOAK_CALLS mixed calls

@@ -334,9 +334,11 @@ impl McpServer {
         self.shared.tools_changed.clone()
     }
 
-    /// Serves one client through rmcp's own service loop on `transport`,
-    /// until it disconnects or `stop` is cancelled (after a graceful drain).
-    pub(crate) async fn serve_rmcp<T, E, A>(
+    /// Serves one client through rmcp's own service loop on `transport` (any
+    /// rmcp transport), until it disconnects or `stop` is cancelled (after a
+    /// graceful drain). `serve_lines` is faster on pipes (`make bench`
+    /// measures both); this serves the sessionless revision on stdio.
+    pub async fn serve_transport<T, E, A>(
         self,
         transport: T,
         stop: CancellationToken,

@@ -130,7 +130,7 @@ async fn hand_over(
     })?;
     let server = connection.requests.server().session();
     drop(connection);
-    server.serve_rmcp((reader, writer), stop).await
+    server.serve_transport((reader, writer), stop).await
 }
 
 /// What one stdio connection shares among its tasks.
