@@ -8,9 +8,7 @@ mod engine;
 
 use accounting::{asks, classify, denials, usage};
 use call::{deadline, imports, kept, limits, output, returned, run, store};
-use capability::{
-    delegate, emit, http, log, net, scratch, session_state, tool_calls, wasi, writes,
-};
+use capability::{delegate, emit, http, log, net, scratch, session_state, tool_calls, writes};
 use engine::{admission, cache, epoch, gauges, turns};
 
 use std::path::Path;
@@ -137,7 +135,8 @@ pub struct GuestOutput {
 /// prepared once per component rather than on each call.
 pub struct CallPolicy {
     policy: Arc<ValidPolicy>,
-    network: net::NetworkPolicy,
+    /// What each capability keeps of it.
+    capabilities: capability::Capabilities,
     /// The network patterns of the policy's `ask` grants.
     asks: Arc<Vec<wasm_agent_policy::NetworkGrant>>,
     /// The folders of the policy's `ask` grants.
@@ -147,8 +146,9 @@ pub struct CallPolicy {
 impl CallPolicy {
     /// Prepares `policy` for calls.
     pub fn new(policy: ValidPolicy) -> Self {
+        let policy = Arc::new(policy);
         Self {
-            network: net::NetworkPolicy::new(policy.network.clone()),
+            capabilities: capability::Capabilities::configure(&policy),
             asks: Arc::new(
                 policy
                     .ask
@@ -163,7 +163,7 @@ impl CallPolicy {
                 .filter_map(wasm_agent_policy::AskGrant::dir)
                 .cloned()
                 .collect(),
-            policy: Arc::new(policy),
+            policy,
         }
     }
 }
@@ -202,9 +202,7 @@ impl Sandbox {
         let engine_err = |e: wasmtime::Error| LoadError::Engine(e.into());
         let (engine, allocator) = engine::build(concurrency, kept, pooling).map_err(engine_err)?;
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_err)?;
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(engine_err)?;
-        writes::add_to_linker(&mut linker).map_err(engine_err)?;
+        capability::Capabilities::link(&mut linker).map_err(engine_err)?;
         crate::bindings::Toolkit::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
             &mut linker,
             |state| state,

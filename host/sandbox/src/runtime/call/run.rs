@@ -10,13 +10,11 @@ use wasmtime::{Store, UpdateDeadline};
 use crate::bindings::Toolkit;
 use crate::result::{CallError, ErrorKind};
 use crate::runtime::asks::Asks;
+use crate::runtime::capability;
 use crate::runtime::kept::{KeptParts, Turn};
 use crate::runtime::output::{CappedOutput, Captured};
 use crate::runtime::store::CallState;
-use crate::runtime::{
-    CAPTURE_CAP, CallPolicy, FIELD_SIZE_LIMIT, HostImports, LoadedComponent, Sandbox, denials,
-    http, scratch, wasi, writes,
-};
+use crate::runtime::{CAPTURE_CAP, CallPolicy, HostImports, LoadedComponent, Sandbox, denials};
 use crate::runtime::{
     Interrupted, cancelled, classify, denied_error, limits::CallLimiter, timed_out,
 };
@@ -218,56 +216,37 @@ impl Sandbox {
         (asks, denials): (Asks, denials::Denials),
         folders: &[wasm_agent_policy::DirGrant],
     ) -> Result<Ready, CallError> {
-        let (stdout, stderr) = (
+        let output = (
             CappedOutput::new(CAPTURE_CAP),
             CappedOutput::new(CAPTURE_CAP),
         );
-        let scratch = policy
-            .scratch
-            .then(scratch::Scratch::create)
-            .transpose()
-            .map_err(|e| {
-                CallError::new(
-                    ErrorKind::CapabilityDenied,
-                    format!("the host cannot create the call's scratch folder: {e}"),
-                )
-            })?;
-        let wasi = wasi::build(
-            policy,
-            folders,
-            policy.network.clone(),
-            asks.clone(),
-            (stdout.clone(), stderr.clone()),
-            denials.clone(),
-            scratch.as_ref(),
-        )
-        .map_err(|e| CallError::new(ErrorKind::CapabilityDenied, e))?;
-        let deadline = host.deadline.clone();
+        let capability::Prepared {
+            scratch,
+            wasi,
+            http,
+            writes,
+        } = policy.capabilities.prepare(&capability::Preparing {
+            denials: &denials,
+            asks: &asks,
+            deadline: &host.deadline,
+            output: &output,
+            asked_folders: folders,
+            scratch: None,
+        })?;
         let mut table = ResourceTable::new();
         table.set_max_capacity(self.admission.resource_limit(policy) as usize);
-        let mut http = wasmtime_wasi_http::WasiHttpCtx::new();
-        http.set_field_size_limit(FIELD_SIZE_LIMIT);
         let state = CallState {
             wasi,
             table,
             limiter: CallLimiter::new(policy.memory.bytes()),
             host,
             http,
-            writes: writes::WriteBudget::new(policy.max_write, denials.clone()),
+            writes,
             turn: self.turns.for_call(),
-            http_hooks: http::PolicyHooks {
-                policy: policy.network.clone(),
-                denials: denials.clone(),
-                deadline,
-                max_response: policy.max_response.bytes(),
-                max_requests: policy.max_requests,
-                sent: 0,
-                credentials: policy.policy.clone(),
-                asks,
-            },
             denials: denials.clone(),
             _scratch: scratch,
         };
+        let (stdout, stderr) = output;
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
         set_fuel(&mut store, policy)?;

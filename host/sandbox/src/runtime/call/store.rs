@@ -3,10 +3,10 @@
 
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
-use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+use wasmtime_wasi_http::{WasiHttpCtxView, WasiHttpView};
 
 use crate::runtime::denials::Denials;
-use crate::runtime::http::PolicyHooks;
+use crate::runtime::http::OutgoingHttp;
 use crate::runtime::imports::HostImports;
 use crate::runtime::limits::CallLimiter;
 use crate::runtime::scratch::Scratch;
@@ -19,8 +19,7 @@ pub struct CallState {
     pub(in crate::runtime) table: ResourceTable,
     pub(in crate::runtime) limiter: CallLimiter,
     pub(in crate::runtime) host: HostImports,
-    pub(in crate::runtime) http: WasiHttpCtx,
-    pub(in crate::runtime) http_hooks: PolicyHooks,
+    pub(in crate::runtime) http: OutgoingHttp,
     /// What the call may still write into its read-write folders.
     pub(in crate::runtime) writes: WriteBudget,
     /// What the sandbox refused during the call.
@@ -29,7 +28,7 @@ pub struct CallState {
     pub(in crate::runtime) turn: CallTurn,
     /// Its scratch folder, when the policy grants one (last, so that it is
     /// removed after the files open in it are closed).
-    pub(in crate::runtime) _scratch: Option<Scratch>,
+    pub(in crate::runtime) _scratch: Scratch,
 }
 
 impl CallState {
@@ -41,12 +40,10 @@ impl CallState {
         turn: CallTurn,
         policy: &crate::runtime::CallPolicy,
     ) {
-        self.http_hooks.deadline = host.deadline.clone();
-        self.http_hooks.asks.begin(host.asks(policy));
-        self.http_hooks.sent = 0;
+        self.http.renew(host.deadline.clone(), host.asks(policy));
         self.host = host;
         self.turn = turn;
-        self.writes = WriteBudget::new(policy.max_write, self.denials.clone());
+        self.writes = WriteBudget::new(*policy.capabilities.writes(), self.denials.clone());
         self.limiter.forget_refusal();
     }
 }
@@ -54,9 +51,9 @@ impl CallState {
 impl WasiHttpView for CallState {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
         WasiHttpCtxView {
-            ctx: &mut self.http,
+            ctx: &mut self.http.ctx,
             table: &mut self.table,
-            hooks: &mut self.http_hooks,
+            hooks: &mut self.http.hooks,
         }
     }
 }

@@ -15,15 +15,22 @@ use http_body_util::{BodyExt, Limited};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
+use wasmtime::component::Linker;
 use wasmtime_wasi_http::io::TokioIo;
-use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
+use wasmtime_wasi_http::{
+    Error as HttpError, RequestOptions, WasiBody, WasiHttpCtx, WasiHttpHooks,
+};
 
 use tracing::Instrument;
 
-use crate::runtime::asks::Asks;
+use super::{Capability, Preparing};
+use crate::result::CallError;
+use crate::runtime::FIELD_SIZE_LIMIT;
+use crate::runtime::asks::{Asks, CallAsks};
 use crate::runtime::deadline::CallDeadline;
 use crate::runtime::denials::{DenialKind, Denials};
 use crate::runtime::net::NetworkPolicy;
+use crate::runtime::store::CallState;
 use crate::spans;
 use wasm_agent_policy::{ValidPolicy, default_port};
 
@@ -35,6 +42,68 @@ type SendFuture =
 const RESPONSE_HEAD_BUFFER: usize = 64 * 1024;
 /// Most headers a response may have.
 const MAX_RESPONSE_HEADERS: usize = 100;
+
+/// What outgoing HTTP is allowed for the calls of one component.
+pub(in crate::runtime) struct HttpConfig {
+    /// The network grants.
+    network: NetworkPolicy,
+    max_response: u64,
+    max_requests: u32,
+    /// The policy whose credential headers go out with matching requests.
+    credentials: Arc<ValidPolicy>,
+}
+
+/// Outgoing wasi:http of one call: wasmtime's context and the hooks that
+/// hold every request to the policy.
+pub struct OutgoingHttp {
+    pub(in crate::runtime) ctx: WasiHttpCtx,
+    pub(in crate::runtime) hooks: PolicyHooks,
+}
+
+impl OutgoingHttp {
+    /// Makes a kept store's HTTP this call's: its deadline, its `ask`
+    /// grants and a fresh request count.
+    pub(in crate::runtime) fn renew(&mut self, deadline: CallDeadline, asks: CallAsks) {
+        self.hooks.deadline = deadline;
+        self.hooks.asks.begin(asks);
+        self.hooks.sent = 0;
+    }
+}
+
+impl Capability for OutgoingHttp {
+    type Config = HttpConfig;
+
+    fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
+    }
+
+    fn configure(policy: &Arc<ValidPolicy>) -> HttpConfig {
+        HttpConfig {
+            network: NetworkPolicy::new(policy.network.clone()),
+            max_response: policy.max_response.bytes(),
+            max_requests: policy.max_requests,
+            credentials: policy.clone(),
+        }
+    }
+
+    fn prepare(config: &HttpConfig, call: &Preparing<'_>) -> Result<Self, CallError> {
+        let mut ctx = WasiHttpCtx::new();
+        ctx.set_field_size_limit(FIELD_SIZE_LIMIT);
+        Ok(Self {
+            ctx,
+            hooks: PolicyHooks {
+                policy: config.network.clone(),
+                denials: call.denials.clone(),
+                deadline: call.deadline.clone(),
+                max_response: config.max_response,
+                max_requests: config.max_requests,
+                sent: 0,
+                credentials: config.credentials.clone(),
+                asks: call.asks.clone(),
+            },
+        })
+    }
+}
 
 /// The wasi:http hooks of one call.
 pub struct PolicyHooks {

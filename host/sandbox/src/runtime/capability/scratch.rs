@@ -7,11 +7,19 @@
 //! entries its removal has to delete; the removal runs on the blocking pool.
 
 use std::path::Path;
+use std::sync::Arc;
+
+use wasm_agent_policy::ValidPolicy;
+use wasmtime::component::Linker;
+
+use super::{Capability, Preparing};
+use crate::result::{CallError, ErrorKind};
+use crate::runtime::store::CallState;
 
 /// Where the tool sees its scratch folder.
 pub const GUEST_PATH: &str = "/scratch";
 
-/// One call's scratch folder; removed on drop.
+/// One call's scratch folder, when its policy grants one; removed on drop.
 #[derive(Debug)]
 pub struct Scratch(Option<tempfile::TempDir>);
 
@@ -24,11 +32,35 @@ impl Scratch {
         Ok(Self(Some(folder)))
     }
 
-    /// The folder on the host.
-    pub fn path(&self) -> &Path {
-        self.0
-            .as_ref()
-            .map_or(Path::new(""), |folder| folder.path())
+    /// The folder on the host, if the call has one.
+    pub fn path(&self) -> Option<&Path> {
+        self.0.as_ref().map(|folder| folder.path())
+    }
+}
+
+impl Capability for Scratch {
+    /// Whether the policy grants one (`scratch = true`).
+    type Config = bool;
+
+    fn link(_: &mut Linker<CallState>) -> wasmtime::Result<()> {
+        // The WASI context preopens it.
+        Ok(())
+    }
+
+    fn configure(policy: &Arc<ValidPolicy>) -> bool {
+        policy.scratch
+    }
+
+    fn prepare(granted: &bool, _: &Preparing<'_>) -> Result<Self, CallError> {
+        if !granted {
+            return Ok(Self(None));
+        }
+        Self::create().map_err(|e| {
+            CallError::new(
+                ErrorKind::CapabilityDenied,
+                format!("the host cannot create the call's scratch folder: {e}"),
+            )
+        })
     }
 }
 
@@ -60,9 +92,9 @@ mod tests {
     fn each_folder_is_new_and_removed_on_drop() {
         let (one, two) = (Scratch::create().unwrap(), Scratch::create().unwrap());
         assert_ne!(one.path(), two.path());
-        std::fs::write(one.path().join("file"), b"x").unwrap();
-        std::fs::create_dir(one.path().join("sub")).unwrap();
-        let path = one.path().to_path_buf();
+        let path = one.path().unwrap().to_path_buf();
+        std::fs::write(path.join("file"), b"x").unwrap();
+        std::fs::create_dir(path.join("sub")).unwrap();
         drop(one);
         assert!(!path.exists());
     }

@@ -5,32 +5,64 @@
 //! permissions (wasmtime-wasi confines paths to them: no `..`, no absolute
 //! paths outside a grant, no symlinks leading out).
 
+use std::sync::Arc;
+
 use tracing::Instrument;
+use wasmtime::component::Linker;
 use wasmtime_wasi::sockets::SocketAddrUse;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
-use crate::runtime::asks::Asks;
-use crate::runtime::denials::{DenialKind, Denials};
+use super::{Capability, Preparing};
+use crate::result::{CallError, ErrorKind};
+use crate::runtime::denials::DenialKind;
 use crate::runtime::net::NetworkPolicy;
-use crate::runtime::output::CappedOutput;
-use crate::runtime::scratch::{self, Scratch};
-use wasm_agent_policy::{DirGrant, DirMode, Policy};
+use crate::runtime::scratch;
+use crate::runtime::store::CallState;
+use wasm_agent_policy::{DirGrant, DirMode, ValidPolicy};
 
-/// Builds the WASI context for `policy`.
-pub fn build(
-    policy: &Policy,
-    asked_folders: &[DirGrant],
+/// What the WASI context of a call is made of.
+pub(in crate::runtime) struct WasiConfig {
+    /// The environment variables granted.
+    env: Vec<(String, String)>,
+    /// The folders granted (those asked about come with each call).
+    dirs: Vec<DirGrant>,
+    /// The network grants sockets are checked against.
     network: NetworkPolicy,
-    asks: Asks,
-    (stdout, stderr): (CappedOutput, CappedOutput),
-    denials: Denials,
-    scratch: Option<&Scratch>,
-) -> Result<WasiCtx, String> {
+}
+
+impl Capability for WasiCtx {
+    type Config = WasiConfig;
+
+    fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+        wasmtime_wasi::p2::add_to_linker_async(linker)
+    }
+
+    fn configure(policy: &Arc<ValidPolicy>) -> WasiConfig {
+        WasiConfig {
+            env: policy
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            dirs: policy.dirs.clone(),
+            network: NetworkPolicy::new(policy.network.clone()),
+        }
+    }
+
+    fn prepare(config: &WasiConfig, call: &Preparing<'_>) -> Result<Self, CallError> {
+        build(config, call).map_err(|e| CallError::new(ErrorKind::CapabilityDenied, e))
+    }
+}
+
+/// Builds the WASI context of one call.
+fn build(config: &WasiConfig, call: &Preparing<'_>) -> Result<WasiCtx, String> {
+    let network = config.network.clone();
+    let (denials, asks) = (call.denials.clone(), call.asks.clone());
     let sockets = network.has_scheme("tcp") || network.has_scheme("udp");
     let mut builder = WasiCtxBuilder::new();
     builder
-        .stdout(stdout)
-        .stderr(stderr)
+        .stdout(call.output.0.clone())
+        .stderr(call.output.1.clone())
         .allow_ip_name_lookup(sockets)
         // Sockets are "allowed" so that every attempt reaches the check
         // below, which lets through only what the grants name.
@@ -108,10 +140,10 @@ pub fn build(
                 }
             })
         });
-    for (key, value) in &policy.env {
+    for (key, value) in &config.env {
         builder.env(key, value);
     }
-    for grant in policy.dirs.iter().chain(asked_folders) {
+    for grant in config.dirs.iter().chain(call.asked_folders) {
         let perms = match grant.mode {
             DirMode::Ro => FsPerms::ReadOnly,
             DirMode::Rw => FsPerms::ReadWrite,
@@ -125,9 +157,9 @@ pub fn build(
                 )
             })?;
     }
-    if let Some(folder) = scratch {
+    if let Some(folder) = call.scratch.and_then(scratch::Scratch::path) {
         builder
-            .preopened_dir(folder.path(), scratch::GUEST_PATH, FsPerms::ReadWrite)
+            .preopened_dir(folder, scratch::GUEST_PATH, FsPerms::ReadWrite)
             .map_err(|e| format!("cannot open the scratch folder: {e}"))?;
     }
     Ok(builder.build())

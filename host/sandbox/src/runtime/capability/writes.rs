@@ -22,9 +22,11 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 };
 use wasmtime_wasi::p2::{DynOutputStream, OutputStream, Pollable, StreamError, StreamResult};
 
+use super::{Capability, Preparing};
+use crate::result::CallError;
 use crate::runtime::denials::{DenialKind, Denials};
 use crate::runtime::store::CallState;
-use wasm_agent_policy::ByteSize;
+use wasm_agent_policy::{ByteSize, ValidPolicy};
 
 /// The filesystem interface as this wasmtime-wasi registers it.
 const FILESYSTEM: &str = "wasi:filesystem/types@0.2.12";
@@ -178,8 +180,25 @@ impl Pollable for Closed {
     async fn ready(&mut self) {}
 }
 
+impl Capability for WriteBudget {
+    /// `max_write`.
+    type Config = ByteSize;
+
+    fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+        add_to_linker(linker)
+    }
+
+    fn configure(policy: &Arc<ValidPolicy>) -> ByteSize {
+        policy.max_write
+    }
+
+    fn prepare(max: &ByteSize, call: &Preparing<'_>) -> Result<Self, CallError> {
+        Ok(Self::new(*max, call.denials.clone()))
+    }
+}
+
 /// Shadows the linker's file-writing functions with charged ones.
-pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     let mut types = linker.instance(FILESYSTEM)?;
     types.func_wrap(
