@@ -350,7 +350,9 @@ async fn a_call_in_flight_reports_progress_and_is_cancelled_alike_in_every_entry
             )
             .await;
             for tool in recorded {
-                let record = records.iter().find(|r| r["tool"] == *tool).unwrap();
+                let of_tool: Vec<_> = records.iter().filter(|r| r["tool"] == *tool).collect();
+                assert_eq!(of_tool.len(), 1, "{what}: one record each: {of_tool:?}");
+                let record = of_tool[0];
                 assert_eq!(record["outcome"], "cancelled", "{what}: {record}");
                 let ran = Duration::from_micros(record["duration_us"].as_u64().unwrap());
                 assert!(ran < Duration::from_secs(10), "{what}: {tool} ran {ran:?}");

@@ -6,15 +6,13 @@
 //! dropped before it ends as cancelled.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use wasm_agent_sandbox::report::{CallAuditor, CallReport};
 use wasm_agent_sandbox::result::ErrorKind;
 
 use crate::call::{Called, ToolCall};
 use crate::layer::{Layer, Next};
-use crate::target::Target;
 
 /// Refuses calls while the auditor does, and records what the target did
 /// not. The auditor is the pipeline's, or else the target's own (a
@@ -36,61 +34,73 @@ impl Layer for Audit {
         if let Some(error) = auditor.refusal() {
             return Called::refused(call, error);
         }
-        let mut pending = Pending {
-            auditor: &*auditor,
-            draft: Some(draft(&*auditor, call)),
-            target: call.tool.target.clone(),
-            handed_on: call.handed_to_recorder.clone(),
-            started: Instant::now(),
-        };
+        // Kept on the call, so that a call dropped on the way down (its
+        // entry point gone) is recorded as cancelled when it is dropped.
+        call.unrecorded = Some(Unrecorded::now(auditor));
         let called = next.run(call).await;
-        if let Some(mut report) = pending.draft.take()
+        if let Some(unrecorded) = call.unrecorded.take()
             && !called.recorded
         {
+            let mut report = unrecorded.report(call);
             report.call_id = called.call_id.clone();
             report.cached = called.cached;
             report.approval = called.approval.clone().or(report.approval);
             report.outcome = called.error_kind();
-            report.duration = pending.started.elapsed();
-            pending.target.describe(&mut report);
-            auditor.record(report);
+            unrecorded.auditor.record(report);
         }
         called
     }
 }
 
-/// The report of `call`, begun now with what is known of it.
-fn draft(auditor: &dyn CallAuditor, call: &ToolCall) -> CallReport {
-    let arguments = call.arguments.to_string();
-    CallReport::begin(
-        &call.id,
-        &call.tool.name,
-        &arguments,
-        auditor.wants_arguments(),
-        &call.context,
-    )
+/// A call on its way down whose record the audit step owes: to write once
+/// it is answered, unless its target records it (a sandboxed run).
+pub(crate) struct Unrecorded {
+    auditor: Arc<dyn CallAuditor>,
+    started: SystemTime,
+    clock: Instant,
+    /// Its target took it, and records it even if it is dropped now.
+    handed_on: bool,
 }
 
-/// A report not yet recorded: recorded as cancelled if the call's future
-/// is dropped first, unless the target had taken the call (its own record
-/// says so).
-struct Pending<'a> {
-    auditor: &'a dyn CallAuditor,
-    draft: Option<CallReport>,
-    target: Arc<dyn Target>,
-    handed_on: Arc<AtomicBool>,
-    started: Instant,
-}
-
-impl Drop for Pending<'_> {
-    fn drop(&mut self) {
-        if let Some(mut report) = self.draft.take()
-            && !self.handed_on.load(Ordering::Acquire)
-        {
-            report.outcome = Some(ErrorKind::Cancelled);
-            report.duration = self.started.elapsed();
-            self.target.describe(&mut report);
-            self.auditor.record(report);
+impl Unrecorded {
+    fn now(auditor: Arc<dyn CallAuditor>) -> Self {
+        Self {
+            auditor,
+            started: SystemTime::now(),
+            clock: Instant::now(),
+            handed_on: false,
         }
+    }
+
+    /// The call goes to a target that records its runs itself.
+    pub(crate) fn handed_to_recorder(&mut self) {
+        self.handed_on = true;
+    }
+
+    /// The record of `call`, so far.
+    fn report(&self, call: &ToolCall) -> CallReport {
+        let arguments = call.arguments.to_string();
+        let mut report = CallReport::begin(
+            &call.id,
+            &call.tool.name,
+            &arguments,
+            self.auditor.wants_arguments(),
+            &call.context,
+        );
+        report.started = self.started;
+        report.duration = self.clock.elapsed();
+        call.tool.target.describe(&mut report);
+        report
+    }
+
+    /// Records `call`, dropped before it was answered, as cancelled (unless
+    /// its target records it).
+    pub(crate) fn record_cancelled(self, call: &ToolCall) {
+        if self.handed_on {
+            return;
+        }
+        let mut report = self.report(call);
+        report.outcome = Some(ErrorKind::Cancelled);
+        self.auditor.record(report);
     }
 }

@@ -3,7 +3,6 @@
 //! back up ([`Called`]).
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -12,6 +11,7 @@ use wasm_agent_sandbox::context::{CallContext, ToolOutput};
 use wasm_agent_sandbox::report::ApprovalNote;
 use wasm_agent_sandbox::result::{CallError, ErrorKind, ToolCallResult};
 
+use crate::audit::Unrecorded;
 use crate::events::CallEvents;
 use crate::target::{Running, Target};
 
@@ -66,9 +66,19 @@ pub struct ToolCall {
     /// The version the call runs on, set by the argument check (the
     /// component's digest, a remote tool's version).
     pub(crate) version: Option<String>,
-    /// Set once the call is handed to a target that records its own run
-    /// (the sandbox, which knows what the run used).
-    pub(crate) handed_to_recorder: Arc<AtomicBool>,
+    /// The record the audit step owes until the call is answered or handed
+    /// to a target that records its own runs (the sandbox, which knows
+    /// what the run used); a call dropped before either is recorded as
+    /// cancelled.
+    pub(crate) unrecorded: Option<Unrecorded>,
+}
+
+impl Drop for ToolCall {
+    fn drop(&mut self) {
+        if let Some(unrecorded) = self.unrecorded.take() {
+            unrecorded.record_cancelled(self);
+        }
+    }
 }
 
 impl ToolCall {
@@ -81,7 +91,7 @@ impl ToolCall {
             context,
             events: None,
             version: None,
-            handed_to_recorder: Arc::default(),
+            unrecorded: None,
         }
     }
 

@@ -1,8 +1,6 @@
 //! The bottom of the pipeline: the call itself, on the version its
 //! arguments were checked (and approved) for.
 
-use std::sync::atomic::Ordering;
-
 use wasm_agent_sandbox::result::{CallError, ErrorKind};
 
 use crate::call::{Called, ToolCall};
@@ -10,18 +8,21 @@ use crate::call::{Called, ToolCall};
 /// Runs `call` on its target.
 pub(crate) async fn run(call: &mut ToolCall) -> Called {
     let target = call.tool.target.clone();
-    let Some(version) = call.version.clone().or_else(|| target.version()) else {
+    // Set by the check, which every call passes first.
+    let Some(version) = call.version.clone() else {
         let error = CallError::new(
-            ErrorKind::UnknownTool,
-            format!("tool {:?} is no longer offered", call.tool.name),
+            ErrorKind::InvalidArguments,
+            format!("the call to {:?} reached its run unchecked", call.tool.name),
         );
         return Called::refused(call, error);
     };
     if call.context.cancellation.is_cancelled() {
         return Called::refused(call, cancelled(&call.tool.name));
     }
-    if target.records_runs() {
-        call.handed_to_recorder.store(true, Ordering::Release);
+    if target.records_runs()
+        && let Some(unrecorded) = call.unrecorded.as_mut()
+    {
+        unrecorded.handed_to_recorder();
     }
     let run = target.run(call.running(), &version).await;
     let recorded = run.recorded_as.is_some();

@@ -4,8 +4,9 @@
 //! and address classes), the bytes a call may write (`writes`), a scratch
 //! folder (`scratch`); and the `wasm-agent:tool/host` imports, session state
 //! (`session_state`), logs and events (`log`, `emit`), other agents
-//! (`delegate`) and other tools (`tool_calls`), which the host builds per
-//! call from the call's scope (`call::imports`).
+//! (`delegate`) and other tools (`tool_calls`), both a `reach` through the
+//! entry point, which the host builds per call from the call's scope
+//! (`call::imports`).
 //!
 //! Every policy-granted capability has the same lifecycle ([`Capability`],
 //! as Spin's factors have one): linked once per engine, configured once per
@@ -17,6 +18,7 @@ pub(in crate::runtime) mod emit;
 pub(in crate::runtime) mod http;
 pub(in crate::runtime) mod log;
 pub(in crate::runtime) mod net;
+pub(in crate::runtime) mod reach;
 pub(in crate::runtime) mod scratch;
 pub(in crate::runtime) mod session_state;
 pub(in crate::runtime) mod tool_calls;

@@ -7,16 +7,14 @@
 //! take (validation, approval, the called tool's policy, events), in a
 //! context one level deeper, cancelled with the calling tool's call.
 
-use std::sync::Arc;
-
 use serde_json::Value;
 
+use super::reach::Reach;
 use crate::bindings::imported::ToolCallError;
 use crate::bindings::types;
-use crate::context::{CallContext, ToolCaller};
+use crate::context::ToolCaller;
 use crate::result::ErrorKind;
 use crate::runtime::denials::{DenialKind, Denials};
-use crate::runtime::imports::CallId;
 use crate::tool::ToolInfo;
 use wasm_agent_policy::tool_call_allowed;
 
@@ -27,36 +25,14 @@ pub const MAX_TOOL_CALLS: u32 = 64;
 /// call slot; see `engine`.)
 pub const MAX_TOOL_CALL_DEPTH: u32 = 1;
 
-/// What one call may call, and through whom.
-pub struct ToolCalls {
-    call: CallId,
-    /// Names (or `*` patterns) the policy grants.
-    allowed: Vec<String>,
-    /// Who runs the calls, and the calling call's context; `None` when no
-    /// caller is set or the policy grants nothing.
-    caller: Option<(Arc<dyn ToolCaller>, CallContext)>,
-    made: u32,
-}
+/// What one call may call, and through whom (`None` when no caller is set
+/// or the policy grants nothing).
+pub type ToolCalls = Reach<dyn ToolCaller>;
 
 impl ToolCalls {
-    /// `call` may call the tools `allowed` names through the caller of `context`.
-    pub fn new(call: CallId, allowed: Vec<String>, context: &CallContext) -> Self {
-        let caller = context
-            .tool_caller
-            .as_ref()
-            .filter(|_| !allowed.is_empty())
-            .map(|handle| (handle.0.clone(), context.clone()));
-        Self {
-            call,
-            allowed,
-            caller,
-            made: 0,
-        }
-    }
-
     /// The specs of the tools this call may call (none at the depth limit).
     pub fn callable(&self) -> Vec<types::ToolSpec> {
-        let Some((caller, context)) = &self.caller else {
+        let Some((caller, context)) = &self.through else {
             return Vec::new();
         };
         if context.tool_call_depth >= MAX_TOOL_CALL_DEPTH {
@@ -93,7 +69,7 @@ impl ToolCalls {
             );
             return Err(refusal(ErrorKind::CapabilityDenied, reason));
         }
-        let Some((caller, context)) = &self.caller else {
+        let Some((caller, context)) = &self.through else {
             return Err(refusal(
                 ErrorKind::CapabilityDenied,
                 "this call was made without a tool caller (the embedder did not set one), so \
@@ -117,8 +93,7 @@ impl ToolCalls {
                 format!("tool {name:?} may not call itself"),
             ));
         }
-        self.made = self.made.saturating_add(1);
-        if self.made > MAX_TOOL_CALLS {
+        if !self.one_more(MAX_TOOL_CALLS) {
             return Err(refusal(
                 ErrorKind::CapabilityDenied,
                 format!("a call may call other tools at most {MAX_TOOL_CALLS} times"),
