@@ -28,7 +28,7 @@ import bench_plain
 
 ROOT = Path(__file__).resolve().parents[2]
 WASM = ROOT / "target/wasm32-wasip2/release"
-ROUNDS = 5
+ROUNDS = 9
 TURNS = 200
 
 
