@@ -222,6 +222,16 @@ fn descriptors_a_tool_holds_stop_at_its_limit() {
 }
 
 #[test]
+fn a_tool_spinning_on_its_state_ends_at_its_deadline_as_a_timeout() {
+    // A healthy store answers every read; the call's own deadline ends it,
+    // and the error says so rather than blame the store.
+    let hostile = path(&component("hostile_tool"));
+    let output = run(&["call", &hostile, "state_spin", "{}", "--timeout", "1s"]);
+    assert_clean_failure(&output, 1, "timeout");
+    assert!(!stderr(&output).contains("store"), "{}", stderr(&output));
+}
+
+#[test]
 fn writes_past_max_write_fail_the_call_naming_the_key() {
     let dir = temp_dir();
     let files = path(&component("files"));

@@ -16,6 +16,7 @@ mod code_mode_task;
 mod common;
 mod concurrency;
 mod entries;
+mod grants;
 mod hardening;
 mod hardening_cli;
 mod health;

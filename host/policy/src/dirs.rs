@@ -31,6 +31,38 @@ pub struct DirGrant {
     pub guest: Option<String>,
     /// Read-only or read-write.
     pub mode: DirMode,
+    /// The folder's identity when the policy was resolved: a call refuses a
+    /// grant whose path leads to another folder by then (moved, replaced or
+    /// linked elsewhere), so a grant cannot be redirected.
+    pub identity: Option<FolderId>,
+}
+
+/// A folder's identity on its file system (device and inode), whatever the
+/// path that leads to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FolderId {
+    device: u64,
+    inode: u64,
+}
+
+impl FolderId {
+    /// The identity of the file `metadata` describes (none where the
+    /// platform has no inodes).
+    pub fn of(metadata: &std::fs::Metadata) -> Option<Self> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            Some(Self {
+                device: metadata.dev(),
+                inode: metadata.ino(),
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = metadata;
+            None
+        }
+    }
 }
 
 impl DirGrant {
@@ -81,6 +113,7 @@ impl FromStr for DirGrant {
             host: PathBuf::from(host),
             guest,
             mode,
+            identity: None,
         })
     }
 }
@@ -127,6 +160,7 @@ impl<'de> Deserialize<'de> for DirGrant {
                 host: t.host,
                 guest: t.guest,
                 mode: t.mode,
+                identity: None,
             }),
         }
     }
@@ -152,7 +186,11 @@ pub(super) fn resolve(grants: Vec<DirGrant>) -> Result<Vec<DirGrant>, PolicyErro
                 path: grant.host.clone(),
                 reason: e.to_string(),
             })?;
-        if !host.is_dir() {
+        let metadata = std::fs::metadata(&host).map_err(|e| PolicyError::MissingDir {
+            path: grant.host.clone(),
+            reason: e.to_string(),
+        })?;
+        if !metadata.is_dir() {
             return Err(PolicyError::MissingDir {
                 path: grant.host,
                 reason: "not a directory".into(),
@@ -173,6 +211,7 @@ pub(super) fn resolve(grants: Vec<DirGrant>) -> Result<Vec<DirGrant>, PolicyErro
             host,
             guest: Some(guest),
             mode: grant.mode,
+            identity: FolderId::of(&metadata),
         });
     }
     Ok(resolved)
@@ -210,7 +249,8 @@ mod tests {
             DirGrant {
                 host: "data".into(),
                 guest: None,
-                mode: DirMode::Ro
+                mode: DirMode::Ro,
+                identity: None,
             }
         );
         assert_eq!(grant("data:rw").mode, DirMode::Rw);
@@ -234,6 +274,7 @@ mod tests {
             host: dir.clone(),
             guest: None,
             mode: DirMode::Ro,
+            identity: None,
         }])
         .unwrap();
         assert_eq!(

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 pub use ask::AskGrant;
 pub use config::{ComponentLocation, ConfigError, ConfigFile, ToolConfig, VerifyConfig};
-pub use dirs::{DirGrant, DirMode};
+pub use dirs::{DirGrant, DirMode, FolderId};
 pub use headers::{CredentialHeaders, HeaderTarget};
 pub use layer::{LAYER_KEYS, PolicyLayer};
 pub use names::{delegation_allowed, tool_call_allowed};
@@ -282,6 +282,7 @@ impl Policy {
             host: host.into(),
             guest: Some(guest.into()),
             mode,
+            identity: None,
         });
         self
     }

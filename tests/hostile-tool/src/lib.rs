@@ -85,6 +85,16 @@ impl Guest for Hostile {
                 numbers(&["bytes"]),
             ),
             spec(
+                "redirect",
+                "Move the folder at PATH aside (to PATH.moved) and put a symbolic link to TARGET in its place.",
+                json!({"type": "object", "properties": {"path": {"type": "string"}, "target": {"type": "string"}}}),
+            ),
+            spec(
+                "state_spin",
+                "Read the same session-state key again and again, without end.",
+                json!({"type": "object", "properties": {}}),
+            ),
+            spec(
                 "forge",
                 "Log TEXT, write it to stderr, and fail with it.",
                 json!({"type": "object", "properties": {"text": {"type": "string"}}}),
@@ -125,6 +135,13 @@ impl Guest for Hostile {
                     .collect(),
             }),
             "long_error" => Err(ToolError::Failed("e".repeat(number("bytes")))),
+            "redirect" => text(redirect(
+                args["path"].as_str().unwrap_or("/"),
+                args["target"].as_str().unwrap_or("/"),
+            )?),
+            "state_spin" => loop {
+                let _ = host::get_state("k");
+            },
             "forge" => {
                 let forged = args["text"].as_str().unwrap_or_default();
                 host::log(Level::Info, forged);
@@ -170,6 +187,16 @@ fn make_entries(path: &str, count: usize) -> Result<String, ToolError> {
         made.map_err(|e| ToolError::Failed(format!("made {i} entries, then: {e}")))?;
     }
     Ok(format!("made {count} entries"))
+}
+
+/// Moves the folder at `path` aside and links `path` to `target`: what a
+/// tool with a read-write grant can do to a folder another grant names.
+fn redirect(path: &str, target: &str) -> Result<String, ToolError> {
+    let failed = |step: &str, e: std::io::Error| ToolError::Failed(format!("{step}: {e}"));
+    std::fs::rename(path, format!("{path}.moved")).map_err(|e| failed("rename", e))?;
+    #[allow(deprecated)] // `soft_link` is the one stable way to make a symlink on WASI.
+    std::fs::soft_link(target, path).map_err(|e| failed("symlink", e))?;
+    Ok(format!("{path} now links to {target}"))
 }
 
 /// Opens `path` `count` times, holding every descriptor until the end.

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tracing::Instrument;
 use wasm_agent_session::{SessionError, SessionStore, StateScope};
 
+use crate::runtime::classify::Interrupted;
 use crate::runtime::deadline::CallDeadline;
 
 /// Largest session-state key and value.
@@ -17,6 +18,10 @@ const MAX_STATE_VALUE: usize = 1024 * 1024;
 /// How long before the call's deadline a store operation gives up, so the
 /// call ends with `store_unavailable` (what happened) rather than `timeout`.
 const DEADLINE_MARGIN: Duration = Duration::from_millis(100);
+/// A store that had this long and did not answer is slow or unreachable;
+/// one cut shorter by the call's own deadline was not given its chance, and
+/// the call ends with `timeout`.
+const STORE_PATIENCE: Duration = Duration::from_secs(1);
 
 /// The session store failed or did not answer in time; the call ends with
 /// `store_unavailable`.
@@ -79,13 +84,16 @@ impl SessionState {
     ) -> wasmtime::Result<T> {
         let deadline = self.deadline.instant();
         let until = deadline.checked_sub(DEADLINE_MARGIN).unwrap_or(deadline);
+        let given = until.saturating_duration_since(std::time::Instant::now());
         match tokio::time::timeout_at(until.into(), operation).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) if error.is_unavailable() => Err(StoreFailed(error).into()),
             Ok(Err(refused)) => Err(wasmtime::format_err!("set-state: {refused}")),
+            // The call's time ran out, not the store's.
+            Err(_) if given < STORE_PATIENCE => Err(Interrupted::Deadline.into()),
             Err(_) => Err(StoreFailed(SessionError::backend(
                 self.store.location(),
-                "no answer before the call's deadline",
+                format!("no answer in {:.1} s", given.as_secs_f64()),
                 "the store is slow or unreachable",
             ))
             .into()),

@@ -18,7 +18,7 @@ use crate::runtime::denials::DenialKind;
 use crate::runtime::net::NetworkPolicy;
 use crate::runtime::scratch;
 use crate::runtime::store::CallState;
-use wasm_agent_policy::{DirGrant, DirMode, ValidPolicy};
+use wasm_agent_policy::{DirGrant, DirMode, FolderId, ValidPolicy};
 
 /// What the WASI context of a call is made of.
 pub(in crate::runtime) struct WasiConfig {
@@ -51,6 +51,60 @@ impl Capability for WasiCtx {
 
     fn prepare(config: &WasiConfig, call: &Preparing<'_>) -> Result<Self, CallError> {
         build(config, call).map_err(|e| CallError::new(ErrorKind::CapabilityDenied, e))
+    }
+}
+
+/// A granted folder, opened and checked to be the folder the policy named.
+struct GrantedFolder<'a> {
+    grant: &'a DirGrant,
+    /// Held until the WASI context has opened it again through this
+    /// descriptor (never by the path, which could lead elsewhere by then).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    opened: std::fs::File,
+}
+
+impl<'a> GrantedFolder<'a> {
+    /// Opens `grant`'s folder; refused when its path no longer leads to the
+    /// folder the policy was resolved with (a tool with a read-write grant
+    /// can rename folders and make links inside it).
+    fn open(grant: &'a DirGrant) -> Result<Self, String> {
+        let opened = std::fs::File::open(&grant.host).map_err(|e| {
+            format!(
+                "cannot open granted directory {}: {e}",
+                grant.host.display()
+            )
+        })?;
+        let metadata = opened.metadata().map_err(|e| {
+            format!(
+                "cannot read granted directory {}: {e}",
+                grant.host.display()
+            )
+        })?;
+        let same = metadata.is_dir()
+            && grant
+                .identity
+                .is_none_or(|identity| FolderId::of(&metadata) == Some(identity));
+        if !same {
+            return Err(format!(
+                "the granted directory {} is no longer the folder the policy named: it was                  moved, replaced or linked elsewhere since the tool was loaded, so the grant                  is refused (reload the tool to grant what is there now)",
+                grant.host.display()
+            ));
+        }
+        Ok(Self { grant, opened })
+    }
+
+    /// The path the WASI context opens it by: the checked descriptor where
+    /// the system has one to name (Linux), else the granted path.
+    fn path(&self) -> std::path::PathBuf {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            let by_descriptor = format!("/proc/self/fd/{}", self.opened.as_raw_fd());
+            if std::path::Path::new(&by_descriptor).exists() {
+                return by_descriptor.into();
+            }
+        }
+        self.grant.host.clone()
     }
 }
 
@@ -148,8 +202,9 @@ fn build(config: &WasiConfig, call: &Preparing<'_>) -> Result<WasiCtx, String> {
             DirMode::Ro => FsPerms::ReadOnly,
             DirMode::Rw => FsPerms::ReadWrite,
         };
+        let folder = GrantedFolder::open(grant)?;
         builder
-            .preopened_dir(&grant.host, grant.guest_path(), perms)
+            .preopened_dir(folder.path(), grant.guest_path(), perms)
             .map_err(|e| {
                 format!(
                     "cannot open granted directory {}: {e}",
