@@ -220,7 +220,7 @@ soak: host guests mcp-venv
 ## are in fuzz/corpus/TARGET; new inputs go to target/fuzz-corpus/TARGET, a
 ## crash to fuzz/artifacts/TARGET.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := policy_text config arguments provider_answer mcp_messages guest_arguments
+FUZZ_TARGETS := policy_text config arguments provider_answer mcp_messages guest_arguments signed_payload audit_records
 FUZZ_FLAGS := -s none -O
 fuzz:
 	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked

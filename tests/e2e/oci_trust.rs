@@ -311,6 +311,26 @@ fn signed_components_verify_and_unsigned_or_badly_signed_ones_are_refused() {
     let output = call(&elsewhere, &other_public, &[]);
     assert_clean_failure(&output, 2, "the signed payload names sha256:abab");
 
+    // A good signature over these very bytes, made for another repository
+    // (what a manifest and its `.sig` copied from elsewhere carry).
+    let copied = setup.push("copied:1", "calculator");
+    let manifest = manifest_of(&setup.run(&["pull", &copied]));
+    let payload = cosign_payload(&setup, "origin", &manifest);
+    push_signature(
+        &setup,
+        "copied",
+        &manifest,
+        &payload,
+        &openssl_sign(&private, &payload),
+    );
+    let output = call(&copied, &public, &[]);
+    assert_clean_failure(&output, 2, "the signature vouches for");
+    assert!(
+        stderr(&output).contains("/origin, not for") && stderr(&output).contains("/copied"),
+        "{}",
+        stderr(&output)
+    );
+
     // A local file cannot carry a signature: refused under a key.
     let config = config_for(&path(&component("calculator")), &public);
     let output = setup.run(&[

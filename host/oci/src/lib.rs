@@ -23,6 +23,8 @@ pub use digest::Digest;
 pub use lock::{LOCK_FILE, LockError, LockFile, Locked};
 pub use pull::{Pulled, Registry, RegistryOptions};
 pub use reference::{ComponentRef, SCHEME};
+#[cfg(feature = "fuzz")]
+pub use signature::fuzz_payload;
 pub use signature::{SignatureError, SigningKey, VerifyKey};
 pub use store::{BlobWriter, Store};
 

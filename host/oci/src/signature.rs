@@ -62,6 +62,18 @@ pub enum SignatureError {
         /// The component's manifest digest.
         manifest: Digest,
     },
+    /// A valid signature over this manifest, made for another repository
+    /// (a manifest and its signature copied from elsewhere).
+    #[error(
+        "the signature vouches for {named}, not for {expected}: a manifest and its signature \
+         copied from another repository do not verify under this name"
+    )]
+    WrongName {
+        /// The repository the payload names (`critical.identity.docker-reference`).
+        named: String,
+        /// The registry and repository loaded.
+        expected: String,
+    },
     /// The signature artifact is not in cosign's format.
     #[error("the signature artifact is malformed: {0}")]
     Malformed(String),
@@ -178,8 +190,13 @@ fn payload(reference: &ComponentRef, manifest: &Digest) -> Vec<u8> {
     .expect("JSON values serialize")
 }
 
-/// Checks a verified payload's claims: cosign's type, this manifest.
-fn check_payload(bytes: &[u8], manifest: &Digest) -> Result<(), SignatureError> {
+/// Checks a verified payload's claims: cosign's type, this manifest, and
+/// this registry and repository (as cosign's policy controller does).
+fn check_payload(
+    bytes: &[u8],
+    manifest: &Digest,
+    reference: &ComponentRef,
+) -> Result<(), SignatureError> {
     let value: Value = serde_json::from_slice(bytes)
         .map_err(|e| SignatureError::Malformed(format!("the payload is not JSON: {e}")))?;
     let critical = &value["critical"];
@@ -198,7 +215,53 @@ fn check_payload(bytes: &[u8], manifest: &Digest) -> Result<(), SignatureError> 
             manifest: *manifest,
         });
     }
+    let Some(identity) = critical["identity"]["docker-reference"].as_str() else {
+        return Err(SignatureError::Malformed(
+            "the payload names no critical.identity.docker-reference".into(),
+        ));
+    };
+    if !names_repository(identity, reference) {
+        return Err(SignatureError::WrongName {
+            named: shorten(identity),
+            expected: format!("{}/{}", reference.registry, reference.repository),
+        });
+    }
     Ok(())
+}
+
+/// Whether a payload's `docker-reference` (`registry/repository`, perhaps
+/// with a tag or digest) names `reference`'s registry and repository.
+fn names_repository(named: &str, reference: &ComponentRef) -> bool {
+    let named = named.split('@').next().unwrap_or(named);
+    let named = match (named.rfind(':'), named.rfind('/')) {
+        (Some(colon), Some(slash)) if colon > slash => &named[..colon],
+        _ => named,
+    };
+    let Some((registry, repository)) = named.split_once('/') else {
+        return false;
+    };
+    registry_name(registry) == registry_name(&reference.registry)
+        && repository == reference.repository
+}
+
+/// A registry's name as cosign writes it (Docker Hub has several).
+fn registry_name(registry: &str) -> String {
+    let registry = registry.to_ascii_lowercase();
+    match registry.as_str() {
+        "docker.io" | "registry-1.docker.io" => "index.docker.io".into(),
+        _ => registry,
+    }
+}
+
+/// Checks a simple-signing payload as a verified one is checked, against a
+/// fixed manifest and reference (for the fuzz target).
+#[cfg(feature = "fuzz")]
+pub fn fuzz_payload(bytes: &[u8]) {
+    let reference: ComponentRef = "oci://registry.example:5000/team/tool:1"
+        .parse()
+        .expect("the fuzz reference parses");
+    let manifest = Digest::of(b"manifest");
+    let _ = check_payload(bytes, &manifest, &reference);
 }
 
 impl Registry {
@@ -267,7 +330,7 @@ impl Registry {
                 }
                 continue;
             }
-            match check_payload(&payload, &pulled.manifest) {
+            match check_payload(&payload, &pulled.manifest, &pulled.reference) {
                 Ok(()) => {
                     // Kept for offline checks once it has verified.
                     if !self.options().offline {
@@ -395,19 +458,65 @@ mod tests {
         let payload = payload(&reference, &manifest);
         let signature = signing.sign(&payload);
         assert!(verify.verifies(&payload, &signature));
-        check_payload(&payload, &manifest).unwrap();
+        check_payload(&payload, &manifest, &reference).unwrap();
 
         let mut tampered = payload.clone();
         tampered[10] ^= 1;
         assert!(!verify.verifies(&tampered, &signature));
         assert!(!verify.verifies(&payload, "not base64!"));
         assert!(matches!(
-            check_payload(&payload, &Digest::of(b"other")),
+            check_payload(&payload, &Digest::of(b"other"), &reference),
             Err(SignatureError::WrongSubject { .. })
         ));
         let other_type = br#"{"critical":{"type":"x","image":{"docker-manifest-digest":"y"}}}"#;
         assert!(matches!(
-            check_payload(other_type, &manifest),
+            check_payload(other_type, &manifest, &reference),
+            Err(SignatureError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn a_signature_vouches_only_for_the_repository_it_names() {
+        let manifest = Digest::of(b"manifest");
+        let signed_for: ComponentRef = "oci://r:5000/team/calc:1".parse().unwrap();
+        let payload = payload(&signed_for, &manifest);
+        // Another tag of the same repository, the registry in capitals.
+        for same in ["oci://r:5000/team/calc:2", "oci://R:5000/team/calc:1"] {
+            check_payload(&payload, &manifest, &same.parse().unwrap()).unwrap();
+        }
+        for elsewhere in [
+            "oci://r:5000/team/calc-copy:1",
+            "oci://r:5000/calc:1",
+            "oci://other:5000/team/calc:1",
+            "oci://r:5001/team/calc:1",
+        ] {
+            let loaded: ComponentRef = elsewhere.parse().unwrap();
+            assert!(
+                matches!(
+                    check_payload(&payload, &manifest, &loaded),
+                    Err(SignatureError::WrongName { .. })
+                ),
+                "{elsewhere}"
+            );
+        }
+        // Tags and digests in the payload's name, and Docker Hub's names.
+        let hub: ComponentRef = "oci://docker.io/library/calc:1".parse().unwrap();
+        for named in [
+            "index.docker.io/library/calc",
+            "docker.io/library/calc:1",
+            "registry-1.docker.io/library/calc@sha256:ab",
+        ] {
+            assert!(names_repository(named, &hub), "{named}");
+        }
+        assert!(!names_repository("index.docker.io/library/calc2", &hub));
+        assert!(!names_repository("calc", &hub));
+        let unnamed = json!({"critical": {
+            "type": PAYLOAD_TYPE,
+            "image": {"docker-manifest-digest": manifest.to_string()},
+        }});
+        let unnamed = serde_json::to_vec(&unnamed).unwrap();
+        assert!(matches!(
+            check_payload(&unnamed, &manifest, &signed_for),
             Err(SignatureError::Malformed(_))
         ));
     }

@@ -47,6 +47,29 @@ pub fn arguments(schema: &str, arguments: &str) {
 
 pub use crate::agent::fuzz::provider_answer;
 
+/// A cosign simple-signing payload, checked as a verified one is (type,
+/// manifest digest, repository named).
+pub fn signed_payload(bytes: &[u8]) {
+    crate::oci::fuzz_payload(bytes);
+}
+
+/// Audit records as `audit verify` reads them: lines of a table's rows, and
+/// the same bytes as a log file (torn last line and all).
+pub fn audit_records(bytes: &[u8]) {
+    let text = String::from_utf8_lossy(bytes);
+    let _ = crate::audit::verify_records("fuzz", text.lines().map(str::to_string), true);
+    static LOG: OnceLock<std::path::PathBuf> = OnceLock::new();
+    let log = LOG.get_or_init(|| {
+        let dir =
+            std::env::temp_dir().join(format!("wasm-agent-fuzz-audit-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        dir.join("audit.jsonl")
+    });
+    if std::fs::write(log, bytes).is_ok() {
+        let _ = crate::audit::verify(log, true);
+    }
+}
+
 /// JSON-RPC lines sent to the MCP server's own loop over an in-memory
 /// stream, after a valid handshake (or, when the input starts with `!`,
 /// with none: the loop then hands the connection to rmcp's service); waits
