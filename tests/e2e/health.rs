@@ -94,3 +94,42 @@ async fn sigterm_turns_readiness_off_at_once_and_lets_calls_finish() {
     let status = server.child.wait().unwrap();
     assert!(status.success(), "{status:?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_pass_the_host_check_on_either_listener_and_probes_do_not_need_it() {
+    let fixture = path(&component("fixture_tool"));
+    let with_host = async |url: &str, host: &str| {
+        let response = reqwest::Client::new()
+            .get(url)
+            .header("host", host)
+            .send()
+            .await
+            .expect("answered");
+        (response.status(), response.text().await.unwrap())
+    };
+    for separate in [false, true] {
+        let mut args = vec!["--tools", fixture.as_str()];
+        if separate {
+            args.extend(["--metrics-addr", "127.0.0.1:0"]);
+        }
+        let server = Server::start(&args);
+        let base = match &server.health {
+            Some(health) => health.trim_end_matches("/readyz").to_string(),
+            None => server.at(""),
+        };
+        let dialled = base.trim_start_matches("http://").to_string();
+        // A DNS-rebinding page sends its own name: refused, nothing told.
+        let (status, text) = with_host(&format!("{base}/metrics"), "evil.example").await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "separate={separate}: {text}");
+        assert!(!text.contains("wasm_agent_"), "{text}");
+        // The address the scraper dialled, and loopback names, are served.
+        for host in [dialled.as_str(), "localhost"] {
+            let (status, text) = with_host(&format!("{base}/metrics"), host).await;
+            assert_eq!(status, StatusCode::OK, "separate={separate} {host}: {text}");
+            assert!(text.contains("wasm_agent_tool_calls_in_flight"), "{text}");
+        }
+        // Probes come with a load balancer's Host and need no check.
+        let (status, _) = with_host(&format!("{base}/healthz"), "evil.example").await;
+        assert_eq!(status, StatusCode::OK, "separate={separate}");
+    }
+}

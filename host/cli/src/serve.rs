@@ -111,11 +111,12 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             "wasm-agent: health on http://{0}/readyz, metrics on http://{0}/metrics",
             listener.local_addr()?
         );
-        tokio::spawn(mcp::serve_health(
-            server.session(),
-            listener,
-            Some(metrics.clone()),
-        ));
+        let options = HttpOptions {
+            hosts: args.host_headers.clone(),
+            metrics: Some(metrics.clone()),
+            ..HttpOptions::default()
+        };
+        tokio::spawn(mcp::serve_health(server.session(), listener, options));
     }
     // Metrics go where --metrics-addr says, else beside the MCP endpoint.
     let main_metrics = args.metrics_addr.is_none().then_some(metrics);

@@ -1,6 +1,8 @@
 //! The checks every HTTP request passes before MCP sees it: the path, the
 //! `Host` and `Origin` headers (against DNS rebinding) and the bearer token.
 
+use std::net::{IpAddr, SocketAddr};
+
 use super::body::{Body, json, plain};
 use super::identity::{Identity, TokenTable, digest};
 use super::oauth::{METADATA_PATH, ResourceServer};
@@ -129,14 +131,10 @@ impl Gate {
                 &format!("not found: the MCP endpoint is {MCP_PATH}"),
             ));
         }
-        let headers = request.headers();
-        if !self.host_allowed(request.uri(), headers) {
-            return Some(plain(
-                StatusCode::FORBIDDEN,
-                "forbidden: the Host header names no host this server answers for \
-                 (allow one with --allow-host-header)",
-            ));
+        if let Some(refusal) = self.refuse_host(request) {
+            return Some(refusal);
         }
+        let headers = request.headers();
         if let Some(origin) = headers.get(header::ORIGIN) {
             let allowed = origin
                 .to_str()
@@ -154,7 +152,24 @@ impl Gate {
         None
     }
 
-    fn host_allowed(&self, uri: &Uri, headers: &HeaderMap) -> bool {
+    /// The 403 for a request whose `Host` names no host this server answers
+    /// for (a DNS-rebinding page); `/mcp` and `/metrics` are checked alike.
+    pub fn refuse_host<B>(&self, request: &Request<B>) -> Option<Response<Body>> {
+        let local = request.extensions().get::<LocalAddr>().map(|l| l.0);
+        if self.host_allowed(request.uri(), request.headers(), local) {
+            return None;
+        }
+        Some(plain(
+            StatusCode::FORBIDDEN,
+            "forbidden: the Host header names no host this server answers for \
+             (allow one with --allow-host-header)",
+        ))
+    }
+
+    /// Whether the `Host` names a host this server answers for: a loopback
+    /// name or one allowed, or the very address the connection came in on
+    /// (a client that dialled the IP; a rebinding page sends its own name).
+    fn host_allowed(&self, uri: &Uri, headers: &HeaderMap, local: Option<SocketAddr>) -> bool {
         let authority = match uri.authority() {
             Some(authority) => Some(authority.as_str()),
             None => headers.get(header::HOST).and_then(|h| h.to_str().ok()),
@@ -165,14 +180,23 @@ impl Gate {
         let Some((name, port)) = split_authority(&authority) else {
             return false;
         };
-        self.hosts
-            .iter()
-            .any(|(allowed, only)| allowed == name && only.is_none_or(|only| Some(only) == port))
+        let dialled = local.is_some_and(|local| {
+            let ip = name.trim_start_matches('[').trim_end_matches(']');
+            ip.parse::<IpAddr>() == Ok(local.ip()) && port.is_none_or(|port| port == local.port())
+        });
+        dialled
+            || self.hosts.iter().any(|(allowed, only)| {
+                allowed == name && only.is_none_or(|only| Some(only) == port)
+            })
     }
 }
 
 /// A `host[:port]` authority, split strictly: an IPv6 address in brackets
 /// (kept), a port of digits; `None` for anything else.
+/// The address a connection was accepted on, put on each of its requests.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LocalAddr(pub SocketAddr);
+
 fn split_authority(authority: &str) -> Option<(&str, Option<u16>)> {
     let (host, port) = if authority.starts_with('[') {
         let (host, rest) = authority.split_at(authority.find(']')? + 1);

@@ -15,10 +15,9 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use wasm_agent_metrics::Metrics;
 
 use super::drain::SHUTDOWN_GRACE;
-use super::gate::Gate;
+use super::gate::{Gate, LocalAddr};
 use super::health;
 pub use super::options::{HttpOptions, MCP_PATH};
 use super::server::McpServer;
@@ -95,12 +94,22 @@ pub async fn serve_http(
         }
         let (sessions, gate, probe) = (sessions.clone(), gate.clone(), probe.clone());
         let metrics = options.metrics.clone();
-        let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+        let local = stream.local_addr().ok().map(LocalAddr);
+        let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
+            if let Some(local) = local {
+                request.extensions_mut().insert(local);
+            }
             let (sessions, gate, probe) = (sessions.clone(), gate.clone(), probe.clone());
             let metrics = metrics.clone();
             async move {
                 // Probes come from load balancers, with their own Host and
-                // no token, and learn nothing but which check failed.
+                // no token, and learn nothing but which check failed; the
+                // metrics (which name the tools) pass the Host check.
+                if request.uri().path() == health::METRICS_PATH
+                    && let Some(refusal) = gate.refuse_host(&request)
+                {
+                    return Ok(refusal);
+                }
                 if let Some(answer) = health::answer(&request, &probe, metrics.as_deref()).await {
                     return Ok::<_, Infallible>(answer);
                 }
@@ -150,22 +159,34 @@ pub async fn serve_http(
     }
 }
 
-/// Serves only `/healthz`, `/readyz` and (with `metrics`) `/metrics` on
-/// `listener` (the `--metrics-addr` of a server whose MCP endpoint is
-/// elsewhere or on stdio), until the task is dropped; readiness turns false
-/// when `server`'s stop begins.
-pub async fn serve_health(server: McpServer, listener: TcpListener, metrics: Option<Arc<Metrics>>) {
+/// Serves only `/healthz`, `/readyz` and (with `options.metrics`)
+/// `/metrics` on `listener` (the `--metrics-addr` of a server whose MCP
+/// endpoint is elsewhere or on stdio), until the task is dropped; readiness
+/// turns false when `server`'s stop begins. `/metrics` passes the Host check
+/// of `options` (loopback names and `options.hosts`), as `/mcp` does.
+pub async fn serve_health(server: McpServer, listener: TcpListener, options: HttpOptions) {
     let probe = Arc::new(server);
+    let gate = Arc::new(Gate::new(&options));
+    let metrics = options.metrics;
     let tracker = TaskTracker::new();
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
-        let (probe, metrics) = (probe.clone(), metrics.clone());
-        let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-            let (probe, metrics) = (probe.clone(), metrics.clone());
+        let (probe, metrics, gate) = (probe.clone(), metrics.clone(), gate.clone());
+        let local = stream.local_addr().ok().map(LocalAddr);
+        let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
+            if let Some(local) = local {
+                request.extensions_mut().insert(local);
+            }
+            let (probe, metrics, gate) = (probe.clone(), metrics.clone(), gate.clone());
             async move {
+                if request.uri().path() == health::METRICS_PATH
+                    && let Some(refusal) = gate.refuse_host(&request)
+                {
+                    return Ok(refusal);
+                }
                 Ok::<_, Infallible>(
                     match health::answer(&request, &probe, metrics.as_deref()).await {
                         Some(answer) => answer,
