@@ -10,7 +10,7 @@ use wasm_agent::{CallContext, ErrorKind, HostError, LoadOptions, Policy, ToolHos
 use crate::common::{component, fixture_host, host, temp_dir};
 
 /// Tools the hostile component always lists (besides those of `specs`).
-const FIXED_TOOLS: usize = 6;
+const FIXED_TOOLS: usize = 8;
 
 fn kind(result: &wasm_agent::ToolCallResult) -> Option<ErrorKind> {
     result.error.as_ref().map(|e| e.kind)

@@ -264,6 +264,17 @@ async fn bad_or_broken_servers_stop_the_run_before_the_model_is_asked() {
     let output = attempt(vec![exits]).await;
     assert_clean_failure(&output, 2, "initialize failed (exit status: 4)");
     assert!(stderr(&output).contains("no config"), "{}", stderr(&output));
+    // A URL is read as the client connects with it: a backslash ends the
+    // host, so this one goes to evil.example, in the clear: no token.
+    let mut args = strings(&["Go.", "--model", "openai:gpt-4o-mini", "--base-url", &base]);
+    args.extend(strings(&[
+        "--mcp",
+        r"http://evil.example\@127.0.0.1:9/mcp",
+        "--mcp-bearer-env",
+        "OPENAI_API_KEY",
+    ]));
+    let output = run(args, "").await;
+    assert_clean_failure(&output, 2, "a bearer token goes only over https://");
     // The same tool name from a server and a component: refused, naming both.
     let mut args = strings(&[
         "Go.",

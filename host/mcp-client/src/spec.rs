@@ -94,33 +94,35 @@ impl Transport {
     }
 }
 
-/// A URL as messages show it: without user information and query, where
-/// credentials tend to be.
+/// A URL as messages show it: without user information, query and
+/// fragment, where credentials tend to be. Parsed as the HTTP client parses
+/// it (the WHATWG URL rules of the `url` crate), so what is shown is where
+/// it connects.
 fn shown_url(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let rest = rest.split(['?', '#']).next().unwrap_or_default();
-    let rest = match rest.split_once('/') {
-        Some((authority, path)) => {
-            let host = authority.rsplit('@').next().unwrap_or(authority);
-            format!("{host}/{path}")
+    match url::Url::parse(url) {
+        Ok(mut parsed) => {
+            let _ = parsed.set_username("");
+            let _ = parsed.set_password(None);
+            parsed.set_query(None);
+            parsed.set_fragment(None);
+            parsed.to_string()
         }
-        None => rest.rsplit('@').next().unwrap_or(rest).to_string(),
-    };
-    format!("{scheme}://{rest}")
+        Err(_) => "(a URL that does not parse)".into(),
+    }
 }
 
 /// Whether `url` is plain HTTP to somewhere other than this machine (a
-/// bearer token would cross the network in the clear).
+/// bearer token would cross the network in the clear), by the parser that
+/// connects: `http://evil.example\@127.0.0.1/` goes to evil.example.
 fn cleartext_off_machine(url: &str) -> bool {
-    let Some(rest) = url.strip_prefix("http://") else {
+    let Ok(parsed) = url::Url::parse(url) else {
+        return true;
+    };
+    if parsed.scheme() != "http" {
         return false;
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let host = authority.rsplit('@').next().unwrap_or(authority);
-    let host = match host.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or_default(),
-        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
-    };
+    }
+    let host = parsed.host_str().unwrap_or_default();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
     let loopback = host == "localhost"
         || host
             .parse::<std::net::IpAddr>()
@@ -336,10 +338,20 @@ mod tests {
         // Tokens do not cross the network in the clear.
         let error = ServerSpec::from_command_line("http://h.example/mcp", Some("t".into()));
         assert!(error.unwrap_err().to_string().contains("https://"));
+        // Parsed as the client connects: a backslash ends the host.
+        for off_machine in [
+            r"http://evil.example\@127.0.0.1/mcp",
+            "http://evil.example#@127.0.0.1/mcp",
+            "http://127.0.0.1.evil.example/mcp",
+        ] {
+            let error = ServerSpec::from_command_line(off_machine, Some("t".into()));
+            assert!(error.is_err(), "{off_machine}");
+        }
         for local in [
             "http://127.0.0.1:9/mcp",
             "http://localhost/mcp",
             "http://[::1]:8/mcp",
+            "http://127.1:9/mcp",
         ] {
             assert!(
                 ServerSpec::from_command_line(local, Some("t".into())).is_ok(),
