@@ -167,6 +167,10 @@ async fn bearer_jwts_are_checked_against_the_issuers_keys() {
 
     let mut expired = good.clone();
     expired["exp"] = json!(now() - 120);
+    let mut not_yet = good.clone();
+    not_yet["nbf"] = json!(now() + 300);
+    let mut from_the_future = good.clone();
+    from_the_future["iat"] = json!(now() + 300);
     let mut elsewhere = good.clone();
     elsewhere["aud"] = json!("https://other.example.com/mcp");
     let mut no_tenant = good.clone();
@@ -179,6 +183,11 @@ async fn bearer_jwts_are_checked_against_the_issuers_keys() {
     .unwrap();
     for (what, bad) in [
         ("expired", token(&signing, "k1", expired)),
+        ("not valid before", token(&signing, "k1", not_yet)),
+        (
+            "issued in the future",
+            token(&signing, "k1", from_the_future),
+        ),
         ("wrong audience", token(&signing, "k1", elsewhere)),
         ("wrong key", token(&other, "k1", good.clone())),
         ("no tenant claim", token(&signing, "k1", no_tenant)),

@@ -147,12 +147,25 @@ impl ResourceServer {
         };
         let mut validation = Validation::new(header.alg);
         validation.leeway = LEEWAY_SECS;
+        validation.validate_nbf = true;
         validation.set_issuer(&[&self.options.issuer]);
         validation.set_audience(&[&self.options.audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         let claims = decode::<Value>(token, &key, &validation)
             .map_err(|e| OAuthError::Invalid(e.to_string()))?
             .claims;
+        // Not refused by the library: a token issued in the future (a clock
+        // far off, or one minted to outlive its key's rotation).
+        if let Some(issued) = claims["iat"].as_u64() {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            if issued > now.saturating_add(LEEWAY_SECS) {
+                return Err(OAuthError::Invalid(
+                    "the token was issued in the future (iat)".into(),
+                ));
+            }
+        }
         let principal = claims["sub"].as_str().filter(|s| !s.is_empty());
         let principal =
             principal.ok_or_else(|| OAuthError::Invalid("`sub` is not a string".into()))?;
