@@ -99,9 +99,10 @@ impl<'a> GrantedFolder<'a> {
         #[cfg(target_os = "linux")]
         {
             use std::os::fd::AsRawFd;
-            let by_descriptor = format!("/proc/self/fd/{}", self.opened.as_raw_fd());
-            if std::path::Path::new(&by_descriptor).exists() {
-                return by_descriptor.into();
+            // Whether /proc is mounted does not change: asked once.
+            static PROC_FD: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+            if *PROC_FD.get_or_init(|| std::path::Path::new("/proc/self/fd").is_dir()) {
+                return format!("/proc/self/fd/{}", self.opened.as_raw_fd()).into();
             }
         }
         self.grant.host.clone()
