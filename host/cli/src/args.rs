@@ -208,9 +208,14 @@ pub struct ServeArgs {
     /// HTTP: the issuer's key set, if its metadata does not name it.
     #[arg(long, value_name = "URL", requires = "auth_issuer")]
     pub auth_jwks: Option<String>,
-    /// HTTP: a scope the server's metadata and challenges advertise (repeatable).
+    /// HTTP: a scope every token must grant (`scope` or `scp` claim; 403
+    /// insufficient_scope otherwise), advertised in the metadata (repeatable).
     #[arg(long = "auth-scope", value_name = "SCOPE", requires = "auth_issuer")]
     pub auth_scopes: Vec<String>,
+    /// HTTP: refuse tokens rather than check them with issuer keys fetched
+    /// longer ago than this (the issuer unreachable meanwhile).
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_duration, requires = "auth_issuer")]
+    pub auth_keys_max_age: Duration,
     /// HTTP: also accept this browser Origin (e.g. https://app.example.com:443).
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     pub origins: Vec<String>,

@@ -264,6 +264,7 @@ async fn resource_server(issuer: &str, args: &ServeArgs) -> anyhow::Result<mcp::
         tenant_claim: args.auth_tenant_claim.clone(),
         jwks_url: args.auth_jwks.clone(),
         scopes: args.auth_scopes.clone(),
+        keys_max_age: args.auth_keys_max_age,
     };
     Ok(mcp::ResourceServer::start(options).await?)
 }

@@ -5,7 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use super::body::{Body, json, plain};
 use super::identity::{Identity, TokenTable, digest};
-use super::oauth::{METADATA_PATH, ResourceServer};
+use super::oauth::{METADATA_PATH, OAuthError, ResourceServer};
 use super::options::{HttpOptions, MCP_PATH};
 use http::{HeaderMap, Request, Response, StatusCode, Uri, header};
 
@@ -13,6 +13,17 @@ use http::{HeaderMap, Request, Response, StatusCode, Uri, header};
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
 /// Browser origins always accepted.
 const LOOPBACK_ORIGINS: [&str; 3] = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
+
+const UNAUTHORIZED: &str =
+    "unauthorized: send a token of this server as `Authorization: Bearer <token>`";
+
+/// Why a request's credentials establish no identity.
+enum Refusal {
+    NoToken,
+    InvalidToken,
+    /// A good token of the issuer's, short of a scope the server requires.
+    InsufficientScope,
+}
 
 /// Refuses requests that are not for this server.
 pub(crate) struct Gate {
@@ -67,31 +78,32 @@ impl Gate {
         if self.token_digest.is_none() && self.tokens.is_none() && self.oauth.is_none() {
             return Ok(Identity::default());
         }
-        let token = bearer_token(request.headers()).map(str::to_string);
-        match &token {
+        match bearer_token(request.headers()) {
             Some(token) => self.identify(token).await,
-            None => None,
+            None => Err(Refusal::NoToken),
         }
-        .ok_or_else(|| Box::new(self.unauthorized(token.is_some())))
+        .map_err(|refusal| Box::new(self.refusal(refusal)))
     }
 
-    /// The identity `token` establishes; `None` if it is none of the
-    /// server's tokens and no token its issuer signed.
-    async fn identify(&self, token: &str) -> Option<Identity> {
+    /// The identity `token` establishes, or why it establishes none.
+    async fn identify(&self, token: &str) -> Result<Identity, Refusal> {
         if let Some(identity) = self.tokens.as_ref().and_then(|t| t.identify(token)) {
-            return Some(identity.clone());
+            return Ok(identity.clone());
         }
         // Digests are compared, so the time taken says nothing about the token.
         if self.token_digest == Some(digest(token)) {
-            return Some(Identity::default());
+            return Ok(Identity::default());
         }
-        match self.oauth.as_ref()?.identify(token).await {
-            Ok(identity) => Some(identity),
-            Err(error) => {
-                tracing::debug!(%error, "refusing a bearer token");
-                None
+        let Some(oauth) = &self.oauth else {
+            return Err(Refusal::InvalidToken);
+        };
+        oauth.identify(token).await.map_err(|error| {
+            tracing::debug!(%error, "refusing a bearer token");
+            match error {
+                OAuthError::Scope(_) => Refusal::InsufficientScope,
+                _ => Refusal::InvalidToken,
             }
-        }
+        })
     }
 
     /// The Protected Resource Metadata, for its path, when tokens come from an issuer.
@@ -105,14 +117,25 @@ impl Gate {
         Some(json(&oauth.metadata()))
     }
 
-    /// A 401 with the challenge that tells the client how to get a token.
-    fn unauthorized(&self, token_sent: bool) -> Response<Body> {
-        let mut response = plain(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized: send a token of this server as `Authorization: Bearer <token>`",
-        );
+    /// A 401 (or 403 for a token short of a scope) with the challenge that
+    /// tells the client how to get a token that will do (RFC 6750).
+    fn refusal(&self, refusal: Refusal) -> Response<Body> {
+        let (status, text, error) = match refusal {
+            Refusal::NoToken => (StatusCode::UNAUTHORIZED, UNAUTHORIZED, None),
+            Refusal::InvalidToken => (
+                StatusCode::UNAUTHORIZED,
+                UNAUTHORIZED,
+                Some("invalid_token"),
+            ),
+            Refusal::InsufficientScope => (
+                StatusCode::FORBIDDEN,
+                "forbidden: the token does not grant the scope this server requires",
+                Some("insufficient_scope"),
+            ),
+        };
+        let mut response = plain(status, text);
         let challenge = match &self.oauth {
-            Some(oauth) => oauth.challenge(token_sent),
+            Some(oauth) => oauth.challenge(error),
             None => "Bearer".to_string(),
         };
         if let Ok(value) = header::HeaderValue::from_str(&challenge) {
@@ -191,12 +214,12 @@ impl Gate {
     }
 }
 
-/// A `host[:port]` authority, split strictly: an IPv6 address in brackets
-/// (kept), a port of digits; `None` for anything else.
 /// The address a connection was accepted on, put on each of its requests.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct LocalAddr(pub SocketAddr);
 
+/// A `host[:port]` authority, split strictly: an IPv6 address in brackets
+/// (kept), a port of digits; `None` for anything else.
 fn split_authority(authority: &str) -> Option<(&str, Option<u16>)> {
     let (host, port) = if authority.starts_with('[') {
         let (host, rest) = authority.split_at(authority.find(']')? + 1);

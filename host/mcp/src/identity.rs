@@ -6,13 +6,16 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+use super::oauth::ISSUER_PRINCIPAL_PREFIX;
 use sha2::{Digest, Sha256};
 
 /// The principal and tenant of a request; both `None` when the server has no
 /// per-caller credentials (no token, or the single `--token`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Identity {
-    /// The user or client (`sub` of a JWT, `principal` of a token entry).
+    /// The user or client: `principal` of a tokens-file entry, or `oauth:`
+    /// and the `sub` of a JWT, so the two never name the same identity.
     pub principal: Option<String>,
     /// The tenant its data belongs to.
     pub tenant: Option<String>,
@@ -94,6 +97,15 @@ impl TokenTable {
             })?;
             if entry.principal.trim().is_empty() {
                 return Err(error(Some(span), "principal must not be empty".into()));
+            }
+            if entry.principal.starts_with(ISSUER_PRINCIPAL_PREFIX) {
+                return Err(error(
+                    Some(span),
+                    format!(
+                        "principal must not start with {ISSUER_PRINCIPAL_PREFIX:?}: \
+                         that names principals of the OAuth issuer"
+                    ),
+                ));
             }
             let identity = Identity {
                 principal: Some(entry.principal),
@@ -177,6 +189,10 @@ mod tests {
                 "unknown field `role`",
             ),
             ("", "no [[tokens]] entry"),
+            (
+                &*format!("[[tokens]]\nsha256 = \"{ALICE}\"\nprincipal = \"oauth:alice\"\n"),
+                "principal must not start with \"oauth:\"",
+            ),
             (
                 &*format!("[[tokens]]\nsha256 = \"{ALICE}\"\nprincipal = \" \"\n"),
                 "principal must not be empty",
