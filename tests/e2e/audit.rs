@@ -80,8 +80,11 @@ fn a_call_is_recorded_with_its_component_arguments_outcome_and_usage() {
     assert_eq!(ok["component"], "calculator");
     assert_eq!(ok["source"], path(&calculator));
     assert_eq!(ok["digest"], format!("sha256:{digest}"));
-    let args_digest = hex::encode(sha2::Sha256::digest(r#"{"expression":"6*7"}"#));
-    assert_eq!(ok["arguments_digest"], format!("sha256:{args_digest}"));
+    let key = dir.path().join(".audit.jsonl.key");
+    assert_eq!(
+        ok["arguments_digest"],
+        crate::secrets::openssl_hmac(&key, r#"{"expression":"6*7"}"#)
+    );
     assert_eq!(ok["arguments"], json!({"expression": "6*7"}));
     assert_eq!(ok["outcome"], "ok");
     assert_eq!(ok["session_id"], "default");

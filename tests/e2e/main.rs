@@ -49,5 +49,6 @@ mod remote_mcp;
 mod remote_mcp_live;
 mod sandbox;
 mod scaffold;
+mod secrets;
 mod shared_cache;
 mod shared_store;

@@ -183,7 +183,7 @@ async fn approvals_deadlines_and_a_server_dying_mid_run_are_clear_errors_to_the_
             record["arguments_digest"]
                 .as_str()
                 .unwrap()
-                .starts_with("sha256:")
+                .starts_with("hmac-sha256:")
         );
     }
     assert_eq!(records[0]["approval"]["decision"], "denied", "{records:#?}");

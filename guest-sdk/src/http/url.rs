@@ -168,9 +168,11 @@ fn remove_dot_segments(path: &str) -> String {
 
 fn parse_authority(url: &str, authority: &str) -> Result<String, HttpError> {
     if authority.contains('@') {
-        return Err(invalid(
-            url,
-            "credentials in URLs are not supported; send an Authorization header instead",
+        // Not echoed: the URL holds a password.
+        return Err(HttpError::InvalidUrl(
+            "with credentials (user:password@): credentials in URLs are not supported; \
+             send an Authorization header instead"
+                .into(),
         ));
     }
     let (host, port) = if let Some(bracketed) = authority.strip_prefix('[') {

@@ -24,6 +24,9 @@ pub struct AuditConfig {
     pub fail: Option<FailMode>,
     /// The size at which the file is rotated (`"100MiB"`).
     pub max_size: Option<ByteSize>,
+    /// The file holding the arguments digests' key (default: `.NAME.key`
+    /// beside a file log; replicas writing to a table share one this way).
+    pub key_file: Option<PathBuf>,
 }
 
 /// The config's `audit` key, in either form.
@@ -36,7 +39,7 @@ impl<'de> Deserialize<'de> for AuditSection {
         impl<'de> Visitor<'de> for Either {
             type Value = AuditSection;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a file name, or a table with file, replica, arguments, fail, max_size")
+                f.write_str("a file name, or a table with file, replica, arguments, fail, max_size, key_file")
             }
             fn visit_str<E: de::Error>(self, file: &str) -> Result<AuditSection, E> {
                 Ok(AuditSection(AuditConfig {

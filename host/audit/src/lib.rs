@@ -22,6 +22,7 @@
 mod chain;
 mod config;
 mod files;
+mod key;
 mod log;
 pub mod record;
 mod verify;
@@ -31,6 +32,7 @@ use std::path::PathBuf;
 pub use chain::GENESIS;
 pub use config::{AuditConfig, AuditSection};
 pub use files::ChainEnd;
+pub use key::DigestKey;
 pub use log::{AuditLog, AuditSink};
 pub use verify::{Verified, verify, verify_records};
 
@@ -63,6 +65,10 @@ pub struct AuditOptions {
     pub max_size: u64,
     /// What opens the log (`serve`, `call`, ...), in its `open` record.
     pub entry: String,
+    /// The key of the arguments digests. By default a file log keeps its
+    /// own beside it ([`DigestKey::path_beside`], made on first use) and a
+    /// log in a table makes one per process.
+    pub digest_key: Option<DigestKey>,
 }
 
 impl AuditOptions {
@@ -74,6 +80,7 @@ impl AuditOptions {
             fail: FailMode::Closed,
             max_size: DEFAULT_MAX_SIZE,
             entry: "library".into(),
+            digest_key: None,
         }
     }
 }

@@ -17,7 +17,7 @@ use wasm_agent_sandbox::{CallAuditor, CallReport};
 use crate::chain;
 use crate::files::{self, ChainEnd};
 use crate::record::{self, Event};
-use crate::{AuditError, AuditOptions, FailMode};
+use crate::{AuditError, AuditOptions, DigestKey, FailMode};
 
 /// Records waiting for the writer at most.
 const QUEUE: usize = 16 * 1024;
@@ -45,6 +45,8 @@ struct Shared {
     path: PathBuf,
     fail: FailMode,
     arguments: bool,
+    /// The key of the arguments digests.
+    key: DigestKey,
     /// Why the file cannot be written now, if it cannot.
     failure: Mutex<Option<String>>,
     /// Records dropped before the writer saw them (queue full, failing open).
@@ -66,6 +68,10 @@ impl AuditLog {
     pub fn open(options: AuditOptions) -> Result<Self, AuditError> {
         let path = options.path.clone();
         let end = files::chain_end(&path)?;
+        let mut options = options;
+        if options.digest_key.is_none() {
+            options.digest_key = Some(DigestKey::load_or_create(&DigestKey::path_beside(&path))?);
+        }
         let file = open_file(&path)?;
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
         let sink = FileSink {
@@ -86,10 +92,15 @@ impl AuditLog {
         options: AuditOptions,
     ) -> Result<Self, AuditError> {
         let path = options.path.clone();
+        let key = match options.digest_key {
+            Some(key) => key,
+            None => DigestKey::random()?,
+        };
         let shared = Arc::new(Shared {
             path: path.clone(),
             fail: options.fail,
             arguments: options.arguments,
+            key,
             failure: Mutex::new(None),
             dropped: AtomicU64::new(0),
         });
@@ -201,6 +212,10 @@ impl CallAuditor for AuditLog {
 
     fn wants_arguments(&self) -> bool {
         self.shared.arguments
+    }
+
+    fn arguments_digest(&self, arguments: &str) -> String {
+        self.shared.key.digest(arguments)
     }
 
     fn record(&self, mut report: CallReport) {

@@ -8,7 +8,9 @@ use std::sync::{Arc, OnceLock};
 use anyhow::Context as _;
 use clap::Args;
 use wasm_agent::audit::postgres::{PostgresSink, read_chains};
-use wasm_agent::audit::{AuditLog, AuditOptions, AuditSection, FailMode, verify_records};
+use wasm_agent::audit::{
+    AuditLog, AuditOptions, AuditSection, DigestKey, FailMode, verify_records,
+};
 use wasm_agent::policy::{ByteSize, ConfigFile};
 
 /// `wasm-agent audit ...`.
@@ -53,6 +55,10 @@ pub struct AuditFlags {
     /// Rotate the audit log to FILE.N at this size (default 100MiB).
     #[arg(long, value_name = "SIZE")]
     pub audit_max_size: Option<ByteSize>,
+    /// The key of the arguments digests (HMAC-SHA256), made there if
+    /// missing (default: .NAME.key beside a file log; config `key_file`).
+    #[arg(long, value_name = "FILE")]
+    pub audit_key: Option<PathBuf>,
 }
 
 fn parse_fail(text: &str) -> Result<FailMode, String> {
@@ -94,6 +100,10 @@ pub fn shared(
             .or(section.max_size)
             .map_or(wasm_agent::audit::DEFAULT_MAX_SIZE, |s| s.bytes()),
         entry: entry.to_string(),
+        digest_key: match flags.audit_key.as_ref().or(section.key_file.as_ref()) {
+            Some(file) => Some(DigestKey::load_or_create(file)?),
+            None => None,
+        },
     };
     let log = match postgres_url(&options.path).map(str::to_string) {
         Some(url) => {

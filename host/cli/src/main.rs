@@ -73,7 +73,10 @@ fn main() -> ExitCode {
         }
     };
     if let Err(e) = otel::init(cli.verbose, cli.otlp.as_deref(), &runtime) {
-        eprintln!("error: {}", wasm_agent::text::one_line(&error_chain(&e)));
+        eprintln!(
+            "error: {}",
+            wasm_agent::text::one_line(&wasm_agent::redact::text(&error_chain(&e)))
+        );
         return ExitCode::from(EXIT_USAGE);
     }
     compile_in_the_background();
@@ -89,7 +92,10 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             // Errors may quote a component's own text: escape it.
-            eprintln!("error: {}", wasm_agent::text::one_line(&error_chain(&e)));
+            eprintln!(
+                "error: {}",
+                wasm_agent::text::one_line(&wasm_agent::redact::text(&error_chain(&e)))
+            );
             ExitCode::from(EXIT_USAGE)
         }
     };

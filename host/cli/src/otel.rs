@@ -29,7 +29,7 @@ pub fn init(
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let logs = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
+        .with_writer(|| RedactedStderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .with_filter(filter);
@@ -42,6 +42,23 @@ pub fn init(
         let _ = TELEMETRY.set(telemetry);
     }
     Ok(())
+}
+
+/// Stderr for log lines, with every credential recognised by shape
+/// redacted first: no line the host logs (a tool's, a server's, a
+/// library's) shows a token, a key or a password in a URL.
+struct RedactedStderr;
+
+impl std::io::Write for RedactedStderr {
+    fn write(&mut self, line: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(line);
+        std::io::stderr().write_all(wasm_agent::redact::text(&text).as_bytes())?;
+        Ok(line.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
 }
 
 /// The meter metrics go to, when exporting.

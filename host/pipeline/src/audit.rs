@@ -84,7 +84,7 @@ impl Unrecorded {
             &call.id,
             &call.tool.name,
             &arguments,
-            self.auditor.wants_arguments(),
+            &*self.auditor,
             &call.context,
         );
         report.started = self.started;

@@ -35,6 +35,12 @@ pub trait CallAuditor: Send + Sync {
         false
     }
 
+    /// The digest of an arguments text in this auditor's reports; a log
+    /// keys it (HMAC) so that it confirms no guess at a redacted value.
+    fn arguments_digest(&self, arguments: &str) -> String {
+        arguments_digest(arguments)
+    }
+
     /// A call ended. Runs on the calling task: hand the report on quickly.
     fn record(&self, report: CallReport);
 }
@@ -62,7 +68,8 @@ pub struct CallReport {
     /// Where the tool ran when not in a sandbox of this host (another MCP
     /// server, as `MCP server "github"`), with the tool's version there.
     pub remote: Option<RemoteOrigin>,
-    /// `sha256:HEX` of the arguments as the caller sent them.
+    /// The digest of the arguments as the caller sent them: `sha256:HEX`,
+    /// or `hmac-sha256:HEX` keyed by the audit log's secret.
     pub arguments_digest: String,
     /// The arguments themselves, when the auditor wants them.
     pub arguments: Option<String>,
@@ -81,14 +88,15 @@ pub struct CallReport {
 }
 
 impl CallReport {
-    /// The report of call `call_id` of `tool` with `arguments` (their text as
-    /// the caller sent it; kept only when `keep_arguments`), starting now in
+    /// The report for `auditor` of call `call_id` of `tool` with
+    /// `arguments` (their text as the caller sent it: digested as the
+    /// auditor digests, kept only when it wants them), starting now in
     /// `context`, with nothing known yet of how it ends.
     pub fn begin(
         call_id: &str,
         tool: &str,
         arguments: &str,
-        keep_arguments: bool,
+        auditor: &dyn CallAuditor,
         context: &CallContext,
     ) -> Self {
         Self {
@@ -101,8 +109,8 @@ impl CallReport {
             tool: tool.to_string(),
             component: None,
             remote: None,
-            arguments_digest: arguments_digest(arguments),
-            arguments: keep_arguments.then(|| arguments.to_string()),
+            arguments_digest: auditor.arguments_digest(arguments),
+            arguments: auditor.wants_arguments().then(|| arguments.to_string()),
             approval: context.approval.clone(),
             usage: None,
             outcome: None,

@@ -1,8 +1,9 @@
 //! Text a tool chose, made safe for logs, stderr and terminals: every control
 //! character (C0, DEL, C1) and every bidirectional-override character is
 //! written as a visible escape, so a tool can neither start a fake log line
-//! nor send a terminal escape sequence. Values under keys that look like
-//! secrets are redacted ([`redact`]) wherever arguments are shown or recorded.
+//! nor send a terminal escape sequence. Secrets (values under keys that look
+//! like secrets, credentials by shape) are redacted ([`redact`],
+//! [`tool_line`]) wherever arguments or a tool's text are shown or recorded.
 
 use std::borrow::Cow;
 use std::fmt::Write;
@@ -49,55 +50,23 @@ fn escape(text: &str, keep_lines: bool) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// What stands in for a redacted value.
-pub const REDACTED: &str = "[redacted]";
+pub use wasm_agent_redact::REDACTED;
 
-/// Parts of object keys whose values are never written (compared without
-/// case, `-` and `_`).
-const SECRET_KEYS: &[&str] = &[
-    "password",
-    "passwd",
-    "passphrase",
-    "secret",
-    "token",
-    "apikey",
-    "authorization",
-    "credential",
-    "privatekey",
-    "cookie",
-    "accesskey",
-];
-
-/// Replaces, at any depth, the values under keys that look like secrets.
+/// Replaces, at any depth, the values under keys that look like secrets and
+/// credentials by shape inside strings (see [`wasm_agent_redact`]).
 pub fn redact(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            for (key, value) in map.iter_mut() {
-                if looks_secret(key) {
-                    *value = Value::String(REDACTED.into());
-                } else {
-                    redact(value);
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(redact),
-        _ => {}
-    }
+    wasm_agent_redact::value(value);
 }
 
-fn looks_secret(key: &str) -> bool {
-    let key: String = key
-        .chars()
-        .filter(|c| *c != '_' && *c != '-')
-        .flat_map(char::to_lowercase)
-        .collect();
-    SECRET_KEYS.iter().any(|part| key.contains(part))
+/// One line of a tool's own text (a log line, its stderr) as it may be
+/// logged: credentials by shape redacted, control characters escaped.
+pub fn tool_line(text: &str) -> String {
+    one_line(&wasm_agent_redact::text(text)).into_owned()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn forged_log_lines_and_terminal_escapes_become_visible() {
@@ -113,27 +82,5 @@ mod tests {
     fn clean_text_is_not_copied() {
         assert!(matches!(one_line("plain text, ünïcode"), Cow::Borrowed(_)));
         assert!(matches!(multi_line("two\nlines"), Cow::Borrowed(_)));
-    }
-
-    #[test]
-    fn values_under_secret_looking_keys_are_redacted_at_any_depth() {
-        let mut value = json!({
-            "query": "rust",
-            "api_key": "sk-1",
-            "nested": [{"Authorization": "Bearer x", "author": "me"}],
-            "DB-Password": {"inner": "p"},
-            "session_token": 7,
-        });
-        redact(&mut value);
-        assert_eq!(
-            value,
-            json!({
-                "query": "rust",
-                "api_key": REDACTED,
-                "nested": [{"Authorization": REDACTED, "author": "me"}],
-                "DB-Password": REDACTED,
-                "session_token": REDACTED,
-            })
-        );
     }
 }

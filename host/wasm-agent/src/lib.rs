@@ -55,6 +55,8 @@ pub use wasm_agent_metrics as metrics;
 /// The call pipeline every entry point's calls take: audit, argument check,
 /// approval, result cache, the call.
 pub use wasm_agent_pipeline as pipeline;
+/// Secrets out of records, logs and messages: keys, credentials by shape, URLs.
+pub use wasm_agent_redact as redact;
 /// OpenTelemetry: trace context in and out, OTLP export of spans and metrics.
 pub use wasm_agent_telemetry as telemetry;
 pub mod session;

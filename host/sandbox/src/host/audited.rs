@@ -37,8 +37,7 @@ impl Draft {
                 std::borrow::Cow::Owned(value.to_string())
             }
         };
-        let mut report =
-            CallReport::begin(call_id, tool, &text, auditor.wants_arguments(), context);
+        let mut report = CallReport::begin(call_id, tool, &text, &*auditor, context);
         report.component = entry.map(|e| e.component.identity.clone());
         Self {
             auditor,

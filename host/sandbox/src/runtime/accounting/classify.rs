@@ -155,11 +155,17 @@ pub(in crate::runtime) fn denied_error(denied: &denials::Denial) -> CallError {
     )
 }
 
+/// A tool's own error, with credentials by shape redacted from its message
+/// (it reaches the caller, the model, the terminal and the logs).
 pub(in crate::runtime) fn tool_error(error: types::ToolError) -> CallError {
-    match error {
-        types::ToolError::InvalidArguments(m) => CallError::new(ErrorKind::InvalidArguments, m),
-        types::ToolError::Failed(m) => CallError::new(ErrorKind::Failed, m),
-        types::ToolError::UnknownTool(m) => CallError::new(ErrorKind::UnknownTool, m),
+    let (kind, message) = match error {
+        types::ToolError::InvalidArguments(m) => (ErrorKind::InvalidArguments, m),
+        types::ToolError::Failed(m) => (ErrorKind::Failed, m),
+        types::ToolError::UnknownTool(m) => (ErrorKind::UnknownTool, m),
+    };
+    match wasm_agent_redact::text(&message) {
+        std::borrow::Cow::Borrowed(_) => CallError::new(kind, message),
+        std::borrow::Cow::Owned(redacted) => CallError::new(kind, redacted),
     }
 }
 
@@ -178,7 +184,7 @@ pub(in crate::runtime) fn last_words(bytes: &[u8]) -> Option<String> {
         .unwrap_or(lines.len().checked_sub(1)?);
     let words = lines[start..].join(" ");
     let words: String = words.chars().take(300).collect();
-    Some(crate::text::one_line(&words).into_owned())
+    Some(crate::text::tool_line(&words))
 }
 
 #[cfg(test)]

@@ -298,7 +298,7 @@ fn set_fuel(store: &mut Store<CallState>, policy: &CallPolicy) -> Result<(), Cal
 
 fn forward_output(tool: &str, call_id: &str, stream: &'static str, captured: &Captured) {
     for line in String::from_utf8_lossy(&captured.kept).lines() {
-        let line = crate::text::one_line(line);
+        let line = crate::text::tool_line(line);
         tracing::info!(target: "wasm_agent::tool", tool, call_id, stream, "{line}");
     }
     if captured.dropped > 0 {

@@ -119,6 +119,24 @@ pub struct PolicyHooks {
     pub(in crate::runtime) asks: Asks,
 }
 
+/// A request's URI as denials, records and logs show it: without user
+/// information and query (where credentials and signed links travel), and
+/// with credentials by shape in its path redacted.
+fn shown_uri(uri: &http::Uri) -> String {
+    let mut shown = String::new();
+    if let Some(scheme) = uri.scheme_str() {
+        shown.push_str(scheme);
+        shown.push_str("://");
+    }
+    shown.push_str(uri.host().unwrap_or_default());
+    if let Some(port) = uri.port_u16() {
+        shown.push(':');
+        shown.push_str(&port.to_string());
+    }
+    shown.push_str(uri.path());
+    wasm_agent_redact::text(&shown).into_owned()
+}
+
 fn refuse(error: HttpError) -> SendFuture {
     Box::new(async move { Err(error) })
 }
@@ -131,7 +149,7 @@ impl WasiHttpHooks for PolicyHooks {
         _io: IoFuture,
     ) -> SendFuture {
         let uri = request.uri().clone();
-        let attempt = format!("{} {uri}", request.method());
+        let attempt = format!("{} {}", request.method(), shown_uri(&uri));
         let scheme = uri.scheme_str().unwrap_or("https").to_ascii_lowercase();
         let (Some(host), Some(port)) = (
             uri.host()

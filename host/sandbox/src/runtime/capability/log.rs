@@ -36,7 +36,7 @@ impl ToolLog {
             return;
         }
         let message = shorten(message, MAX_LOG_LINE);
-        let message = crate::text::one_line(&message);
+        let message = crate::text::tool_line(&message);
         match level {
             Level::Trace => tracing::trace!(target: "wasm_agent::tool", tool, call_id, "{message}"),
             Level::Debug => tracing::debug!(target: "wasm_agent::tool", tool, call_id, "{message}"),
