@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio::runtime::Runtime;
 use tokio_postgres::{Client, Config, NoTls};
-use wasm_agent_audit::{AuditError, AuditSink, ChainEnd};
+use wasm_agent_audit::{AuditError, AuditSink, ChainEnd, Head};
 
 /// The table of every replica's records.
 pub const TABLE: &str = "wasm_agent_audit";
@@ -29,7 +29,22 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS wasm_agent_audit (
     seq bigint NOT NULL,
     record text NOT NULL,
     PRIMARY KEY (replica, seq)
+);
+CREATE TABLE IF NOT EXISTS wasm_agent_audit_head (
+    replica text PRIMARY KEY,
+    seq bigint NOT NULL,
+    hash text NOT NULL
 )";
+
+/// A batch and its replica's new head, in one statement (one transaction).
+const APPEND: &str = "WITH written AS (
+    INSERT INTO wasm_agent_audit (replica, seq, record)
+    SELECT $1, (r::jsonb ->> 'seq')::bigint, r FROM unnest($2::text[]) AS r
+    RETURNING seq
+)
+INSERT INTO wasm_agent_audit_head (replica, seq, hash)
+SELECT $1, $3, $4 WHERE (SELECT count(*) FROM written) > 0
+ON CONFLICT (replica) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash";
 
 /// One replica's chain in the table.
 pub struct PostgresSink {
@@ -60,27 +75,48 @@ impl PostgresSink {
                 "the replica name must be 1-{MAX_REPLICA} bytes without control characters"
             )));
         }
-        let last = sink.reconnect().and_then(|()| {
+        let read = sink.reconnect().and_then(|()| {
             let client = sink.client.as_ref().expect("connected");
             sink.runtime.block_on(bounded(async {
                 client.batch_execute(SCHEMA).await?;
-                let row = client
+                let last = client
                     .query_opt(
                         "SELECT record FROM wasm_agent_audit WHERE replica = $1 \
                          ORDER BY seq DESC LIMIT 1",
                         &[&sink.replica],
                     )
                     .await?;
-                Ok(row.map(|row| row.get::<_, String>(0)))
+                let head = client
+                    .query_opt(
+                        "SELECT seq, hash FROM wasm_agent_audit_head WHERE replica = $1",
+                        &[&sink.replica],
+                    )
+                    .await?;
+                Ok((
+                    last.map(|row| row.get::<_, String>(0)),
+                    head.map(|row| Head {
+                        seq: row.get::<_, i64>(0).max(0) as u64,
+                        hash: row.get(1),
+                    }),
+                ))
             }))
         });
-        let end = match last.map_err(failed)? {
+        let (last, head) = read.map_err(failed)?;
+        let end = match last {
             None => ChainEnd::start(),
             Some(line) => ChainEnd::after(&line).map_err(|reason| AuditError::Damaged {
                 path: PathBuf::from(&location),
                 reason,
             })?,
         };
+        if let Some(head) = head {
+            let hash_at = |seq: u64| sink.record_hash(seq);
+            head.reached_by(&end, hash_at)
+                .map_err(|reason| AuditError::Cut {
+                    path: PathBuf::from(&location),
+                    reason,
+                })?;
+        }
         Ok((sink, end, PathBuf::from(location)))
     }
 
@@ -125,6 +161,24 @@ impl PostgresSink {
         Ok(())
     }
 
+    /// The hash of this replica's record `seq`, if the table holds it.
+    fn record_hash(&self, seq: u64) -> Option<String> {
+        let client = self.client.as_ref()?;
+        let row = self
+            .runtime
+            .block_on(bounded(async {
+                client
+                    .query_opt(
+                        "SELECT record FROM wasm_agent_audit WHERE replica = $1 AND seq = $2",
+                        &[&self.replica, &(seq as i64)],
+                    )
+                    .await
+            }))
+            .ok()??;
+        let line: String = row.get(0);
+        Some(ChainEnd::after(&line).ok()?.prev)
+    }
+
     /// The name the sink goes by in messages.
     pub fn location(&self) -> &str {
         &self.location
@@ -132,13 +186,14 @@ impl PostgresSink {
 }
 
 impl AuditSink for PostgresSink {
-    fn append(&mut self, records: &[String]) -> Result<(), String> {
-        let insert = "INSERT INTO wasm_agent_audit (replica, seq, record) \
-                      SELECT $1, (r::jsonb ->> 'seq')::bigint, r FROM unnest($2::text[]) AS r";
+    fn append(&mut self, records: &[String], head: &Head) -> Result<(), String> {
+        let (seq, hash) = (head.seq as i64, &head.hash);
         let written = self.reconnect().and_then(|()| {
             let client = self.client.as_ref().expect("connected");
             self.runtime.block_on(bounded(async {
-                client.execute(insert, &[&self.replica, &records]).await
+                client
+                    .execute(APPEND, &[&self.replica, &records, &seq, hash])
+                    .await
             }))
         });
         match written {
@@ -183,34 +238,70 @@ fn described(config: &Config) -> String {
     format!("postgres://{user}@{host}:{port}/{db}")
 }
 
-/// Every replica's records, each chain in order of `seq`, for
-/// [`verify_records`](wasm_agent_audit::verify_records).
-pub fn read_chains(url: &str) -> Result<Vec<(String, Vec<String>)>, AuditError> {
+/// One replica's chain as the table holds it.
+pub struct StoredChain {
+    /// The replica.
+    pub replica: String,
+    /// Its records, in order of `seq`.
+    pub records: Vec<String>,
+    /// The head its writer noted last.
+    pub head: Option<Head>,
+}
+
+/// Every replica's records, each chain in order of `seq`, with its noted
+/// head, for [`verify_records`](wasm_agent_audit::verify_records).
+pub fn read_chains(url: &str) -> Result<Vec<StoredChain>, AuditError> {
     let mut sink = PostgresSink::unconnected(url, "")?;
     let location = PathBuf::from(sink.location.trim_end_matches('#'));
     let rows = sink.reconnect().and_then(|()| {
         let client = sink.client.as_ref().expect("connected");
         sink.runtime.block_on(bounded(async {
             client.batch_execute(SCHEMA).await?;
-            client
+            let records = client
                 .query(
                     "SELECT replica, record FROM wasm_agent_audit ORDER BY replica, seq",
                     &[],
                 )
-                .await
+                .await?;
+            let heads = client
+                .query("SELECT replica, seq, hash FROM wasm_agent_audit_head", &[])
+                .await?;
+            Ok((records, heads))
         }))
     });
-    let rows = rows.map_err(|reason| AuditError::Read {
+    let (rows, heads) = rows.map_err(|reason| AuditError::Read {
         path: location,
         reason,
     })?;
-    let mut chains: Vec<(String, Vec<String>)> = Vec::new();
+    let mut heads: std::collections::HashMap<String, Head> = heads
+        .iter()
+        .map(|row| {
+            let head = Head {
+                seq: row.get::<_, i64>(1).max(0) as u64,
+                hash: row.get(2),
+            };
+            (row.get::<_, String>(0), head)
+        })
+        .collect();
+    let mut chains: Vec<StoredChain> = Vec::new();
     for row in rows {
         let (replica, record): (String, String) = (row.get(0), row.get(1));
         match chains.last_mut() {
-            Some((last, records)) if *last == replica => records.push(record),
-            _ => chains.push((replica, vec![record])),
+            Some(chain) if chain.replica == replica => chain.records.push(record),
+            _ => chains.push(StoredChain {
+                head: heads.remove(&replica),
+                replica,
+                records: vec![record],
+            }),
         }
+    }
+    // A replica whose every record was deleted still has its head.
+    for (replica, head) in heads {
+        chains.push(StoredChain {
+            replica,
+            records: Vec::new(),
+            head: Some(head),
+        });
     }
     Ok(chains)
 }

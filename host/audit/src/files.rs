@@ -55,48 +55,95 @@ pub fn rotated(path: &Path) -> Vec<(u64, PathBuf)> {
     found
 }
 
-/// Where the chain of the log at `path` ends: its last record, or the last
-/// rotated file's when it is empty or missing.
-pub fn chain_end(path: &Path) -> Result<ChainEnd, AuditError> {
-    if let Some(end) = last_record(path)? {
-        return Ok(end);
-    }
-    match rotated(path).last() {
-        Some((_, previous)) => Ok(last_record(previous)?.unwrap_or_else(ChainEnd::start)),
-        None => Ok(ChainEnd::start()),
-    }
+/// Bytes after the last complete record of a log's file: a write cut
+/// short (a crash mid-write), which the writer trims before it goes on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Torn {
+    /// The file.
+    pub path: PathBuf,
+    /// Where its last complete record ends.
+    pub complete: u64,
+    /// How many bytes follow it.
+    pub bytes: u64,
 }
 
-/// The end of the chain in one file, or `None` when it is empty, missing
-/// or not a regular file.
-fn last_record(path: &Path) -> Result<Option<ChainEnd>, AuditError> {
+/// Where the chain of the log at `path` ends: its last complete record, or
+/// the last rotated file's when it has none; with the torn bytes after it.
+pub fn chain_end(path: &Path) -> Result<(ChainEnd, Option<Torn>), AuditError> {
+    let (last, torn) = last_record(path)?;
+    if let Some(end) = last {
+        return Ok((end, torn));
+    }
+    let end = match rotated(path).last() {
+        Some((_, previous)) => last_record(previous)?.0.unwrap_or_else(ChainEnd::start),
+        None => ChainEnd::start(),
+    };
+    Ok((end, torn))
+}
+
+/// The end of the chain in one file (`None` when it has no complete record,
+/// is missing or is not a regular file), and what follows its last newline.
+fn last_record(path: &Path) -> Result<(Option<ChainEnd>, Option<Torn>), AuditError> {
     let damaged = |reason: String| AuditError::Damaged {
         path: path.to_path_buf(),
         reason,
     };
     let Ok(mut file) = File::open(path) else {
-        return Ok(None);
+        return Ok((None, None));
     };
     let meta = file
         .metadata()
         .map_err(|e| damaged(format!("cannot read it: {e}")))?;
     if !meta.is_file() || meta.len() == 0 {
-        return Ok(None);
+        return Ok((None, None));
     }
     let start = meta.len().saturating_sub(TAIL);
     let mut tail = Vec::new();
     file.seek(SeekFrom::Start(start))
         .and_then(|_| file.take(TAIL).read_to_end(&mut tail))
         .map_err(|e| damaged(format!("cannot read it: {e}")))?;
-    let Some(text) = tail.strip_suffix(b"\n") else {
-        return Err(damaged(
-            "its last record is incomplete (no newline at the end)".into(),
-        ));
+    let complete = match tail.iter().rposition(|b| *b == b'\n') {
+        Some(newline) => newline + 1,
+        None if start == 0 => 0,
+        None => return Err(damaged("its last 1 MiB holds no newline".into())),
+    };
+    let torn = (complete < tail.len()).then(|| Torn {
+        path: path.to_path_buf(),
+        complete: start + complete as u64,
+        bytes: (tail.len() - complete) as u64,
+    });
+    let Some(text) = tail[..complete].strip_suffix(b"\n") else {
+        return Ok((None, torn));
     };
     let line = text.rsplit(|b| *b == b'\n').next().unwrap_or(text);
     let line =
         std::str::from_utf8(line).map_err(|_| damaged("its last line is not UTF-8".into()))?;
-    ChainEnd::after(line).map(Some).map_err(damaged)
+    let end = ChainEnd::after(line).map_err(damaged)?;
+    Ok((Some(end), torn))
+}
+
+/// The hash of record `seq` of the log at `path`, looked for in its file
+/// and then its rotated files, newest first.
+pub fn record_hash(path: &Path, seq: u64) -> Option<String> {
+    let mut files = vec![path.to_path_buf()];
+    files.extend(rotated(path).into_iter().rev().map(|(_, p)| p));
+    for file in files {
+        let Ok(file) = File::open(&file) else {
+            continue;
+        };
+        for line in std::io::BufRead::lines(std::io::BufReader::new(file)).map_while(Result::ok) {
+            let Some(unsealed) = chain::unseal(&line) else {
+                continue;
+            };
+            let found = serde_json::from_str::<serde_json::Value>(&unsealed.body)
+                .ok()
+                .and_then(|v| v.get("seq")?.as_u64());
+            if found == Some(seq) {
+                return Some(unsealed.claimed.to_string());
+            }
+        }
+    }
+    None
 }
 
 impl ChainEnd {

@@ -22,9 +22,11 @@
 mod chain;
 mod config;
 mod files;
+mod head;
 mod key;
 mod log;
 pub mod record;
+mod sink;
 mod verify;
 
 use std::path::PathBuf;
@@ -32,9 +34,11 @@ use std::path::PathBuf;
 pub use chain::GENESIS;
 pub use config::{AuditConfig, AuditSection};
 pub use files::ChainEnd;
+pub use head::Head;
 pub use key::DigestKey;
-pub use log::{AuditLog, AuditSink};
-pub use verify::{Verified, verify, verify_records};
+pub use log::AuditLog;
+pub use sink::AuditSink;
+pub use verify::{Expect, Verified, verify, verify_records};
 
 /// Default size at which the log file is rotated.
 pub const DEFAULT_MAX_SIZE: u64 = 100 << 20;
@@ -113,6 +117,19 @@ pub enum AuditError {
         /// The file.
         path: PathBuf,
         /// What is wrong.
+        reason: String,
+    },
+    /// The chain does not reach the head noted apart from it: records were
+    /// cut from its end.
+    #[error(
+        "audit log {}: {reason}: records were cut from its end, or the log was replaced; \
+         restore them, or move the log and its head ({}.head) away to start a new chain",
+        path.display(), path.display()
+    )]
+    Cut {
+        /// The log.
+        path: PathBuf,
+        /// How it falls short.
         reason: String,
     },
     /// A record does not hold.

@@ -3,8 +3,6 @@
 //! the file by size, and, while the file cannot be written, keeps what it
 //! could not write, retries, and (failing closed) has calls refused.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
@@ -16,7 +14,9 @@ use wasm_agent_sandbox::{CallAuditor, CallReport};
 
 use crate::chain;
 use crate::files::{self, ChainEnd};
+use crate::head::Head;
 use crate::record::{self, Event};
+use crate::sink::{AuditSink, FileSink};
 use crate::{AuditError, AuditOptions, DigestKey, FailMode};
 
 /// Records waiting for the writer at most.
@@ -37,7 +37,24 @@ const LINGER: Duration = Duration::from_millis(20);
 
 enum Message {
     Record(Event, SystemTime),
-    Flush(mpsc::Sender<Result<(), String>>),
+    Flush(Ack),
+}
+
+/// Who waits for the records before a flush to be written.
+enum Ack {
+    /// A thread ([`AuditLog::flush`]).
+    Thread(mpsc::Sender<Result<(), String>>),
+    /// A task ([`CallAuditor::settled`]).
+    Task(tokio::sync::oneshot::Sender<Result<(), String>>),
+}
+
+impl Ack {
+    fn send(self, result: Result<(), String>) {
+        let _ = match self {
+            Ack::Thread(ack) => ack.send(result).ok(),
+            Ack::Task(ack) => ack.send(result).ok(),
+        };
+    }
 }
 
 /// What the calls and the writer share.
@@ -64,23 +81,42 @@ pub struct AuditLog {
 impl AuditLog {
     /// Opens (or creates, private to its owner) the log and continues its
     /// chain, or the chain of its last rotated file; writes an `open`
-    /// record. A damaged end of the chain is refused: move the file away.
+    /// record. A damaged end of the chain is refused (move the file away),
+    /// and so is a chain that does not reach the head noted beside it
+    /// (`FILE.head`: records were cut from its end). Torn bytes after the
+    /// last complete record (a write cut short) are cut off, and the `open`
+    /// record says how many.
     pub fn open(options: AuditOptions) -> Result<Self, AuditError> {
         let path = options.path.clone();
-        let end = files::chain_end(&path)?;
+        // A device or a pipe (/dev/stderr) gets no files beside it.
+        let special = std::fs::metadata(&path).is_ok_and(|m| !m.is_file());
+        let (end, torn) = files::chain_end(&path)?;
+        let noted = match special {
+            true => None,
+            false => Head::read(&Head::path_beside(&path))?,
+        };
+        if let Some(head) = noted {
+            head.reached_by(&end, |seq| files::record_hash(&path, seq))
+                .map_err(|reason| AuditError::Cut {
+                    path: path.clone(),
+                    reason,
+                })?;
+        }
         let mut options = options;
-        if options.digest_key.is_none() {
+        if options.digest_key.is_none() && !special {
             options.digest_key = Some(DigestKey::load_or_create(&DigestKey::path_beside(&path))?);
         }
-        let file = open_file(&path)?;
-        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-        let sink = FileSink {
-            path: path.clone(),
-            file: Some(file),
-            size,
-            max_size: options.max_size.max(1),
-        };
-        Self::open_sink(Box::new(sink), end, options)
+        let sink = FileSink::open(&path, &end, torn.as_ref(), options.max_size, !special)?;
+        if let Some(torn) = &torn {
+            tracing::warn!(
+                target: "wasm_agent::audit",
+                path = %torn.path.display(),
+                "cut off {} torn bytes after the audit log's last complete record",
+                torn.bytes
+            );
+        }
+        let torn_bytes = torn.map_or(0, |t| t.bytes);
+        Self::start(Box::new(sink), end, options, torn_bytes)
     }
 
     /// A log whose records go to `sink`, continuing the chain that ends at
@@ -90,6 +126,15 @@ impl AuditLog {
         sink: Box<dyn AuditSink>,
         end: ChainEnd,
         options: AuditOptions,
+    ) -> Result<Self, AuditError> {
+        Self::start(sink, end, options, 0)
+    }
+
+    fn start(
+        sink: Box<dyn AuditSink>,
+        end: ChainEnd,
+        options: AuditOptions,
+        torn_bytes: u64,
     ) -> Result<Self, AuditError> {
         let path = options.path.clone();
         let key = match options.digest_key {
@@ -113,7 +158,7 @@ impl AuditLog {
             acks: Vec::new(),
         };
         let entry = options.entry.clone();
-        writer.seal(&Event::Open { entry }, SystemTime::now());
+        writer.seal(&Event::Open { entry, torn_bytes }, SystemTime::now());
         // Failing closed, a log that cannot be written is an error now;
         // failing open, the writer keeps the record and retries.
         match (writer.write(), options.fail) {
@@ -155,7 +200,7 @@ impl AuditLog {
             reason,
         };
         self.queue
-            .send(Message::Flush(ack))
+            .send(Message::Flush(Ack::Thread(ack)))
             .map_err(|_| error("the writer has stopped".into()))?;
         self.wake_writer();
         answer
@@ -218,6 +263,27 @@ impl CallAuditor for AuditLog {
         self.shared.key.digest(arguments)
     }
 
+    /// Failing closed, a call is answered only once its record is in the
+    /// file (the operating system's), where killing the process cannot
+    /// lose it.
+    fn settled(&self) -> Option<wasm_agent_sandbox::report::Settled> {
+        if self.shared.fail != FailMode::Closed {
+            return None;
+        }
+        let (ack, written) = tokio::sync::oneshot::channel();
+        if self.queue.send(Message::Flush(Ack::Task(ack))).is_err() {
+            return Some(Box::pin(async {
+                Err("the writer has stopped".to_string())
+            }));
+        }
+        self.wake_writer();
+        Some(Box::pin(async move {
+            written
+                .await
+                .unwrap_or_else(|_| Err("the writer has stopped".into()))
+        }))
+    }
+
     fn record(&self, mut report: CallReport) {
         if !self.shared.arguments {
             report.arguments = None;
@@ -237,58 +303,6 @@ impl CallAuditor for AuditLog {
     }
 }
 
-/// Where sealed records go: a file rotated by size, or a table.
-pub trait AuditSink: Send + 'static {
-    /// Appends `records` (sealed lines, without newlines) in order; on an
-    /// error none of them counts as written, and they come again.
-    fn append(&mut self, records: &[String]) -> Result<(), String>;
-}
-
-/// The file sink: appends lines, rotating to `FILE.N` when full.
-struct FileSink {
-    path: PathBuf,
-    file: Option<File>,
-    size: u64,
-    max_size: u64,
-}
-
-impl AuditSink for FileSink {
-    fn append(&mut self, records: &[String]) -> Result<(), String> {
-        let mut bytes = Vec::with_capacity(records.iter().map(|r| r.len() + 1).sum());
-        for record in records {
-            bytes.extend_from_slice(record.as_bytes());
-            bytes.push(b'\n');
-        }
-        if self.size > 0 && self.size + bytes.len() as u64 > self.max_size {
-            self.rotate()?;
-        }
-        let file = match &mut self.file {
-            Some(file) => file,
-            None => self
-                .file
-                .insert(open_file(&self.path).map_err(|e| e.to_string())?),
-        };
-        file.write_all(&bytes).map_err(|e| {
-            // A partial write leaves a torn line: start the next on its own.
-            self.file = None;
-            e.to_string()
-        })?;
-        self.size += bytes.len() as u64;
-        Ok(())
-    }
-}
-
-impl FileSink {
-    fn rotate(&mut self) -> Result<(), String> {
-        let target = files::next_rotated(&self.path);
-        std::fs::rename(&self.path, &target)
-            .map_err(|e| format!("cannot rotate to {}: {e}", target.display()))?;
-        self.file = Some(open_file(&self.path).map_err(|e| e.to_string())?);
-        self.size = 0;
-        Ok(())
-    }
-}
-
 /// The writer thread's state.
 struct Writer {
     shared: Arc<Shared>,
@@ -298,7 +312,7 @@ struct Writer {
     pending: Vec<String>,
     pending_bytes: usize,
     /// Flushes waiting for `pending` to be written.
-    acks: Vec<mpsc::Sender<Result<(), String>>>,
+    acks: Vec<Ack>,
 }
 
 impl Writer {
@@ -335,7 +349,11 @@ impl Writer {
 
     fn take(&mut self, message: Message) {
         match message {
-            Message::Record(event, time) if self.pending_bytes < MAX_PENDING => {
+            // Failing closed, nothing is dropped: calls are refused while
+            // the log cannot be written, so only calls in flight add more.
+            Message::Record(event, time)
+                if self.pending_bytes < MAX_PENDING || self.shared.fail == FailMode::Closed =>
+            {
                 self.seal(&event, time)
             }
             Message::Record(..) => {
@@ -371,7 +389,8 @@ impl Writer {
         if self.pending.is_empty() {
             return Ok(());
         }
-        self.sink.append(&self.pending)?;
+        let head = Head::of(&self.end).expect("records were sealed");
+        self.sink.append(&self.pending, &head)?;
         self.pending.clear();
         self.pending_bytes = 0;
         Ok(())
@@ -400,19 +419,7 @@ impl Writer {
         *failure = written.clone().err();
         drop(failure);
         for ack in self.acks.drain(..) {
-            let _ = ack.send(written.clone());
+            ack.send(written.clone());
         }
     }
-}
-
-/// Opens the log file for appending, created private to its owner.
-fn open_file(path: &Path) -> Result<File, AuditError> {
-    let mut options = OpenOptions::new();
-    options.create(true).append(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options.open(path).map_err(|e| AuditError::Write {
-        path: path.to_path_buf(),
-        reason: format!("cannot open it for appending: {e}"),
-    })
 }

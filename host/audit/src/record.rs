@@ -17,6 +17,8 @@ pub enum Event {
     Open {
         /// What opened it (`serve`, `call`, an embedder's name).
         entry: String,
+        /// Bytes of a torn last record (a write cut short) cut off first.
+        torn_bytes: u64,
     },
     /// A call ended or was refused.
     Call(Box<CallReport>),
@@ -32,7 +34,7 @@ pub enum Event {
 pub fn body(event: &Event, seq: u64, prev: &str, time: std::time::SystemTime) -> String {
     let time = humantime::format_rfc3339_micros(time).to_string();
     let json = match event {
-        Event::Open { entry } => serde_json::to_string(&OpenRecord {
+        Event::Open { entry, torn_bytes } => serde_json::to_string(&OpenRecord {
             seq,
             time,
             event: "open",
@@ -40,6 +42,7 @@ pub fn body(event: &Event, seq: u64, prev: &str, time: std::time::SystemTime) ->
             version: env!("CARGO_PKG_VERSION"),
             pid: std::process::id(),
             user: std::env::var("USER").ok(),
+            torn_bytes: *torn_bytes,
             prev,
         }),
         Event::Call(report) => serde_json::to_string(&CallRecord::new(report, seq, time, prev)),
@@ -64,6 +67,8 @@ struct OpenRecord<'a> {
     version: &'static str,
     pid: u32,
     user: Option<String>,
+    #[serde(skip_serializing_if = "is_zero")]
+    torn_bytes: u64,
     prev: &'a str,
 }
 

@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use serde_json::Value;
-use wasm_agent_audit::{AuditError, AuditLog, AuditOptions, FailMode, GENESIS, verify};
+use serde_json::{Value, json};
+use wasm_agent_audit::{AuditError, AuditLog, AuditOptions, Expect, FailMode, GENESIS, verify};
 use wasm_agent_sandbox::{CallAuditor, CallReport, ErrorKind};
 
 fn report(n: usize, arguments: &str) -> CallReport {
@@ -49,7 +49,7 @@ fn lines(path: &Path) -> Vec<String> {
 }
 
 fn broken_at(path: &Path) -> (usize, String) {
-    match verify(path, false) {
+    match verify(path, &Expect::default()) {
         Err(AuditError::Broken { line, reason, .. }) => (line, reason),
         other => panic!("expected a broken chain, got {other:?}"),
     }
@@ -85,7 +85,7 @@ fn records_chain_in_order_and_reopening_continues_the_chain() {
             .unwrap()
             .starts_with("sha256:")
     );
-    let verified = verify(&path, false).unwrap();
+    let verified = verify(&path, &Expect::default()).unwrap();
     assert_eq!(verified.records, 10);
     assert_eq!(verified.seqs, Some((0, 9)));
     assert_eq!(verified.head, records[9]["hash"]);
@@ -141,10 +141,21 @@ fn editing_deleting_or_reordering_a_record_fails_verification_at_its_line() {
     let (line, reason) = broken_at(&path);
     assert_eq!(line, 1);
     assert!(reason.contains("--partial"), "{reason}");
-    assert_eq!(verify(&path, true).unwrap().records, 6);
+    assert_eq!(
+        verify(
+            &path,
+            &Expect {
+                partial: true,
+                head: None
+            }
+        )
+        .unwrap()
+        .records,
+        6
+    );
 
     save(&original);
-    assert_eq!(verify(&path, false).unwrap().records, 7);
+    assert_eq!(verify(&path, &Expect::default()).unwrap().records, 7);
 }
 
 #[test]
@@ -157,15 +168,15 @@ fn rotation_by_size_keeps_one_chain_across_files() {
     let rotated: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|name| name.starts_with("audit.jsonl."))
+        .filter(|name| name.starts_with("audit.jsonl.") && !name.ends_with(".head"))
         .collect();
     assert!(rotated.len() >= 3, "{rotated:?}");
-    let verified = verify(&path, false).unwrap();
+    let verified = verify(&path, &Expect::default()).unwrap();
     assert_eq!(verified.records, 84);
     assert_eq!(verified.files.len(), rotated.len() + 1);
     // Removing a rotated file in the middle breaks the chain at the next.
     std::fs::remove_file(dir.path().join("audit.jsonl.2")).unwrap();
-    match verify(&path, false) {
+    match verify(&path, &Expect::default()) {
         Err(AuditError::Broken { path, line, .. }) => {
             assert!(path.ends_with("audit.jsonl.3"), "{path:?}");
             assert_eq!(line, 1);
@@ -175,15 +186,66 @@ fn rotation_by_size_keeps_one_chain_across_files() {
 }
 
 #[test]
-fn a_torn_last_record_is_refused_when_reopening() {
+fn a_torn_last_record_is_reported_as_torn_and_cut_off_when_reopening() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
     write(&path, 2, |_| {});
+    // A write cut short by a crash: part of a record, no newline.
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    std::io::Write::write_all(&mut file, b"{\"seq\":3,\"time\":\"2026").unwrap();
+    drop(file);
+    let verified = verify(&path, &Expect::default()).unwrap();
+    assert_eq!((verified.records, verified.torn_bytes), (3, 21));
+    write(&path, 1, |_| {});
+    let verified = verify(&path, &Expect::default()).unwrap();
+    assert_eq!((verified.records, verified.torn_bytes), (5, 0));
     let text = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(&path, &text[..text.len() - 10]).unwrap();
-    let error = AuditLog::open(AuditOptions::new(&path)).err().unwrap();
-    assert!(matches!(error, AuditError::Damaged { .. }), "{error}");
-    assert!(error.to_string().contains("incomplete"), "{error}");
+    let open: Value = serde_json::from_str(text.lines().nth(3).unwrap()).unwrap();
+    assert_eq!(
+        (&open["event"], &open["torn_bytes"]),
+        (&json!("open"), &json!(21))
+    );
+}
+
+#[test]
+fn a_log_cut_at_its_end_is_found_against_its_head() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    write(&path, 4, |_| {});
+    let noted = verify(&path, &Expect::default()).unwrap().head;
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    // The last two records removed, whole lines: the chain itself holds.
+    std::fs::write(&path, lines[..3].join("\n") + "\n").unwrap();
+    let cut = |error: AuditError| match error {
+        AuditError::Cut { reason, .. } => reason,
+        other => panic!("{other}"),
+    };
+    let reason = cut(verify(&path, &Expect::default()).unwrap_err());
+    assert!(
+        reason.contains("ends at seq 2, but its head says seq 4"),
+        "{reason}"
+    );
+    // The writer will not go on from the cut.
+    let refused = AuditLog::open(AuditOptions::new(&path)).err().unwrap();
+    assert!(
+        refused
+            .to_string()
+            .contains("records were cut from its end"),
+        "{refused}"
+    );
+    // With the head file gone too, the head kept elsewhere still finds it.
+    std::fs::remove_file(dir.path().join("audit.jsonl.head")).unwrap();
+    assert!(verify(&path, &Expect::default()).is_ok());
+    let expect = Expect {
+        partial: false,
+        head: Some(noted),
+    };
+    let reason = cut(verify(&path, &expect).unwrap_err());
+    assert!(reason.contains("no record has the head"), "{reason}");
 }
 
 #[test]

@@ -5,12 +5,9 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use anyhow::Context as _;
 use clap::Args;
-use wasm_agent::audit::postgres::{PostgresSink, read_chains};
-use wasm_agent::audit::{
-    AuditLog, AuditOptions, AuditSection, DigestKey, FailMode, verify_records,
-};
+use wasm_agent::audit::postgres::PostgresSink;
+use wasm_agent::audit::{AuditLog, AuditOptions, AuditSection, DigestKey, FailMode};
 use wasm_agent::policy::{ByteSize, ConfigFile};
 
 /// `wasm-agent audit ...`.
@@ -29,6 +26,11 @@ pub enum AuditCommand {
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
+        /// A head noted earlier (printed by verify, and logged at rotation):
+        /// the chain must still hold that record, or records were cut from
+        /// its end. For a table, REPLICA=HASH (repeatable).
+        #[arg(long = "head", value_name = "HASH|REPLICA=HASH")]
+        heads: Vec<String>,
     },
 }
 
@@ -120,7 +122,7 @@ pub fn shared(
 }
 
 /// The URL, when the log is to go to PostgreSQL.
-fn postgres_url(location: &std::path::Path) -> Option<&str> {
+pub(crate) fn postgres_url(location: &std::path::Path) -> Option<&str> {
     let text = location.to_str()?;
     (text.starts_with("postgres://") || text.starts_with("postgresql://")).then_some(text)
 }
@@ -169,79 +171,6 @@ pub fn flush() -> anyhow::Result<()> {
             return Err(error.into());
         }
         tracing::warn!("{error} (audit fail = \"open\": the calls ran)");
-    }
-    Ok(())
-}
-
-/// `wasm-agent audit verify FILE`: checks the chain across the rotated
-/// files; prints what holds, or fails naming the first broken record.
-pub fn verify(file: &std::path::Path, partial: bool, json: bool) -> anyhow::Result<()> {
-    if let Some(url) = postgres_url(file) {
-        return verify_table(url, partial, json);
-    }
-    let verified = wasm_agent::audit::verify(file, partial)
-        .with_context(|| format!("{} does not verify", file.display()))?;
-    if json {
-        println!(
-            "{}",
-            serde_json::json!({
-                "files": verified.files,
-                "records": verified.records,
-                "first_seq": verified.seqs.map(|s| s.0),
-                "last_seq": verified.seqs.map(|s| s.1),
-                "head": verified.head,
-                "gaps": verified.gaps,
-            })
-        );
-        return Ok(());
-    }
-    let seqs = verified
-        .seqs
-        .map_or("no records".into(), |(a, b)| format!("seq {a}..={b}"));
-    println!(
-        "ok: {} records ({seqs}) in {} file(s); head {}",
-        verified.records,
-        verified.files.len(),
-        verified.head
-    );
-    if verified.gaps > 0 {
-        println!(
-            "note: {} gap record(s): records were dropped while the log could not keep up",
-            verified.gaps
-        );
-    }
-    Ok(())
-}
-
-/// `wasm-agent audit verify postgres://...`: every replica's chain.
-fn verify_table(url: &str, partial: bool, json: bool) -> anyhow::Result<()> {
-    let chains = std::thread::scope(|scope| {
-        scope
-            .spawn(|| read_chains(url))
-            .join()
-            .map_err(|_| anyhow::anyhow!("reading the audit table failed"))
-    })??;
-    let mut report = Vec::new();
-    for (replica, records) in chains {
-        let verified = verify_records(&format!("replica {replica:?}"), records, partial)
-            .with_context(|| format!("the chain of replica {replica:?} does not verify"))?;
-        if !json {
-            println!(
-                "ok: replica {replica:?}: {} records; head {}",
-                verified.records, verified.head
-            );
-        }
-        report.push(serde_json::json!({
-            "replica": replica,
-            "records": verified.records,
-            "head": verified.head,
-            "gaps": verified.gaps,
-        }));
-    }
-    if json {
-        println!("{}", serde_json::Value::Array(report));
-    } else if report.is_empty() {
-        println!("ok: no records");
     }
     Ok(())
 }

@@ -2,6 +2,7 @@
 
 mod args;
 mod audit;
+mod audit_verify;
 mod call;
 mod code_mode;
 mod components;
@@ -210,8 +211,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     file,
                     partial,
                     json,
+                    heads,
                 },
-        } => audit::verify(&file, partial, json).map(|()| ExitCode::SUCCESS),
+        } => audit_verify::verify(&file, partial, &heads, json).map(|()| ExitCode::SUCCESS),
         Command::New {
             name,
             lang,

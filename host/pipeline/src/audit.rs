@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use wasm_agent_sandbox::report::{CallAuditor, CallReport};
-use wasm_agent_sandbox::result::ErrorKind;
+use wasm_agent_sandbox::result::{CallError, ErrorKind};
 
 use crate::call::{Called, ToolCall};
 use crate::layer::{Layer, Next};
@@ -36,8 +36,8 @@ impl Layer for Audit {
         }
         // Kept on the call, so that a call dropped on the way down (its
         // entry point gone) is recorded as cancelled when it is dropped.
-        call.unrecorded = Some(Unrecorded::now(auditor));
-        let called = next.run(call).await;
+        call.unrecorded = Some(Unrecorded::now(auditor.clone()));
+        let mut called = next.run(call).await;
         if let Some(unrecorded) = call.unrecorded.take()
             && !called.recorded
         {
@@ -47,6 +47,17 @@ impl Layer for Audit {
             report.approval = called.approval.clone().or(report.approval);
             report.outcome = called.error_kind();
             unrecorded.auditor.record(report);
+        }
+        // The answer waits for its record where the auditor asks it to.
+        if let Some(settled) = auditor.settled()
+            && let Err(why) = settled.await
+        {
+            called.result = Err(CallError::new(
+                ErrorKind::AuditUnavailable,
+                format!(
+                    "the call ran, but its record could not be written ({why}), so its result is withheld"
+                ),
+            ));
         }
         called
     }

@@ -43,7 +43,18 @@ pub trait CallAuditor: Send + Sync {
 
     /// A call ended. Runs on the calling task: hand the report on quickly.
     fn record(&self, report: CallReport);
+
+    /// A wait until every report handed over so far is kept for good, when
+    /// answers must wait for their records (an audit log failing closed:
+    /// no call is answered whose record a crash could still lose). `Err`
+    /// says why they could not be kept.
+    fn settled(&self) -> Option<Settled> {
+        None
+    }
 }
+
+/// The wait of [`CallAuditor::settled`].
+pub type Settled = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>;
 
 /// One call, as the host saw it.
 #[derive(Clone, Debug)]

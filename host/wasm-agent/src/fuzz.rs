@@ -57,7 +57,15 @@ pub fn signed_payload(bytes: &[u8]) {
 /// the same bytes as a log file (torn last line and all).
 pub fn audit_records(bytes: &[u8]) {
     let text = String::from_utf8_lossy(bytes);
-    let _ = crate::audit::verify_records("fuzz", text.lines().map(str::to_string), true);
+    let _ = crate::audit::verify_records(
+        "fuzz",
+        text.lines().map(str::to_string),
+        None,
+        &crate::audit::Expect {
+            partial: true,
+            head: None,
+        },
+    );
     static LOG: OnceLock<std::path::PathBuf> = OnceLock::new();
     let log = LOG.get_or_init(|| {
         let dir =
@@ -66,7 +74,13 @@ pub fn audit_records(bytes: &[u8]) {
         dir.join("audit.jsonl")
     });
     if std::fs::write(log, bytes).is_ok() {
-        let _ = crate::audit::verify(log, true);
+        let _ = crate::audit::verify(
+            log,
+            &crate::audit::Expect {
+                partial: true,
+                head: None,
+            },
+        );
     }
 }
 
