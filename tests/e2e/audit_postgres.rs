@@ -1,8 +1,9 @@
 //! The audit trail in PostgreSQL through the real CLI: records go to the
 //! `wasm_agent_audit` table, each replica keeping its own chain across
 //! runs; `audit verify URL` checks every chain and finds an edited or
-//! deleted row; a database that is down refuses calls (failing closed)
-//! without showing the URL's password.
+//! deleted row, and rows cut from a chain's end against its head; a
+//! database that is down refuses calls (failing closed) without showing the
+//! URL's password.
 
 use serde_json::{Value, json};
 
@@ -107,6 +108,40 @@ fn records_go_to_a_table_with_a_chain_per_replica_and_tampering_is_found() {
         stderr(&output)
     );
     assert!(!stdout(&output).contains('8'), "{}", stdout(&output));
+}
+
+#[test]
+fn rows_cut_from_a_chains_end_are_found_against_its_head() {
+    let cluster = Postgres::start();
+    let url = format!("postgres://postgres@127.0.0.1:{}/postgres", cluster.port());
+    for expression in ["1+1", "2+2"] {
+        assert!(call(&url, "r", expression).status.success());
+    }
+    let output = run(&["audit", "verify", &url, "--json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let head = serde_json::from_str::<Value>(stdout(&output).trim()).unwrap()[0]["head"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The last run's rows deleted: what is left chains, but ends short.
+    sql(
+        &url,
+        "DELETE FROM wasm_agent_audit WHERE replica = 'r' AND seq >= 2",
+    );
+    assert_clean_failure(
+        &call(&url, "r", "3+3"),
+        2,
+        "the log ends at seq 1, but its head says seq 3 was written",
+    );
+    assert_clean_failure(&run(&["audit", "verify", &url]), 2, "records were cut");
+    // The head row removed too: a head kept elsewhere still finds the cut.
+    sql(&url, "DELETE FROM wasm_agent_audit_head");
+    assert!(run(&["audit", "verify", &url]).status.success());
+    assert_clean_failure(
+        &run(&["audit", "verify", &url, "--head", &format!("r={head}")]),
+        2,
+        "no record has the head",
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

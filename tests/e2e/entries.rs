@@ -5,7 +5,7 @@
 //! (`pipeline_promises`), from one description of a call.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Stdio as Piped};
+use std::process::{Child, ChildStdin, Command, Stdio as Piped};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -232,9 +232,15 @@ impl StdioServer {
     /// Starts the server with `args` and initializes; declares elicitation
     /// when `answers` is not empty.
     pub(crate) fn start(args: &[String], answers: Vec<&'static str>) -> Self {
-        let mut child = wasm_agent()
-            .args(["serve", "--stdio"])
-            .args(args)
+        let mut command = wasm_agent();
+        command.args(["serve", "--stdio"]).args(args);
+        Self::start_command(command, answers)
+    }
+
+    /// [`start`](Self::start) with the whole command given (a server run
+    /// under `unshare`, say).
+    pub(crate) fn start_command(mut command: Command, answers: Vec<&'static str>) -> Self {
+        let mut child = command
             .stdin(Piped::piped())
             .stdout(Piped::piped())
             .stderr(Piped::inherit())
@@ -274,6 +280,11 @@ impl StdioServer {
         );
         server.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         server
+    }
+
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Writes one message.

@@ -8,6 +8,7 @@ mod agent_routers;
 mod agent_runs;
 mod ask_terminal;
 mod audit;
+mod audit_durability;
 mod audit_postgres;
 mod cli;
 mod code_mode;
