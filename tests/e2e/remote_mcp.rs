@@ -108,6 +108,7 @@ async fn tools_of_two_servers_are_offered_together_and_called_in_parallel() {
             &serve_fixture(&grant),
             "--approve",
             "write_path",
+            "--mcp-trust-annotations",
         ],
     )
     .await;
@@ -135,7 +136,8 @@ async fn approvals_deadlines_and_a_server_dying_mid_run_are_clear_errors_to_the_
         dir.path(),
         "wasm-agent.toml",
         &format!(
-            "[agent.mcp.py]\ncommand = [{:?}, {:?}]\nprefix = \"py_\"\ntimeout = \"1s\"\n",
+            "[agent.mcp.py]\ncommand = [{:?}, {:?}]\nprefix = \"py_\"\ntimeout = \"1s\"\n\
+             trust_annotations = true\n",
             python.display().to_string(),
             script.display().to_string()
         ),
@@ -251,6 +253,17 @@ async fn bad_or_broken_servers_stop_the_run_before_the_model_is_asked() {
         2,
         "MCP server \"no-such-program-here\": cannot start `no-such-program-here --flag`",
     );
+    // Nothing listens there: one line, naming the server as written (less
+    // its password and query), and why.
+    let output = attempt(vec!["http://user:pw@127.0.0.1:9/mcp?key=k1".into()]).await;
+    assert_clean_failure(
+        &output,
+        2,
+        "MCP server \"127.0.0.1:9\" (http://127.0.0.1:9/mcp): initialize failed: Connection refused",
+    );
+    let err = stderr(&output);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(!err.contains("pw") && !err.contains("k1"), "{err}");
     let output = attempt(vec!["python3 'unbalanced".into()]).await;
     assert_clean_failure(
         &output,
@@ -325,4 +338,67 @@ async fn a_server_that_never_answers_initialize_is_given_up_on_at_its_connect_ti
         "MCP server \"mute\" (sleep 60): no answer to initialize and tools/list within 1s (connect_timeout)",
     );
     assert!(started.elapsed().as_secs() < 20, "{:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_annotations_spare_approval_only_when_trusted() {
+    // `weather` says it is read-only and reaches no open world.
+    let provider = ProviderServer::start(vec![
+        openai::tool_calls(&[("c1", "weather", r#"{"city": "Oslo"}"#)]),
+        openai::text("Done."),
+    ])
+    .await;
+    let (result, _) = run_json(&provider, &["--mcp", &py_server()]).await;
+    let call = &result["tool_calls"][0];
+    assert_eq!(call["error"]["kind"], "denied", "{result}");
+    let provider = ProviderServer::start(vec![
+        openai::tool_calls(&[("c1", "weather", r#"{"city": "Oslo"}"#)]),
+        openai::text("Done."),
+    ])
+    .await;
+    let (result, _) = run_json(
+        &provider,
+        &["--mcp", &py_server(), "--mcp-trust-annotations"],
+    )
+    .await;
+    assert_eq!(
+        result["tool_calls"][0]["content"], "Oslo: sunny, 21 C",
+        "{result}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_whose_definition_changes_is_a_new_tool_and_run_says_what_changed() {
+    // Weather runs (trusted: read-only), then the server relabels it as
+    // destructive with a new description: a call of the old definition does
+    // not run, and the new one is a new tool's, which needs approval.
+    let provider = ProviderServer::start(vec![
+        openai::tool_calls(&[("c1", "weather", r#"{"city": "Oslo"}"#)]),
+        openai::tool_calls(&[("c2", "relabel", "{}")]),
+        openai::tool_calls(&[("c3", "weather", r#"{"city": "Oslo"}"#)]),
+        openai::text("Done."),
+    ])
+    .await;
+    let (result, err) = run_json(
+        &provider,
+        &["--mcp", &py_server(), "--mcp-trust-annotations"],
+    )
+    .await;
+    let calls = result["tool_calls"].as_array().unwrap();
+    assert_eq!(calls[0]["content"], "Oslo: sunny, 21 C", "{result}");
+    assert_eq!(calls[2]["error"]["kind"], "denied", "{result}");
+    assert!(
+        calls[2]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("changed or removed tool \"weather\" since it was offered"),
+        "{result}"
+    );
+    assert!(
+        err.contains(
+            "MCP server \"python\" changed tool weather: its description, annotations; it \
+             counts as a new tool, and approvals given for it are asked again"
+        ),
+        "{err}"
+    );
 }

@@ -34,7 +34,7 @@ async fn progress_is_shown_and_a_changed_tool_list_reaches_the_next_chat_turn() 
     ])
     .await;
     let mut args = model_args(&provider);
-    args.extend(strings(&["--mcp", &py_server()]));
+    args.extend(strings(&["--mcp", &py_server(), "--mcp-trust-annotations"]));
     let mut child = wasm_agent()
         .arg("run")
         .args(&args)
@@ -96,7 +96,7 @@ async fn a_cancelled_run_tells_the_server_to_stop_the_call() {
     std::fs::write(
         &config,
         format!(
-            "[agent.mcp.py]\ncommand = [{:?}, {:?}]\nenv = [\"MARKS={}\"]\n",
+            "[agent.mcp.py]\ncommand = [{:?}, {:?}]\nenv = [\"MARKS={}\"]\ntrust_annotations = true\n",
             python().display().to_string(),
             root()
                 .join("tests/remote-mcp/server.py")
@@ -163,6 +163,7 @@ async fn streamable_http_servers_get_the_bearer_token_from_the_environment() {
         &url,
         "--mcp-bearer-env",
         "REMOTE_TOKEN",
+        "--mcp-trust-annotations",
         "--json",
     ]));
     let with_token = {

@@ -95,6 +95,11 @@ pub struct McpServerConfig {
     pub connect_timeout: Option<Duration>,
     /// Times it is started again after it stops (default 3).
     pub max_restarts: Option<u32>,
+    /// Take its tools' annotations (read-only, not destructive, closed
+    /// world) at their word, so that such tools run without approval
+    /// (default false: they are its own claims, and every tool of it asks).
+    #[serde(default)]
+    pub trust_annotations: bool,
 }
 
 impl AgentConfig {

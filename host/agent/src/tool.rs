@@ -125,18 +125,19 @@ impl AgentTool {
     }
 
     /// A tool run elsewhere (see [`RemoteTool`]). Calls need approval by
-    /// default when its annotations say it may destroy data or reach the
-    /// world outside; settings can say otherwise.
+    /// default, unless `trusted` annotations say it neither destroys data
+    /// nor reaches the world outside (untrusted ones are only shown);
+    /// settings can say otherwise.
     pub fn remote(
         name: impl Into<String>,
         description: impl Into<String>,
         parameters: Value,
-        annotations: Annotations,
+        (annotations, trusted): (Annotations, bool),
         runner: Arc<dyn RemoteTool>,
     ) -> Result<Self, AgentError> {
         let name = name.into();
         let validator = checked_tool(&name, &parameters)?;
-        let requires_approval = if annotations.destructive || annotations.open_world {
+        let requires_approval = if !trusted || annotations.destructive || annotations.open_world {
             Approval::Always
         } else {
             Approval::Never

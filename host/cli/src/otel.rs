@@ -22,7 +22,7 @@ pub fn init(
     // rmcp warns about every client mistake it answers (unknown tools, ...);
     // those are the client's to see, not the operator's.
     let default = match verbose {
-        0 => "warn,rmcp=error",
+        0 => "warn,rmcp=off",
         1 => "info",
         _ => "debug",
     };

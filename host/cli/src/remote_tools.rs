@@ -24,6 +24,11 @@ pub struct McpFlags {
     /// (one URL; the config gives each server its own).
     #[arg(long, value_name = "VAR")]
     pub mcp_bearer_env: Option<String>,
+    /// Let the --mcp servers' tool annotations (read-only, not destructive,
+    /// closed world) spare their calls approval; by default they are the
+    /// servers' own claims and every call asks (config: trust_annotations).
+    #[arg(long)]
+    pub mcp_trust_annotations: bool,
 }
 
 /// The config's servers (by name), then the command line's, connected to
@@ -56,7 +61,9 @@ pub async fn connect(
     };
     let mut from_flags = Vec::new();
     for text in &flags.servers {
-        from_flags.push(ServerSpec::from_command_line(text, bearer.clone())?);
+        let mut spec = ServerSpec::from_command_line(text, bearer.clone())?;
+        spec.trust_annotations = flags.mcp_trust_annotations;
+        from_flags.push(spec);
     }
     specs.extend(from_flags);
     distinct_names(&mut specs);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use wasm_agent_agent::{Agent, AgentTool, ProgressSink, RemoteTool, ToolOutput};
 use wasm_agent_sandbox::context::CallContext;
-use wasm_agent_sandbox::result::CallError;
+use wasm_agent_sandbox::result::{CallError, ErrorKind};
 
 use crate::listing::RemoteToolInfo;
 use crate::server::RemoteServer;
@@ -40,6 +40,20 @@ impl RemoteTool for McpTool {
         context: &CallContext,
         progress: ProgressSink,
     ) -> Result<ToolOutput, CallError> {
+        // A tool the server defined anew since it was offered is a new
+        // tool: not run on the approvals and annotations of the old one.
+        if self.server.current_version(&self.remote).await.as_deref() != Some(&*self.version) {
+            return Err(CallError::new(
+                ErrorKind::Denied,
+                format!(
+                    "{} changed or removed tool {:?} since it was offered, so this call did \
+                     not run; its new definition is offered (and approved) anew from the \
+                     next turn",
+                    self.server.spec().label(),
+                    self.remote
+                ),
+            ));
+        }
         self.server
             .call(&self.remote, arguments, context, progress)
             .await
@@ -90,11 +104,13 @@ impl RemoteServer {
             remote: info.name.clone(),
             version: info.version.clone(),
         });
+        // The server's annotations are its own claims: they lower approval
+        // only when the operator trusts them.
         let built = AgentTool::remote(
             name,
             info.description.clone(),
             info.input_schema.clone(),
-            info.annotations,
+            (info.annotations, spec.trust_annotations),
             runner,
         );
         match built {
@@ -145,7 +161,10 @@ impl RemoteServer {
                 for tool in tools {
                     let name = tool.name().to_string();
                     if ours.contains(&name) {
-                        agent.replace_tool(tool);
+                        let fresh = tool.clone();
+                        if let Some(old) = agent.replace_tool(tool) {
+                            say_what_changed(&server.spec().label(), &old, &fresh);
+                        }
                     } else if let Err(error) = agent.add_tool(tool) {
                         tracing::warn!(server = %server.spec().name, "new tool not offered: {error}");
                         continue;
@@ -157,6 +176,29 @@ impl RemoteServer {
             }
         });
         InStep(task)
+    }
+}
+
+/// Tells the operator that a tool's definition changed since it was
+/// offered, and which parts: its approvals are asked again.
+fn say_what_changed(origin: &str, old: &AgentTool, new: &AgentTool) {
+    let mut changed = Vec::new();
+    if old.description() != new.description() {
+        changed.push("description");
+    }
+    if old.parameters() != new.parameters() {
+        changed.push("input schema");
+    }
+    if old.annotations() != new.annotations() {
+        changed.push("annotations");
+    }
+    if !changed.is_empty() {
+        tracing::warn!(
+            "{origin} changed tool {}: its {}; it counts as a new tool, and approvals given \
+             for it are asked again",
+            wasm_agent_sandbox::text::one_line(old.name()),
+            changed.join(", ")
+        );
     }
 }
 

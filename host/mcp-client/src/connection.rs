@@ -50,6 +50,10 @@ pub(crate) struct Listener {
     progress: Mutex<HashMap<ProgressKey, Followed>>,
     /// Woken when the server says its tool list changed.
     pub(crate) list_changed: Notify,
+    /// How many times the server said so, and how many of those the list
+    /// taken last follows: the list is stale while they differ.
+    pub(crate) changes: std::sync::atomic::AtomicU64,
+    pub(crate) listed_through: std::sync::atomic::AtomicU64,
 }
 
 impl Listener {
@@ -110,6 +114,8 @@ impl ClientHandler for Handler {
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        use std::sync::atomic::Ordering;
+        self.listener.changes.fetch_add(1, Ordering::SeqCst);
         self.listener.list_changed.notify_one();
     }
 
@@ -251,6 +257,7 @@ pub(crate) async fn connect(
                         };
                     let _ = tokio::time::timeout(Duration::from_millis(500), reading).await;
                     let said = last_words(&tail);
+                    let error = root_cause(&error);
                     return Err(failed(format!("initialize failed{status}: {error}{said}")));
                 }
             };
@@ -279,10 +286,9 @@ pub(crate) async fn connect(
                 config = config.auth_header(token.clone());
             }
             let transport = StreamableHttpClientTransport::from_config(config);
-            let service = handler
-                .serve(transport)
-                .await
-                .map_err(|error| failed(format!("initialize failed: {error}")))?;
+            let service = handler.serve(transport).await.map_err(|error| {
+                failed(format!("initialize failed: {}", initialize_failure(&error)))
+            })?;
             let connection = Connection::opened(&service, generation, ended).await;
             tokio::spawn(async move {
                 let quit = service.waiting().await;
@@ -337,4 +343,32 @@ fn last_words(tail: &Tail) -> String {
         Some(line) => format!("; its last words on stderr: {}", line.trim().escape_debug()),
         None => String::new(),
     }
+}
+
+/// Why `initialize` over HTTP failed, as its innermost cause (rmcp's
+/// transport errors do not name their causes as sources: look inside).
+fn initialize_failure(error: &rmcp::service::ClientInitializeError) -> String {
+    use rmcp::transport::streamable_http_client::StreamableHttpError;
+    let rmcp::service::ClientInitializeError::TransportError { error, .. } = error else {
+        return root_cause(error);
+    };
+    match error
+        .error
+        .downcast_ref::<StreamableHttpError<rmcp_reqwest::Error>>()
+    {
+        Some(StreamableHttpError::Client(client)) => root_cause(client),
+        Some(other) => root_cause(other),
+        None => root_cause(&*error.error),
+    }
+}
+
+/// The innermost cause of `error`, on one line and with no credentials: what
+/// went wrong (`Connection refused`), not the layers it passed through.
+fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = error;
+    while let Some(source) = cause.source() {
+        cause = source;
+    }
+    let text = wasm_agent_redact::text(&cause.to_string()).into_owned();
+    wasm_agent_sandbox::text::one_line(&text).into_owned()
 }

@@ -114,11 +114,20 @@ fn describe(
         idempotent: hint(|a| a.idempotent_hint).unwrap_or(false),
         open_world: hint(|a| a.open_world_hint).unwrap_or(true),
     };
+    // The version covers the whole definition: a change of any part is
+    // a new tool, whose approvals are asked again.
     let mut sha = Sha256::new();
     for part in [server, &tool.name, &description, &schema_text] {
         sha.update(part.as_bytes());
         sha.update([0]);
     }
+    let Annotations {
+        read_only,
+        destructive,
+        idempotent,
+        open_world,
+    } = annotations;
+    sha.update([read_only, destructive, idempotent, open_world].map(u8::from));
     let info = RemoteToolInfo {
         name: tool.name.to_string(),
         description,

@@ -2,6 +2,7 @@
 //! up to `max_restarts` times), its tool list (listed again on
 //! `list_changed`) and its calls (deadline, progress, cancellation).
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
@@ -100,6 +101,24 @@ impl RemoteServer {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// The version of `tool` (its name on the server) as the server lists
+    /// it now: after the server said its list changed, once it is listed
+    /// again (waiting at most `connect_timeout`). `None` if it is gone.
+    pub async fn current_version(&self, tool: &str) -> Option<String> {
+        let listener = &self.inner.listener;
+        let deadline = tokio::time::Instant::now() + self.inner.spec.connect_timeout;
+        while listener.changes.load(Ordering::SeqCst)
+            > listener.listed_through.load(Ordering::SeqCst)
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        self.tools()
+            .iter()
+            .find(|info| info.name == tool)
+            .map(|info| info.version.clone())
     }
 
     /// Changes each time the list is taken again and differs.
@@ -321,11 +340,13 @@ async fn follow_list_changes(inner: Weak<Inner>, listener: Arc<Listener>, stop: 
             continue;
         };
         let (spec, within) = (&inner.spec, inner.spec.connect_timeout);
+        let seen = listener.changes.load(Ordering::SeqCst);
         match tokio::time::timeout(within, list(spec, &connection)).await {
             Ok(Ok(tools)) => {
                 tracing::info!(server = %spec.name, tools = tools.len(), "MCP server's tools changed");
                 let slot = inner.slot.lock().await;
                 inner.take_list(&slot, &connection, tools);
+                listener.listed_through.store(seen, Ordering::SeqCst);
             }
             Ok(Err(error)) => tracing::warn!(server = %spec.name, "listing tools again: {error}"),
             Err(_) => tracing::warn!(

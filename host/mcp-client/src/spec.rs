@@ -39,6 +39,9 @@ pub struct ServerSpec {
     pub connect_timeout: Duration,
     /// Restarts after the server stops, before it is given up.
     pub max_restarts: u32,
+    /// Whether its tools' annotations may lower approval (the operator's
+    /// config says so; by default they are the server's own claims).
+    pub trust_annotations: bool,
 }
 
 /// How a server is reached.
@@ -141,6 +144,7 @@ impl ServerSpec {
             max_call_time: DEFAULT_TIMEOUT * 10,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             max_restarts: DEFAULT_MAX_RESTARTS,
+            trust_annotations: false,
         }
     }
 
@@ -279,6 +283,7 @@ impl ServerSpec {
         spec.max_call_time = config.max_call_time.unwrap_or(spec.max_call_time);
         spec.connect_timeout = config.connect_timeout.unwrap_or(spec.connect_timeout);
         spec.max_restarts = config.max_restarts.unwrap_or(spec.max_restarts);
+        spec.trust_annotations = config.trust_annotations;
         Ok(spec)
     }
 
