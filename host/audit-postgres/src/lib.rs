@@ -94,9 +94,13 @@ impl PostgresSink {
                     .await?;
                 Ok((
                     last.map(|row| row.get::<_, String>(0)),
-                    head.map(|row| Head {
-                        seq: row.get::<_, i64>(0).max(0) as u64,
-                        hash: row.get(1),
+                    head.map(|row| {
+                        let seq = row.get::<_, i64>(0).max(0) as u64;
+                        // A head row that is no head: as good as cut.
+                        Head::checked(seq, row.get(1)).unwrap_or(Head {
+                            seq: u64::MAX - 1,
+                            hash: "0".repeat(64),
+                        })
                     }),
                 ))
             }))
@@ -276,10 +280,11 @@ pub fn read_chains(url: &str) -> Result<Vec<StoredChain>, AuditError> {
     let mut heads: std::collections::HashMap<String, Head> = heads
         .iter()
         .map(|row| {
-            let head = Head {
-                seq: row.get::<_, i64>(1).max(0) as u64,
-                hash: row.get(2),
-            };
+            let seq = row.get::<_, i64>(1).max(0) as u64;
+            let head = Head::checked(seq, row.get(2)).unwrap_or(Head {
+                seq: u64::MAX - 1,
+                hash: "0".repeat(64),
+            });
             (row.get::<_, String>(0), head)
         })
         .collect();

@@ -22,6 +22,12 @@ pub struct Head {
 }
 
 impl Head {
+    /// What an empty head file says: no record was written yet.
+    const NONE_WRITTEN: Head = Head {
+        seq: u64::MAX,
+        hash: String::new(),
+    };
+
     /// The head of a chain that ends at `end` (`None` for an empty chain).
     pub fn of(end: &ChainEnd) -> Option<Self> {
         Some(Self {
@@ -40,8 +46,9 @@ impl Head {
     /// The head in `path`, if there is that file.
     pub fn read(path: &Path) -> Result<Option<Self>, AuditError> {
         match std::fs::read_to_string(path) {
-            // Made, but never written: the log's first write failed.
-            Ok(text) if text.is_empty() => Ok(None),
+            // Made, but never written: the log's first write failed (a log
+            // with records and an empty head was cut: see `reached_by`).
+            Ok(text) if text.is_empty() => Ok(Some(Self::NONE_WRITTEN)),
             Ok(text) => Self::parse(&text)
                 .map(Some)
                 .ok_or_else(|| AuditError::Damaged {
@@ -54,6 +61,13 @@ impl Head {
                 reason: e.to_string(),
             }),
         }
+    }
+
+    /// A head read from elsewhere (a table's row), if it is one: a hash is
+    /// 64 hex digits.
+    pub fn checked(seq: u64, hash: String) -> Option<Self> {
+        let hex = hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit());
+        hex.then_some(Self { seq, hash })
     }
 
     fn parse(text: &str) -> Option<Self> {
@@ -82,6 +96,12 @@ impl Head {
         end: &ChainEnd,
         hash_at: impl FnOnce(u64) -> Option<String>,
     ) -> Result<(), String> {
+        if *self == Self::NONE_WRITTEN {
+            return match end.seq {
+                0 => Ok(()),
+                _ => Err("the log holds records, but its head file is empty".into()),
+            };
+        }
         let Some(last) = end.seq.checked_sub(1) else {
             return Err(format!(
                 "the log has no records, but its head says seq {} was written",
@@ -103,7 +123,7 @@ impl Head {
             _ => Err(format!(
                 "its record seq {} is not the one its head names (hash {}…)",
                 self.seq,
-                &self.hash[..12]
+                self.hash.get(..12).unwrap_or(&self.hash)
             )),
         }
     }
@@ -116,7 +136,9 @@ pub(crate) struct HeadFile {
 }
 
 impl HeadFile {
-    /// Opens (or creates, owner-only) the head file at `path`.
+    /// Opens (or creates, owner-only) the head file at `path`, and holds
+    /// it locked: one process writes a log (two would fork its chain and
+    /// cut each other's records).
     pub fn open(path: PathBuf) -> Result<Self, AuditError> {
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -128,6 +150,21 @@ impl HeadFile {
                 path: path.clone(),
                 reason: format!("cannot open the head file: {e}"),
             })?;
+        // SAFETY: flock takes a descriptor this function owns, open until drop.
+        let locked = unsafe {
+            libc::flock(
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                libc::LOCK_EX | libc::LOCK_NB,
+            )
+        } == 0;
+        if !locked {
+            return Err(AuditError::Write {
+                path,
+                reason: "another process writes this audit log (its head file is locked); \
+                         give each process a log of its own"
+                    .into(),
+            });
+        }
         Ok(Self { path, file })
     }
 

@@ -14,7 +14,7 @@ use wasm_agent_sandbox::{CallAuditor, CallReport};
 
 use crate::chain;
 use crate::files::{self, ChainEnd};
-use crate::head::Head;
+use crate::head::{Head, HeadFile};
 use crate::record::{self, Event};
 use crate::sink::{AuditSink, FileSink};
 use crate::{AuditError, AuditOptions, DigestKey, FailMode};
@@ -90,11 +90,17 @@ impl AuditLog {
         let path = options.path.clone();
         // A device or a pipe (/dev/stderr) gets no files beside it.
         let special = std::fs::metadata(&path).is_ok_and(|m| !m.is_file());
-        let (end, torn) = files::chain_end(&path)?;
+        // The head as found (none for a log from before heads), then the
+        // lock, before the log's end is read: no other writer is mid-batch.
         let noted = match special {
             true => None,
             false => Head::read(&Head::path_beside(&path))?,
         };
+        let head_file = match special {
+            true => None,
+            false => Some(HeadFile::open(Head::path_beside(&path))?),
+        };
+        let (end, torn) = files::chain_end(&path)?;
         if let Some(head) = noted {
             head.reached_by(&end, |seq| files::record_hash(&path, seq))
                 .map_err(|reason| AuditError::Cut {
@@ -106,7 +112,7 @@ impl AuditLog {
         if options.digest_key.is_none() && !special {
             options.digest_key = Some(DigestKey::load_or_create(&DigestKey::path_beside(&path))?);
         }
-        let sink = FileSink::open(&path, &end, torn.as_ref(), options.max_size, !special)?;
+        let sink = FileSink::open(&path, &end, torn.as_ref(), options.max_size, head_file)?;
         if let Some(torn) = &torn {
             tracing::warn!(
                 target: "wasm_agent::audit",

@@ -44,7 +44,7 @@ impl FileSink {
         end: &ChainEnd,
         torn: Option<&Torn>,
         max_size: u64,
-        regular: bool,
+        head: Option<HeadFile>,
     ) -> Result<Self, AuditError> {
         let file = open_file(path)?;
         let cut_to = torn.filter(|t| t.path == path).map(|t| t.complete);
@@ -61,10 +61,7 @@ impl FileSink {
             size,
             torn: false,
             max_size: max_size.max(1),
-            head: match regular {
-                true => Some(HeadFile::open(Head::path_beside(path))?),
-                false => None,
-            },
+            head,
             written: Head::of(end),
         })
     }

@@ -285,3 +285,27 @@ fn a_log_that_cannot_be_written_is_refused_when_failing_closed_and_retried_when_
     let error = log.flush().unwrap_err();
     assert!(error.to_string().contains("No space left"), "{error}");
 }
+
+#[test]
+fn one_process_writes_a_log_and_an_emptied_head_is_a_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let first = AuditLog::open(AuditOptions::new(&path)).unwrap();
+    // A second writer would fork the chain and cut the first one's records.
+    let second = AuditLog::open(AuditOptions::new(&path)).err().unwrap();
+    assert!(
+        second
+            .to_string()
+            .contains("another process writes this audit log"),
+        "{second}"
+    );
+    drop(first);
+    // Emptying the head file does not hide a cut.
+    std::fs::write(dir.path().join("audit.jsonl.head"), "").unwrap();
+    let error = AuditLog::open(AuditOptions::new(&path)).err().unwrap();
+    assert!(
+        error.to_string().contains("its head file is empty"),
+        "{error}"
+    );
+    assert!(verify(&path, &Expect::default()).is_err());
+}

@@ -46,9 +46,9 @@ impl RemoteTool for McpTool {
             return Err(CallError::new(
                 ErrorKind::Denied,
                 format!(
-                    "{} changed or removed tool {:?} since it was offered, so this call did \
-                     not run; its new definition is offered (and approved) anew from the \
-                     next turn",
+                    "{} changed or removed tool {:?} since it was offered (or its list could \
+                     not be taken again since it changed), so this call did not run; its new \
+                     definition is offered (and approved) anew from the next turn",
                     self.server.spec().label(),
                     self.remote
                 ),

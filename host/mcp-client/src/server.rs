@@ -105,15 +105,19 @@ impl RemoteServer {
 
     /// The version of `tool` (its name on the server) as the server lists
     /// it now: after the server said its list changed, once it is listed
-    /// again (waiting at most `connect_timeout`). `None` if it is gone.
+    /// again (waiting at most `connect_timeout`). `None` if it is gone, or
+    /// if the list could not be taken again since it changed.
     pub async fn current_version(&self, tool: &str) -> Option<String> {
         let listener = &self.inner.listener;
+        let stale = || {
+            listener.changes.load(Ordering::SeqCst) > listener.listed_through.load(Ordering::SeqCst)
+        };
         let deadline = tokio::time::Instant::now() + self.inner.spec.connect_timeout;
-        while listener.changes.load(Ordering::SeqCst)
-            > listener.listed_through.load(Ordering::SeqCst)
-            && tokio::time::Instant::now() < deadline
-        {
+        while stale() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        if stale() {
+            return None;
         }
         self.tools()
             .iter()

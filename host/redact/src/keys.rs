@@ -22,7 +22,12 @@ const SECRET_PARTS: &[&str] = &[
 /// Words that mark a secret when a key has them as a whole word (`auth` in
 /// `x-auth` or `authHeader`, never in `author`; `pass` in `db_pass`, never in
 /// `bypass`).
-const SECRET_WORDS: &[&str] = &["pwd", "pass", "auth", "bearer", "jwt", "otp", "session"];
+const SECRET_WORDS: &[&str] = &[
+    "pwd", "pw", "pass", "auth", "bearer", "jwt", "otp", "totp", "session", "sig",
+];
+
+/// Endings of a key written in one word (`DBPASS`, `rootpw`).
+const SECRET_ENDINGS: &[&str] = &["dbpass", "pwd", "rootpw", "userpass", "adminpass"];
 
 /// Whether values under `key` are secrets: it contains a secret part
 /// (`password`, `token`, `api_key`, `credentials`, ...) or has a secret
@@ -33,7 +38,9 @@ pub fn secret_key(key: &str) -> bool {
         .filter(|c| c.is_alphanumeric())
         .flat_map(char::to_lowercase)
         .collect();
-    if SECRET_PARTS.iter().any(|part| squeezed.contains(part)) {
+    if SECRET_PARTS.iter().any(|part| squeezed.contains(part))
+        || SECRET_ENDINGS.iter().any(|end| squeezed.ends_with(end))
+    {
         return true;
     }
     words(key)

@@ -44,20 +44,31 @@ static SHAPES: LazyLock<Regex> = LazyLock::new(|| {
         r"|\b[sr]k_(?:live|test)_[A-Za-z0-9]{16,}",
         r"|\bhf_[A-Za-z0-9]{30,}",
         r"|\bnpm_[A-Za-z0-9]{36}\b",
+        // Telegram bot tokens and Slack webhook paths.
+        r"|\bbot\d{6,}:[A-Za-z0-9_-]{30,}",
+        r"|/services/T[A-Z0-9]{6,}/B[A-Z0-9]{6,}/[A-Za-z0-9]{16,}",
     ))
     .expect("the credential shapes are a valid expression")
 });
 
 /// A password in a URL's user information: `scheme://user:password@`.
 static URL_PASSWORD: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s:@]*:[^/\s@]*@")
+    // To the last `@` before the path: a password may hold `@`.
+    Regex::new(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s:@]*:[^/\s]*@")
         .expect("the URL password shape is a valid expression")
 });
 
-/// A URL query parameter: `?name=value` or `&name=value`.
+/// A `name=value` pair: a URL's query or fragment parameter, a form body,
+/// a connection string's `password=...`.
 static QUERY_PARAMETER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"([?&;])([A-Za-z0-9_.\-\[\]]+)=([^&#\s\x22']*)")
+    Regex::new(r"(^|[?&;#\s,(])([A-Za-z0-9_.\-\[\]]+)=([^&#\s\x22';]*)")
         .expect("the query parameter shape is a valid expression")
+});
+
+/// A JSON member inside text (JSON in a string): `"name": "value"`.
+static JSON_MEMBER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"("([A-Za-z0-9_.\-]+)\\?"\s*:\s*\\?")((?:[^"\\]|\\[^"])*)"#)
+        .expect("the JSON member shape is a valid expression")
 });
 
 /// `text` with every credential recognised by shape replaced by
@@ -71,6 +82,17 @@ pub fn text(text: &str) -> Cow<'_, str> {
     let password = |c: &regex::Captures| format!("{}{REDACTED}@", &c[1]);
     if let Cow::Owned(owned) = URL_PASSWORD.replace_all(&text, password) {
         text = Cow::Owned(owned);
+    }
+    if text.contains(':') && text.contains('"') {
+        let member = |c: &regex::Captures| match secret_key(&c[2]) && !c[3].is_empty() {
+            true => format!("{}{REDACTED}", &c[1]),
+            false => c[0].to_string(),
+        };
+        if let Cow::Owned(owned) = JSON_MEMBER.replace_all(&text, member)
+            && owned != *text
+        {
+            text = Cow::Owned(owned);
+        }
     }
     if text.contains('=') {
         let parameter = |c: &regex::Captures| match secret_key(&c[2]) && !c[3].is_empty() {
@@ -91,6 +113,15 @@ pub fn text(text: &str) -> Cow<'_, str> {
 pub fn value(value: &mut Value) {
     match value {
         Value::Object(map) => {
+            // A header or setting as a pair: {"name": "Authorization", "value": "..."}.
+            let named_secret = ["name", "key", "header"].iter().any(|field| {
+                map.get(*field)
+                    .and_then(Value::as_str)
+                    .is_some_and(secret_key)
+            });
+            if named_secret && let Some(value) = map.get_mut("value") {
+                *value = Value::String(REDACTED.into());
+            }
             for (key, value) in map.iter_mut() {
                 if secret_key(key) {
                     *value = Value::String(REDACTED.into());

@@ -29,6 +29,10 @@ fn keys_that_name_secrets() {
         "access_key",
         "client_secret",
         "refresh-token",
+        "DBPASS",
+        "pw",
+        "totp",
+        "sig",
     ] {
         assert!(secret_key(key), "{key} is a secret");
     }
@@ -61,6 +65,11 @@ fn values_under_secret_keys_are_redacted_at_any_depth() {
         "otp": "123456",
     });
     super::value(&mut value);
+    let mut pairs = json!({"headers": [{"name": "Authorization", "value": "Token abc"},
+        {"name": "Accept", "value": "text/plain"}]});
+    super::value(&mut pairs);
+    assert_eq!(pairs["headers"][0]["value"], REDACTED);
+    assert_eq!(pairs["headers"][1]["value"], "text/plain");
     assert_eq!(
         value,
         json!({
@@ -114,6 +123,32 @@ fn credentials_by_shape_are_redacted_wherever_they_appear() {
         text("postgres://app:hunter2@db.internal:5432/app"),
         "postgres://[redacted]@db.internal:5432/app"
     );
+    assert_eq!(
+        text("postgres://app:p@ss@db/x"),
+        "postgres://[redacted]@db/x"
+    );
+    assert_eq!(
+        text("host=db user=app password=hunter2 sslmode=require"),
+        "host=db user=app password=[redacted] sslmode=require"
+    );
+    assert_eq!(text("password=x&user=y"), "password=[redacted]&user=y");
+    assert_eq!(
+        text("https://app.example/cb#access_token=abc&state=1"),
+        "https://app.example/cb#access_token=[redacted]&state=1"
+    );
+    assert_eq!(
+        text(r#"{"password":"hunter2","user":"app"}"#),
+        r#"{"password":"[redacted]","user":"app"}"#
+    );
+    assert_eq!(
+        text(r#"body {\"token\": \"abc\"}"#),
+        r#"body {\"token\": \"[redacted]\"}"#
+    );
+    assert!(
+        text("POST /bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/sendMessage")
+            .contains(REDACTED)
+    );
+    assert!(text("/services/T0000000/B0000000/XXXXXXXXXXXXXXXXXXXXXXXX").contains(REDACTED));
     assert_eq!(
         text("GET https://api.example.com/v1?q=rust&api_key=abc123&X-Amz-Signature=f00d#top"),
         "GET https://api.example.com/v1?q=rust&api_key=[redacted]&X-Amz-Signature=[redacted]#top"

@@ -85,7 +85,7 @@ pub(crate) fn http_request(method: &str, scheme: &str, host: &str, port: u16, pa
         "otel.name" = method,
         "otel.kind" = "client",
         "http.request.method" = method,
-        "url.full" = %format_args!("{scheme}://{host}:{port}{path}"),
+        "url.full" = %wasm_agent_redact::text(&format!("{scheme}://{host}:{port}{path}")),
         "server.address" = host,
         "server.port" = port,
         "http.response.status_code" = Empty,

@@ -68,6 +68,9 @@ pub enum OAuthError {
         /// Why it is refused.
         why: String,
     },
+    /// The options cannot describe a resource server.
+    #[error("{0}")]
+    Options(String),
     /// The token is not one this server accepts.
     #[error("invalid token: {0}")]
     Invalid(String),
@@ -97,6 +100,15 @@ impl ResourceServer {
     /// over https (or plain http to loopback).
     pub async fn start(options: OAuthOptions) -> Result<Self, OAuthError> {
         require_secure("the issuer", &options.issuer)?;
+        if options
+            .scopes
+            .iter()
+            .any(|s| s.is_empty() || s.contains(' '))
+        {
+            return Err(OAuthError::Options(
+                "--auth-scope takes one scope, not empty and without spaces".into(),
+            ));
+        }
         let http = reqwest::Client::builder()
             .timeout(FETCH_TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())
@@ -141,11 +153,11 @@ impl ResourceServer {
             .claims;
         // Not refused by the library: a token issued in the future (a clock
         // far off, or one minted to outlive its key's rotation).
-        if let Some(issued) = claims["iat"].as_u64() {
+        if let Some(issued) = claims["iat"].as_f64() {
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs());
-            if issued > now.saturating_add(LEEWAY_SECS) {
+                .map_or(0.0, |d| d.as_secs_f64());
+            if issued > now + LEEWAY_SECS as f64 {
                 return Err(OAuthError::Invalid(
                     "the token was issued in the future (iat)".into(),
                 ));
@@ -224,5 +236,40 @@ fn origin_of(url: &str) -> &str {
     match url[after_scheme..].find('/') {
         Some(at) => &url[..after_scheme + at],
         None => url,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(scopes: &[&str]) -> OAuthOptions {
+        OAuthOptions {
+            issuer: "https://issuer.example.com".into(),
+            audience: "https://tools.example.com/mcp".into(),
+            tenant_claim: None,
+            jwks_url: None,
+            scopes: scopes.iter().map(|s| s.to_string()).collect(),
+            keys_max_age: Duration::from_secs(3600),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_empty_or_spaced_scope_is_refused_before_anything_is_fetched() {
+        for scopes in [&[""][..], &["tools read"]] {
+            let error = ResourceServer::start(options(scopes)).await.unwrap_err();
+            assert!(
+                error.to_string().contains("--auth-scope takes one scope"),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
+    fn scopes_are_granted_by_scope_or_scp_and_only_whole() {
+        let claims = json!({"scope": "openid  tools", "scp": ["admin"]});
+        assert!(grants(&claims, "tools") && grants(&claims, "admin"));
+        assert!(!grants(&claims, "tool") && !grants(&claims, "open"));
+        assert!(!grants(&json!({"scope": 7}), "tools"));
     }
 }

@@ -182,9 +182,9 @@ pub(in crate::runtime) fn last_words(bytes: &[u8]) -> Option<String> {
         .iter()
         .rposition(|l| l.contains("panicked at"))
         .unwrap_or(lines.len().checked_sub(1)?);
-    let words = lines[start..].join(" ");
-    let words: String = words.chars().take(300).collect();
-    Some(crate::text::tool_line(&words))
+    let words: String = lines[start..].join(" ").chars().take(4096).collect();
+    // Redacted before the cut, so that no secret is logged in part.
+    Some(crate::text::tool_line(&words).chars().take(300).collect())
 }
 
 #[cfg(test)]

@@ -35,8 +35,10 @@ impl ToolLog {
             }
             return;
         }
-        let message = shorten(message, MAX_LOG_LINE);
-        let message = crate::text::tool_line(&message);
+        // Redacted before the cut, so that no secret is cut out of its
+        // shape and logged in part (the redaction's input is bounded too).
+        let message = shorten(message, MAX_LOG_LINE * 4);
+        let message = shorten(crate::text::tool_line(&message), MAX_LOG_LINE);
         match level {
             Level::Trace => tracing::trace!(target: "wasm_agent::tool", tool, call_id, "{message}"),
             Level::Debug => tracing::debug!(target: "wasm_agent::tool", tool, call_id, "{message}"),
