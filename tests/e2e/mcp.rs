@@ -502,6 +502,40 @@ async fn a_new_file_never_displaces_another_files_component() {
     assert!(!names.contains(&"json_query".to_string()), "{names:?}");
 }
 
+#[test]
+fn watch_refuses_folders_someone_else_could_write() {
+    let dir = temp_dir();
+    let folder = dir.path().join("tools");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::copy(component("calculator"), folder.join("calc.wasm")).unwrap();
+    let watch =
+        |target: &std::path::Path| run(&["serve", "--stdio", "--tools", &path(target), "--watch"]);
+    let mode = |mode: u32| {
+        std::fs::set_permissions(&folder, std::os::unix::fs::PermissionsExt::from_mode(mode))
+            .unwrap()
+    };
+    mode(0o777);
+    assert_clean_failure(
+        &watch(&folder),
+        2,
+        "group or others may write it (mode 777)",
+    );
+    // A file in such a folder: the folder could swap it.
+    assert_clean_failure(&watch(&folder.join("calc.wasm")), 2, "mode 777");
+    mode(0o700);
+    // Owned by another local user (nobody), as root can arrange.
+    let chowned = std::process::Command::new("chown")
+        .args(["nobody"])
+        .arg(&folder)
+        .status()
+        .is_ok_and(|s| s.success());
+    if chowned {
+        assert_clean_failure(&watch(&folder), 2, "it is owned by another user");
+    } else {
+        eprintln!("chown to nobody is not possible here: the owner check is not run");
+    }
+}
+
 /// Polls `probe` until `done` holds (at most 20 s).
 pub(crate) async fn wait_for<F, Fut, T>(mut probe: F, done: impl Fn(&T) -> bool) -> T
 where

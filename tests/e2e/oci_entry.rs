@@ -219,3 +219,28 @@ fn a_key_named_for_one_tool_binds_that_tool_only_and_overrides_the_default() {
     assert_clean_failure(&output, 2, "does not verify with the key");
     assert!(stderr(&output).contains("other.pub"), "{}", stderr(&output));
 }
+
+#[tokio::test]
+async fn a_watched_file_never_replaces_a_registry_component() {
+    let setup = Setup::new();
+    let reference = setup.push("calc:1", "calculator");
+    let folder = temp_dir();
+    let watched = path(folder.path());
+    let server = serve(&setup, &reference, &["--tools", &watched, "--watch"]);
+    let session = server.session(None).await;
+    server
+        .wait_for_tools(&session, |names| names.iter().any(|n| n == "calculate"))
+        .await;
+    // A file named as the registry's component: it may not take its place.
+    std::fs::copy(component("echo_tool"), folder.path().join("calc.wasm")).unwrap();
+    // A later, unrelated addition shows the watcher has looked meanwhile.
+    std::fs::copy(component("json"), folder.path().join("json.wasm")).unwrap();
+    let names = server
+        .wait_for_tools(&session, |names| names.iter().any(|n| n == "json_query"))
+        .await;
+    assert!(!names.contains(&"echo".to_string()), "{names:?}");
+    let called = server
+        .call_tool(&session, 100, "calculate", json!({"expression": "6*7"}))
+        .await;
+    assert_eq!(called["result"]["content"][0]["text"], "42");
+}

@@ -55,10 +55,18 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     );
     // The first look at the folders comes before loading, so a file that
     // changes meanwhile is loaded again.
-    let watched = args.watch.then(|| {
-        let paths = watched_paths(&args.tools, config.as_ref());
-        Watcher::new(paths, args.host.policy.layer(), config.clone())
-    });
+    let watched = match args.watch {
+        true => {
+            let paths = watched_paths(&args.tools, config.as_ref());
+            crate::watch::check_watchable(&paths)?;
+            Some(Watcher::new(
+                paths,
+                args.host.policy.layer(),
+                config.clone(),
+            ))
+        }
+        false => None,
+    };
     let watched = match watched {
         Some(watcher) => Some(watcher.pinned(Pins::open(&args.host, config.as_ref())?)),
         None => None,

@@ -76,11 +76,13 @@ impl Watcher {
     /// `host`, and tells clients through `changed` after each round that
     /// changed the tool list.
     pub async fn run(self, host: ToolHost, stop: CancellationToken, changed: ToolsChanged) {
+        // A file is known as the source of a component only if that
+        // component was loaded from it (not from a registry, or another file).
         let names = self
             .initial
             .keys()
             .map(|path| (path.clone(), self.component_name(path)))
-            .filter(|(_, name)| is_loaded(&host, name))
+            .filter(|(path, name)| loaded_from(&host, name, path))
             .collect();
         let mut seen = Seen {
             applied: self.initial.clone(),
@@ -118,12 +120,13 @@ impl Watcher {
             if seen.previous.get(path) != Some(stamp) || seen.applied.get(path) == Some(stamp) {
                 continue;
             }
-            // A new version of this file's component, or one loaded at
-            // startup that no other file claims, is replaced; anything else
-            // is loaded beside the rest, or refused if its names clash.
+            // A new version of this file's component, or of one loaded at
+            // startup from this very file, is replaced; anything else is
+            // loaded beside the rest, or refused if its names clash: a file
+            // never replaces a component it did not load (a registry's, a
+            // config alias's of another file, a signed or pinned one).
             let name = self.component_name(path);
-            let replace = seen.names.get(path) == Some(&name)
-                || (!seen.names.values().any(|n| *n == name) && is_loaded(host, &name));
+            let replace = seen.names.get(path) == Some(&name) || loaded_from(host, &name, path);
             if let Some(name) = self.load(host, path, replace).await {
                 seen.names.insert(path.clone(), name);
                 changed = true;
@@ -197,8 +200,56 @@ impl Watcher {
     }
 }
 
-fn is_loaded(host: &ToolHost, component: &str) -> bool {
-    host.tools().iter().any(|t| t.component == component)
+/// Whether `component` is loaded, from the file at `path`.
+fn loaded_from(host: &ToolHost, component: &str, path: &Path) -> bool {
+    host.tools()
+        .iter()
+        .find(|t| t.component == component)
+        .and_then(|t| host.component_of(&t.name))
+        .is_some_and(|identity| Path::new(&*identity.source) == path)
+}
+
+/// Refuses to watch a folder or file that someone else could write to: a
+/// folder (or a file's folder, or the file) owned by another user, or
+/// writable by group or others, would let them replace the tools served.
+pub fn check_watchable(paths: &[PathBuf]) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    for path in paths {
+        let mut places = vec![path.clone()];
+        if !path.is_dir()
+            && let Some(parent) = path.parent()
+        {
+            places.push(if parent.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                parent.to_path_buf()
+            });
+        }
+        for place in places {
+            let Ok(metadata) = std::fs::metadata(&place) else {
+                continue;
+            };
+            let why = if metadata.uid() != me {
+                format!("it is owned by another user (uid {})", metadata.uid())
+            } else if metadata.mode() & 0o022 != 0 {
+                format!(
+                    "group or others may write it (mode {:o})",
+                    metadata.mode() & 0o7777
+                )
+            } else {
+                continue;
+            };
+            anyhow::bail!(
+                "--watch: {} is refused: {why}, so someone else could replace the tools \
+                 served; make it yours and writable by you alone (chown, chmod go-w), or \
+                 serve without --watch",
+                place.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Removes the tools of a component whose file is gone.
