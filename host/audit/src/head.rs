@@ -72,14 +72,7 @@ impl Head {
 
     fn parse(text: &str) -> Option<Self> {
         let (seq, hash) = text.trim().split_once(' ')?;
-        let hash = hash.trim();
-        let hex = hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit());
-        hex.then(|| {
-            Some(Self {
-                seq: seq.parse().ok()?,
-                hash: hash.to_string(),
-            })
-        })?
+        Self::checked(seq.parse().ok()?, hash.trim().to_string())
     }
 
     /// Its line in a head file: always the same length, so that it is

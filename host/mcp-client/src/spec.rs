@@ -76,7 +76,7 @@ impl std::fmt::Debug for Transport {
                 .finish(),
             Transport::Http { url, bearer } => f
                 .debug_struct("Http")
-                .field("url", &shown_url(url))
+                .field("url", &wasm_agent_redact::url(url))
                 .field("bearer", &bearer.as_ref().map(|_| "<redacted>"))
                 .finish(),
         }
@@ -92,25 +92,8 @@ impl Transport {
                     std::iter::once(program.as_str()).chain(args.iter().map(String::as_str));
                 shlex::try_join(words).unwrap_or_else(|_| program.clone())
             }
-            Transport::Http { url, .. } => shown_url(url),
+            Transport::Http { url, .. } => wasm_agent_redact::url(url).into_owned(),
         }
-    }
-}
-
-/// A URL as messages show it: without user information, query and
-/// fragment, where credentials tend to be. Parsed as the HTTP client parses
-/// it (the WHATWG URL rules of the `url` crate), so what is shown is where
-/// it connects.
-fn shown_url(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut parsed) => {
-            let _ = parsed.set_username("");
-            let _ = parsed.set_password(None);
-            parsed.set_query(None);
-            parsed.set_fragment(None);
-            parsed.to_string()
-        }
-        Err(_) => "(a URL that does not parse)".into(),
     }
 }
 
