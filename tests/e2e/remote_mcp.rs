@@ -340,31 +340,28 @@ async fn a_server_that_never_answers_initialize_is_given_up_on_at_its_connect_ti
     assert!(started.elapsed().as_secs() < 20, "{:?}", started.elapsed());
 }
 
+/// The first tool call's record of a run in which the model calls
+/// `weather` of the Python server once, with `extra` flags.
+async fn weather_once(extra: &[&str]) -> Value {
+    let provider = ProviderServer::start(vec![
+        openai::tool_calls(&[("c1", "weather", r#"{"city": "Oslo"}"#)]),
+        openai::text("Done."),
+    ])
+    .await;
+    let server = py_server();
+    let mut args = vec!["--mcp", &*server];
+    args.extend(extra);
+    let (result, _) = run_json(&provider, &args).await;
+    result["tool_calls"][0].clone()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_servers_annotations_spare_approval_only_when_trusted() {
     // `weather` says it is read-only and reaches no open world.
-    let provider = ProviderServer::start(vec![
-        openai::tool_calls(&[("c1", "weather", r#"{"city": "Oslo"}"#)]),
-        openai::text("Done."),
-    ])
-    .await;
-    let (result, _) = run_json(&provider, &["--mcp", &py_server()]).await;
-    let call = &result["tool_calls"][0];
-    assert_eq!(call["error"]["kind"], "denied", "{result}");
-    let provider = ProviderServer::start(vec![
-        openai::tool_calls(&[("c1", "weather", r#"{"city": "Oslo"}"#)]),
-        openai::text("Done."),
-    ])
-    .await;
-    let (result, _) = run_json(
-        &provider,
-        &["--mcp", &py_server(), "--mcp-trust-annotations"],
-    )
-    .await;
-    assert_eq!(
-        result["tool_calls"][0]["content"], "Oslo: sunny, 21 C",
-        "{result}"
-    );
+    let untrusted = weather_once(&[]).await;
+    assert_eq!(untrusted["error"]["kind"], "denied", "{untrusted}");
+    let trusted = weather_once(&["--mcp-trust-annotations"]).await;
+    assert_eq!(trusted["content"], "Oslo: sunny, 21 C", "{trusted}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
