@@ -32,6 +32,7 @@ mod notebook;
 mod oauth;
 mod oci;
 mod oci_entry;
+mod oci_hostile;
 mod oci_trust;
 mod otlp;
 mod otlp_receiver;

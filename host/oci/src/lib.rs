@@ -14,6 +14,7 @@ mod pull;
 mod reference;
 mod signature;
 mod store;
+mod wire;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -85,7 +86,8 @@ pub enum RegistryError {
     },
     /// A blob or manifest is larger than allowed.
     #[error(
-        "{reference}: {what} is {size} bytes, over the {limit}-byte limit (--max-component-size)"
+        "{reference}: {what} is over the {limit}-byte limit {of} ({size} bytes declared or \
+         received)"
     )]
     TooLarge {
         /// The reference.
@@ -96,6 +98,8 @@ pub enum RegistryError {
         size: u64,
         /// The limit.
         limit: u64,
+        /// Which limit: `(--max-component-size)`, `of a manifest`, ...
+        of: &'static str,
     },
     /// Content that does not match the digest that names it.
     #[error("{what}: content is {actual}, but {expected} was expected")]
@@ -116,6 +120,15 @@ pub enum RegistryError {
         pinned: Digest,
         /// What the reference names now.
         actual: Digest,
+    },
+    /// The registry tried to send the host where registries may not (a
+    /// redirect or token realm to a non-public address, or over plain HTTP).
+    #[error("{reference}: the registry tried to send the host where it may not go: {reason}")]
+    Refused {
+        /// The reference.
+        reference: String,
+        /// Which URL or address, and which rule.
+        reason: String,
     },
     /// The registry did not finish in time.
     #[error(

@@ -5,15 +5,18 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use futures::StreamExt;
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use oci_client::client::{ClientConfig, ClientProtocol};
-use oci_client::errors::{DigestError, OciDistributionError, OciErrorCode};
+use oci_client::errors::{OciDistributionError, OciErrorCode};
 
 use crate::credentials::Credentials;
 use crate::digest::Digest;
 use crate::layout::{self, Blob, MANIFEST_TYPES, MAX_MANIFEST};
 use crate::reference::{ComponentRef, host_of};
 use crate::store::Store;
+use crate::wire::{self, Wire};
 use crate::{RegistryError, shorten};
 
 /// The default cap on a component's size.
@@ -67,6 +70,7 @@ pub struct Registry {
     options: RegistryOptions,
     client: oci_client::Client,
     store: Store,
+    wires: tokio::sync::Mutex<HashMap<String, Arc<Wire>>>,
 }
 
 impl Registry {
@@ -95,6 +99,7 @@ impl Registry {
             store: Store::new(&options.store),
             options,
             client,
+            wires: Default::default(),
         })
     }
 
@@ -195,37 +200,52 @@ impl Registry {
         if self.options.offline {
             return Err(self.not_stored(reference));
         }
-        let auth = Credentials::for_registry(&reference.registry)?.to_auth();
-        let (bytes, digest) = self
-            .client
-            .pull_manifest_raw(&reference.to_oci(), &auth, MANIFEST_TYPES)
+        let wire = self.wire(&reference.registry).await?;
+        let text = reference.to_string();
+        let name = match (&reference.digest, &reference.tag) {
+            (Some(digest), _) => digest.to_string(),
+            (None, Some(tag)) => tag.clone(),
+            (None, None) => unreachable!("a parsed reference has a tag or a digest"),
+        };
+        let response = wire
+            .get(
+                &text,
+                &reference.repository,
+                &format!("manifests/{name}"),
+                &MANIFEST_TYPES.join(", "),
+            )
+            .await?;
+        let claimed = match response.headers().get("docker-content-digest") {
+            Some(header) => Some(
+                header
+                    .to_str()
+                    .ok()
+                    .and_then(|h| h.parse::<Digest>().ok())
+                    .ok_or_else(|| RegistryError::Registry {
+                        reference: text.clone(),
+                        reason:
+                            "the manifest's Docker-Content-Digest header is not a sha256 digest"
+                                .into(),
+                    })?,
+            ),
+            None => None,
+        };
+        let bytes = wire::read_capped(response, MAX_MANIFEST)
             .await
-            .map_err(|e| self.registry_error(reference, e))?;
-        let claimed: Digest = digest.parse().map_err(|e| RegistryError::Registry {
-            reference: reference.to_string(),
-            reason: format!("the manifest's digest header: {e}"),
-        })?;
-        // oci-client checks a digest the reference names; check it again,
-        // and that the header tells the truth.
+            .map_err(|e| self.read_error(&wire, reference, e, "the manifest", MAX_MANIFEST))?;
+        // The content must be what the reference names, and what the
+        // registry's header says it is.
         let actual = Digest::of(&bytes);
-        let expected = reference.digest.unwrap_or(claimed);
-        if actual != expected || actual != claimed {
+        let expected = reference.digest.or(claimed).unwrap_or(actual);
+        if actual != expected || claimed.is_some_and(|c| c != actual) {
             return Err(RegistryError::WrongContent {
                 what: format!("{reference}: the manifest"),
-                expected,
+                expected: claimed.filter(|c| *c != actual).unwrap_or(expected),
                 actual,
             });
         }
-        if bytes.len() as u64 > MAX_MANIFEST {
-            return Err(RegistryError::TooLarge {
-                reference: reference.to_string(),
-                what: "the manifest",
-                size: bytes.len() as u64,
-                limit: MAX_MANIFEST,
-            });
-        }
         self.store.write_small(&bytes)?;
-        Ok((actual, bytes.to_vec()))
+        Ok((actual, bytes))
     }
 
     /// A blob in the store, downloaded (at most `limit` bytes, checked
@@ -244,28 +264,21 @@ impl Registry {
         if self.options.offline {
             return Err(self.not_stored(reference));
         }
-        let too_large = |size| RegistryError::TooLarge {
-            reference: reference.to_string(),
-            what,
-            size,
-            limit,
-        };
+        let too_large = |size| too_large(reference, what, size, limit);
         if blob.size > limit {
             return Err(too_large(blob.size));
         }
-        let auth = Credentials::for_registry(&reference.registry)?.to_auth();
-        let oci = reference.to_oci();
-        self.client
-            .store_auth_if_needed(oci.resolve_registry(), &auth)
-            .await;
+        let wire = self.wire(&reference.registry).await?;
         // By digest alone: a descriptor's `urls` would send the host elsewhere.
-        let digest = blob.digest.to_string();
-        let mut stream = self
-            .client
-            .pull_blob_stream(&oci, digest.as_str())
-            .await
-            .map_err(|e| self.registry_error(reference, e))?;
-        if let Some(length) = stream.content_length
+        let mut response = wire
+            .get(
+                &reference.to_string(),
+                &reference.repository,
+                &format!("blobs/{}", blob.digest),
+                "*/*",
+            )
+            .await?;
+        if let Some(length) = response.content_length()
             && length > limit
         {
             return Err(too_large(length));
@@ -276,14 +289,9 @@ impl Registry {
             expected,
             actual,
         };
-        while let Some(piece) = stream.stream.next().await {
-            let piece = piece.map_err(|e| match verification_failure(&e) {
-                Some((expected, actual)) => wrong_content(expected, actual),
-                None => RegistryError::Unreachable {
-                    reference: reference.to_string(),
-                    reason: format!("the download of {what} broke off: {}", chain(&e)),
-                },
-            })?;
+        while let Some(piece) = response.chunk().await.map_err(|e| {
+            self.read_error(&wire, reference, wire::ReadError::Broken(e), what, limit)
+        })? {
             writer.write(&piece)?;
             if writer.written() > limit {
                 return Err(too_large(writer.written()));
@@ -304,6 +312,44 @@ impl Registry {
             } => wrong_content(expected, actual),
             other => other,
         })
+    }
+
+    /// The client for `registry`, made once per registry.
+    pub(crate) async fn wire(&self, registry: &str) -> Result<Arc<Wire>, RegistryError> {
+        let mut wires = self.wires.lock().await;
+        if let Some(wire) = wires.get(registry) {
+            return Ok(wire.clone());
+        }
+        let credentials = Credentials::for_registry(registry)?;
+        let insecure = self.options.insecure.iter().any(|r| r == registry);
+        let wire = Wire::new(registry, insecure, self.options.timeout, credentials)
+            .await
+            .map_err(|e| RegistryError::Unreachable {
+                reference: registry.to_string(),
+                reason: wire::describe(&e),
+            })?;
+        let wire = Arc::new(wire);
+        wires.insert(registry.to_string(), wire.clone());
+        Ok(wire)
+    }
+
+    /// A capped read that stopped, as the host's error.
+    fn read_error(
+        &self,
+        wire: &Wire,
+        reference: &ComponentRef,
+        error: wire::ReadError,
+        what: &'static str,
+        limit: u64,
+    ) -> RegistryError {
+        match error {
+            wire::ReadError::TooLarge(size) => too_large(reference, what, size, limit),
+            wire::ReadError::Broken(e) if !e.is_timeout() => RegistryError::Unreachable {
+                reference: reference.to_string(),
+                reason: format!("the download of {what} broke off: {}", wire::describe(&e)),
+            },
+            wire::ReadError::Broken(e) => wire.request_error(&reference.to_string(), &e),
+        }
     }
 
     pub(crate) fn not_stored(&self, reference: &ComponentRef) -> RegistryError {
@@ -412,21 +458,25 @@ pub(crate) fn chain(error: &dyn std::error::Error) -> String {
     text
 }
 
+/// `what` is over `limit`, naming which limit it is.
+fn too_large(reference: &ComponentRef, what: &'static str, size: u64, limit: u64) -> RegistryError {
+    RegistryError::TooLarge {
+        reference: reference.to_string(),
+        what,
+        size,
+        limit,
+        of: match what {
+            "the component" => "(--max-component-size)",
+            "the manifest" => "of a manifest",
+            _ => "of a signature payload",
+        },
+    }
+}
+
 /// `localhost`, 127.0.0.0/8 or ::1.
 fn is_loopback(host: &str) -> bool {
     host.eq_ignore_ascii_case("localhost")
         || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
-
-/// The digests of a download that oci-client found to be other content than
-/// it was asked for.
-fn verification_failure(error: &std::io::Error) -> Option<(Digest, Digest)> {
-    match error.get_ref()?.downcast_ref::<DigestError>()? {
-        DigestError::VerificationError { expected, actual } => {
-            Some((expected.parse().ok()?, actual.parse().ok()?))
-        }
-        _ => None,
-    }
 }
 
 #[cfg(test)]

@@ -15,7 +15,6 @@ use p256::ecdsa::{DerSignature, Signature};
 use p256::pkcs8::{DecodePrivateKey, DecodePublicKey};
 use serde_json::{Value, json};
 
-use crate::credentials::Credentials;
 use crate::digest::Digest;
 use crate::layout::{self, Blob};
 use crate::pull::{Pulled, Registry};
@@ -358,7 +357,16 @@ impl Registry {
             .within_deadline(reference, self.manifest(reference))
             .await?;
         let signatures = reference.with_tag(signature_tag(&manifest));
-        let auth = Credentials::for_registry(&reference.registry)?.to_auth();
+        // Credentials for oci-client's push: a token got under the address
+        // rules, so its own token flow never sends them to a realm.
+        let wire = self.wire(&reference.registry).await?;
+        let auth = self
+            .within_deadline(
+                &signatures,
+                wire.push_credentials(&signatures.to_string(), &reference.repository),
+            )
+            .await?
+            .to_auth();
         // Signatures already there are kept: fetch their payloads to push
         // them again with the new one.
         let mut layers = Vec::new();

@@ -6,6 +6,7 @@
 
 #![warn(missing_docs)]
 
+mod address;
 mod ask;
 mod config;
 mod dirs;
@@ -24,6 +25,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use address::{address_kind, is_public};
 pub use ask::AskGrant;
 pub use config::{ComponentLocation, ConfigError, ConfigFile, ToolConfig, VerifyConfig};
 pub use dirs::{DirGrant, DirMode, FolderId};
