@@ -17,6 +17,7 @@ mod code_mode_task;
 mod common;
 mod concurrency;
 mod entries;
+mod fair_use;
 mod grants;
 mod hardening;
 mod hardening_cli;

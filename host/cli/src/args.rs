@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 
 use super::new::Lang;
 use wasm_agent::agent::config::AgentConfig;
+use wasm_agent::budget::{DEFAULT_REQUEST_CALLS, DEFAULT_REQUEST_RUNS, RequestBudget};
 use wasm_agent::policy::{ByteSize, ConfigError, ConfigFile};
 
 mod policy;
@@ -229,6 +230,15 @@ pub struct ServeArgs {
     /// stream (its tool state goes with it).
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_session_idle)]
     pub session_idle: Duration,
+    /// Calls one tenant may have in flight at once (default: three quarters
+    /// of --max-concurrency); more are refused as rate_limited, so no tenant
+    /// takes every call slot. Calls without a tenant are not bound by it.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_tenant_calls: Option<u32>,
+    /// HTTP: sessions one tenant may hold open (default 768 of the 1024 a
+    /// server holds); more are refused with 429.
+    #[arg(long, value_name = "N", default_value = "768", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_tenant_sessions: u32,
     /// Where results of tools with a cache_ttl ([calls.NAME]) are
     /// kept: memory: (default) or redis://HOST:PORT[/DB], shared by
     /// replicas. Calls go on uncached, with a warning, while Redis is down.
@@ -335,6 +345,14 @@ pub struct HostFlags {
     /// Sandboxed calls that may run at once; more wait their turn.
     #[arg(long, value_name = "N")]
     pub max_concurrency: Option<u32>,
+    /// Tool calls one request (a `call`, an MCP tools/call, a `run`) may
+    /// cause in all, by tools calling tools and delegated agents included.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_REQUEST_CALLS,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_request_calls: u32,
+    /// Delegated agent runs one request may cause in all.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_REQUEST_RUNS)]
+    pub max_request_runs: u32,
     /// Instances tools with --keep-instance may keep between calls, in all
     /// (default 16).
     #[arg(long, value_name = "N")]
@@ -385,6 +403,11 @@ pub struct RegistryFlags {
 }
 
 impl HostFlags {
+    /// A fresh budget for one request, as the flags set it.
+    pub fn request_budget(&self) -> RequestBudget {
+        RequestBudget::new(self.max_request_calls, self.max_request_runs)
+    }
+
     /// The config file named by `--config`, parsed and checked (its
     /// `[agent]` section too, whatever the command).
     pub fn load_config(&self) -> Result<Option<ConfigFile>, ConfigError> {

@@ -38,7 +38,10 @@ pub async fn call(args: CallArgs) -> anyhow::Result<ExitCode> {
     // Questions (approvals, `ask` grants) go to the user at the terminal.
     let answers = SessionAnswers::new(host.ask.wait, host.ask.offer_session);
     let asking = Asking::new(Arc::new(terminal::TerminalAsker::new()), Arc::new(answers));
-    let mut context = CallContext::new().session(session).asking(asking);
+    let mut context = CallContext::new()
+        .session(session)
+        .asking(asking)
+        .budget(host.request_budget());
     context.user_id = user;
     context.tenant_id = tenant;
     if let Some(metadata) = metadata {

@@ -100,7 +100,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let context = || {
         let mut context = CallContext::new()
             .session(session.clone())
-            .asking(Asking::new(asker.clone(), answers.clone()));
+            .asking(Asking::new(asker.clone(), answers.clone()))
+            .budget(args.host.request_budget());
         context.user_id = args.user.clone();
         context.tenant_id = args.tenant.clone();
         context

@@ -8,6 +8,7 @@ use anyhow::{Context, bail};
 use tokio::net::TcpListener;
 use wasm_agent::agent::ApproveTools;
 use wasm_agent::agent::config::call_settings;
+use wasm_agent::host::DEFAULT_CONCURRENCY;
 use wasm_agent::mcp::{self, HttpOptions, McpServer, McpServerBuilder};
 use wasm_agent::metrics::{MeteredCache, MeteredStore, Metrics};
 use wasm_agent::policy::{ComponentLocation, ConfigError, ConfigFile};
@@ -186,12 +187,23 @@ async fn serve_on(
                 origins: args.origins.clone(),
                 max_body: usize::try_from(args.max_body.0).unwrap_or(usize::MAX),
                 idle_session: args.session_idle,
+                max_tenant_sessions: args.max_tenant_sessions as usize,
                 ..admission
             };
             mcp::serve_http(server, listener, options, shutdown).await;
         }
     }
     Ok(())
+}
+
+/// Calls one tenant may have in flight: `--max-tenant-calls`, else three
+/// quarters of the call slots.
+fn tenant_calls(args: &ServeArgs) -> usize {
+    let slots = args.host.max_concurrency.unwrap_or(DEFAULT_CONCURRENCY);
+    match args.max_tenant_calls {
+        Some(calls) => calls as usize,
+        None => (slots as usize * 3 / 4).max(1),
+    }
 }
 
 /// The server's settings, with the per-tool call settings of
@@ -205,7 +217,9 @@ fn server_builder(
         .load_wait(args.load_wait)
         .approval_handler(Arc::new(ApproveTools::named(args.approve.iter().cloned())))
         .ask_wait(args.host.ask.wait)
-        .offer_session_approval(args.host.ask.offer_session);
+        .offer_session_approval(args.host.ask.offer_session)
+        .tenant_calls(Some(tenant_calls(args)))
+        .request_budget(args.host.max_request_calls, args.host.max_request_runs);
     if let Some(config) = config {
         for (tool, settings) in call_settings(config)? {
             builder = builder.call_settings(tool, settings);

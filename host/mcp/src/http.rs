@@ -60,6 +60,7 @@ pub async fn serve_http(
         server,
         rmcp,
         options.max_sessions,
+        options.max_tenant_sessions,
         options.max_body,
         options.idle_session,
     ));

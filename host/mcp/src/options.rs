@@ -31,6 +31,9 @@ pub struct HttpOptions {
     pub max_body: usize,
     /// New sessions are refused (503) while this many are open.
     pub max_sessions: usize,
+    /// New sessions of a tenant are refused (429) while it holds this many
+    /// (identities without a tenant are bound by `max_sessions` alone).
+    pub max_tenant_sessions: usize,
     /// Connections beyond this many wait to be accepted.
     pub max_connections: usize,
     /// A session with no request and no open stream for this long is
@@ -51,6 +54,7 @@ impl Default for HttpOptions {
             origins: Vec::new(),
             max_body: 4 << 20,
             max_sessions: 1024,
+            max_tenant_sessions: 768,
             max_connections: 4096,
             idle_session: Duration::from_secs(300),
             metrics: None,

@@ -26,6 +26,7 @@ use wasm_agent_pipeline::{
 };
 use wasm_agent_sandbox::approval::{Approval, ApprovalHandler};
 use wasm_agent_sandbox::ask::{Asker, Asking, DEFAULT_WAIT, SessionAnswers};
+use wasm_agent_sandbox::budget::{DEFAULT_REQUEST_CALLS, DEFAULT_REQUEST_RUNS, RequestBudget};
 use wasm_agent_sandbox::context::CallContext;
 use wasm_agent_sandbox::host::ToolHost;
 use wasm_agent_sandbox::result::ErrorKind;
@@ -92,6 +93,8 @@ pub(crate) struct Shared {
     offer_session: bool,
     /// Calls in flight, for a graceful stop.
     drain: Drain,
+    /// Calls and delegated runs one `tools/call` may cause.
+    request_budget: (u32, u32),
 }
 
 /// Tells the clients of an [`McpServer`] that its tool list changed; cheap to
@@ -145,9 +148,18 @@ pub struct McpServerBuilder {
     pipeline: PipelineBuilder,
     ask_wait: Duration,
     offer_session: bool,
+    request_budget: (u32, u32),
 }
 
 impl McpServerBuilder {
+    /// Calls and delegated runs one `tools/call` may cause, by tools calling
+    /// tools and agents they delegate to (default
+    /// [`DEFAULT_REQUEST_CALLS`], [`DEFAULT_REQUEST_RUNS`]).
+    pub fn request_budget(mut self, calls: u32, runs: u32) -> Self {
+        self.request_budget = (calls, runs);
+        self
+    }
+
     /// The call settings of `tool` (approval, result cache), as every entry
     /// point applies them (default: none).
     pub fn call_settings(mut self, tool: impl Into<String>, settings: CallSettings) -> Self {
@@ -181,6 +193,13 @@ impl McpServerBuilder {
     /// other clients are refused.
     pub fn approval_handler(mut self, handler: Arc<dyn ApprovalHandler>) -> Self {
         self.pipeline = self.pipeline.approval_handler(handler);
+        self
+    }
+
+    /// At most `calls` calls of one tenant in flight at once; more are
+    /// refused as `rate_limited` (see `PipelineBuilder::tenant_calls`).
+    pub fn tenant_calls(mut self, calls: Option<usize>) -> Self {
+        self.pipeline = self.pipeline.tenant_calls(calls);
         self
     }
 
@@ -247,6 +266,7 @@ impl McpServerBuilder {
             drain: Drain::default(),
             ask_wait: self.ask_wait,
             offer_session: self.offer_session,
+            request_budget: self.request_budget,
         }))
     }
 }
@@ -265,6 +285,7 @@ impl McpServer {
             pipeline: Pipeline::builder(),
             ask_wait: DEFAULT_WAIT,
             offer_session: false,
+            request_budget: (DEFAULT_REQUEST_CALLS, DEFAULT_REQUEST_RUNS),
         }
     }
 
@@ -449,9 +470,11 @@ impl McpServer {
             self.shared.callable.clone(),
             request_id.clone(),
         );
+        let (calls, runs) = self.shared.request_budget;
         let mut context = CallContext::new()
             .session(session_id.to_string())
-            .tool_caller(Arc::new(caller));
+            .tool_caller(Arc::new(caller))
+            .budget(RequestBudget::new(calls, runs));
         context.user_id = identity.principal.clone();
         context.tenant_id = identity.tenant.clone();
         context.cancellation = cancellation;

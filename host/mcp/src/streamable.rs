@@ -51,6 +51,8 @@ pub(crate) struct Sessions {
     server: McpServer,
     open: Mutex<HashMap<Arc<str>, Arc<Session>>>,
     max_sessions: usize,
+    /// Sessions one tenant may hold open.
+    max_tenant_sessions: usize,
     max_body: usize,
     /// A session with no request and no open stream for this long is closed.
     idle: Duration,
@@ -84,6 +86,7 @@ impl Sessions {
         server: McpServer,
         rmcp: StreamableHttpService<McpServer, LocalSessionManager>,
         max_sessions: usize,
+        max_tenant_sessions: usize,
         max_body: usize,
         idle: Duration,
     ) -> Self {
@@ -92,6 +95,7 @@ impl Sessions {
             server,
             open: Mutex::default(),
             max_sessions,
+            max_tenant_sessions,
             max_body,
             idle,
             rmcp,
@@ -234,7 +238,7 @@ impl Sessions {
             .requests
             .notified("notifications/initialized", "{}", &session.notifier());
         let mut open = self.lock();
-        if open.len() >= self.max_sessions {
+        if self.no_room(&open, identity).is_some() {
             return None;
         }
         // Two requests taking it up at once end up in one session.
@@ -312,8 +316,8 @@ impl Sessions {
         if self.is_closing() {
             return plain(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping");
         }
-        if self.lock().len() >= self.max_sessions {
-            return too_many_sessions();
+        if let Some(refusal) = self.no_room(&self.lock(), &identity) {
+            return refusal;
         }
         let session_id: Arc<str> = uuid::Uuid::new_v4().simple().to_string().into();
         let requests = Dispatcher::new(self.server.for_client(&session_id, identity.clone()));
@@ -345,14 +349,44 @@ impl Sessions {
             }
             let session = Arc::new(Session::new(identity, requests, self.now(), self.started));
             let mut open = self.lock();
-            if open.len() >= self.max_sessions {
-                return too_many_sessions();
+            if let Some(refusal) = self.no_room(&open, &session.identity) {
+                return refusal;
             }
             let header = HeaderValue::from_str(&session_id).expect("hex is a valid header");
             response.headers_mut().insert(SESSION_ID, header);
             open.insert(session_id, session);
         }
         response
+    }
+
+    /// Why `identity` may not open one more session, if it may not: the
+    /// server holds all it may, or its tenant does.
+    fn no_room(
+        &self,
+        open: &HashMap<Arc<str>, Arc<Session>>,
+        identity: &Identity,
+    ) -> Option<Response<Body>> {
+        if open.len() >= self.max_sessions {
+            return Some(too_many_sessions());
+        }
+        let tenant = identity.tenant.as_deref()?;
+        let held = open
+            .values()
+            .filter(|s| s.identity.tenant.as_deref() == Some(tenant))
+            .count();
+        (held >= self.max_tenant_sessions).then(|| {
+            let mut refusal = plain(
+                StatusCode::TOO_MANY_REQUESTS,
+                &format!(
+                    "tenant {tenant:?} holds {held} open MCP sessions, as many as one tenant may \
+                     (--max-tenant-sessions); close one (DELETE) or try again later"
+                ),
+            );
+            refusal
+                .headers_mut()
+                .insert("retry-after", HeaderValue::from_static("5"));
+            refusal
+        })
     }
 
     fn now(&self) -> u64 {

@@ -39,6 +39,7 @@
 
 #![warn(missing_docs)]
 
+mod admit;
 pub mod approve;
 mod audit;
 mod cache;
@@ -111,6 +112,7 @@ pub struct PipelineBuilder {
     cache: Arc<dyn ResultCache>,
     extra: Vec<Arc<dyn Layer>>,
     progress_every: std::time::Duration,
+    tenant_calls: Option<usize>,
 }
 
 impl Default for PipelineBuilder {
@@ -121,6 +123,7 @@ impl Default for PipelineBuilder {
             cache: Arc::new(MemoryCache::new(1024)),
             extra: Vec::new(),
             progress_every: PROGRESS_EVERY,
+            tenant_calls: None,
         }
     }
 }
@@ -164,6 +167,14 @@ impl PipelineBuilder {
         self
     }
 
+    /// At most `calls` calls of one tenant in flight at once (calls made
+    /// for them by tools and delegated runs not counted again); more are
+    /// refused as `rate_limited`. Calls without a tenant are not bounded.
+    pub fn tenant_calls(mut self, calls: Option<usize>) -> Self {
+        self.tenant_calls = calls;
+        self
+    }
+
     /// The pipeline.
     pub fn build(self) -> Pipeline {
         let mut layers: Vec<Arc<dyn Layer>> = vec![
@@ -171,6 +182,10 @@ impl PipelineBuilder {
                 auditor: self.auditor,
             }),
             Arc::new(check::Check),
+            Arc::new(admit::Admit {
+                per_tenant: self.tenant_calls,
+                in_flight: Arc::default(),
+            }),
         ];
         layers.extend(self.extra);
         layers.push(Arc::new(approve::Approve {

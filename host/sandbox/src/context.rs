@@ -7,6 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ask::Asking;
 use crate::bindings::types;
+use crate::budget::RequestBudget;
 use crate::result::CallError;
 pub use crate::result::ToolOutput;
 use crate::tool::ToolInfo;
@@ -43,6 +44,9 @@ pub struct CallContext {
     /// (and, at the entry point, about calls that need approval); nobody
     /// when `None`, so those stay denied.
     pub(crate) asking: Option<Asking>,
+    /// What the root request this call serves may still cause; shared by
+    /// every context made from this one.
+    pub(crate) budget: Arc<RequestBudget>,
 }
 
 /// Runs the calls sandboxed tools make of other tools (`host.call-tool`),
@@ -119,6 +123,7 @@ impl Default for CallContext {
             tool_call_depth: 0,
             tool_caller: None,
             asking: None,
+            budget: Arc::default(),
         }
     }
 }
@@ -178,6 +183,18 @@ impl CallContext {
     pub fn asking(mut self, asking: Asking) -> Self {
         self.asking = Some(asking);
         self
+    }
+
+    /// Makes this the root of a request with `budget` (contexts made from
+    /// it share it); a new context has [`RequestBudget::default`].
+    pub fn budget(mut self, budget: RequestBudget) -> Self {
+        self.budget = Arc::new(budget);
+        self
+    }
+
+    /// The budget of the root request this call serves.
+    pub fn request_budget(&self) -> &RequestBudget {
+        &self.budget
     }
 
     /// Who this call's questions go to, if anyone.

@@ -24,6 +24,7 @@
 pub mod approval;
 pub mod ask;
 mod bindings;
+pub mod budget;
 pub mod context;
 pub mod events;
 pub mod host;

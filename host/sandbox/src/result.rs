@@ -100,6 +100,9 @@ pub enum ErrorKind {
     StoreUnavailable,
     /// The audit trail cannot be written and fails closed, so no call runs.
     AuditUnavailable,
+    /// The caller is over a limit of calls at once or per time; it may try
+    /// again later.
+    RateLimited,
 }
 
 impl ErrorKind {
@@ -120,6 +123,7 @@ impl ErrorKind {
             ErrorKind::Denied => "denied",
             ErrorKind::StoreUnavailable => "store_unavailable",
             ErrorKind::AuditUnavailable => "audit_unavailable",
+            ErrorKind::RateLimited => "rate_limited",
         }
     }
 }

@@ -39,7 +39,7 @@
 pub use wasm_agent_policy as policy;
 pub use wasm_agent_sandbox::runtime as sandbox;
 pub use wasm_agent_sandbox::{
-    approval, ask, context, events, host, registry, report, result, specs, text,
+    approval, ask, budget, context, events, host, registry, report, result, specs, text,
 };
 
 pub mod cache;
