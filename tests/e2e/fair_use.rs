@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use crate::common::{component, temp_dir};
 use crate::entries::{ENTRIES, Request, call_through};
+use crate::identity::tokens_file;
 use crate::mcp::{Server, initialize, path};
 use crate::polyglot::polyglot;
 
@@ -53,26 +53,6 @@ async fn a_request_cannot_fan_out_past_its_budget_in_any_entry_point() {
     }
 }
 
-/// Tokens for alice and bob of tenant acme, and carol of globex.
-fn tokens_file(dir: &std::path::Path) -> String {
-    let entry = |token: &str, principal: &str, tenant: &str| {
-        let digest = hex::encode(Sha256::digest(token.as_bytes()));
-        format!(
-            "[[tokens]]\nsha256 = \"{digest}\"\nprincipal = \"{principal}\"\n\
-             tenant = \"{tenant}\"\n\n"
-        )
-    };
-    let text = [
-        entry("alice-token", "alice", "acme"),
-        entry("bob-token", "bob", "acme"),
-        entry("carol-token", "carol", "globex"),
-    ]
-    .concat();
-    let file = dir.join("tokens.toml");
-    std::fs::write(&file, text).unwrap();
-    path(&file)
-}
-
 fn result_of(answer: &Value) -> (bool, String, Option<String>) {
     let result = &answer["result"];
     (
@@ -90,7 +70,7 @@ fn result_of(answer: &Value) -> (bool, String, Option<String>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_tenant_cannot_take_every_call_slot() {
     let dir = temp_dir();
-    let tokens = tokens_file(dir.path());
+    let tokens = path(&tokens_file(dir.path()));
     let fixture = path(&component("fixture_tool"));
     let server = Server::start(&[
         "--tools",
@@ -143,7 +123,7 @@ async fn one_tenant_cannot_take_every_call_slot() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_tenant_cannot_take_every_session() {
     let dir = temp_dir();
-    let tokens = tokens_file(dir.path());
+    let tokens = path(&tokens_file(dir.path()));
     let fixture = path(&component("fixture_tool"));
     let server = Server::start(&[
         "--tools",

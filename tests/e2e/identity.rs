@@ -15,7 +15,9 @@ const META_2026: &str = r#"{
     "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"}
 }"#;
 
-fn tokens_file(dir: &std::path::Path) -> std::path::PathBuf {
+/// Tokens for alice and bob of tenant acme, and alice of globex
+/// (`carol-token`).
+pub(crate) fn tokens_file(dir: &std::path::Path) -> std::path::PathBuf {
     let entry = |token: &str, principal: &str, tenant: &str| {
         let digest = hex::encode(Sha256::digest(token.as_bytes()));
         format!(
