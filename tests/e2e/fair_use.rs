@@ -154,3 +154,102 @@ async fn one_tenant_cannot_take_every_session() {
     // Another tenant still opens one.
     server.session(Some("carol-token")).await;
 }
+
+/// `call fixture TOOL ARGS` as `user` of `tenant` in `session`, on the
+/// SQLite store `store`, with `limits` as flags.
+fn state_call(
+    store: &str,
+    (tenant, user, session): (&str, &str, &str),
+    tool: &str,
+    arguments: Value,
+    limits: &[&str],
+) -> std::process::Output {
+    let fixture = path(&component("fixture_tool"));
+    let mut args = vec!["call", &fixture, tool];
+    let arguments = arguments.to_string();
+    args.push(&arguments);
+    args.extend(["--store", store, "--tenant", tenant, "--user", user]);
+    args.extend(["--session", session]);
+    args.extend(limits);
+    crate::common::run(&args)
+}
+
+#[test]
+fn state_is_bounded_per_principal_and_tenant_and_idle_sessions_are_collected() {
+    let dir = temp_dir();
+    let store = format!("sqlite:{}", path(&dir.path().join("sessions.db")));
+    // Each entry is the key "k" and the JSON text "xxxxxxxxxx" with its
+    // quotes: 13 bytes.
+    let set = json!({"key": "k", "value": "xxxxxxxxxx"});
+    let limits = ["--state-per-principal", "30B", "--state-per-tenant", "45B"];
+    let ok = |output: &std::process::Output| {
+        assert!(output.status.success(), "{}", crate::common::stderr(output));
+    };
+    let refused = |output: &std::process::Output, needle: &str| {
+        let stderr = crate::common::stderr(output);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(needle), "{stderr}");
+    };
+    let set_as = |tenant, user, session| {
+        state_call(
+            &store,
+            (tenant, user, session),
+            "state_set",
+            set.clone(),
+            &limits,
+        )
+    };
+    ok(&set_as("acme", "ann", "a"));
+    ok(&set_as("acme", "ann", "b"));
+    // A third session of ann's would take her past 30 bytes in all.
+    refused(
+        &set_as("acme", "ann", "c"),
+        "capability_denied: the tool's write to its session state was refused: session state \
+         is full (30 bytes of keys and values per principal",
+    );
+    // Bob, of acme too, has room for one entry before acme's 45 bytes.
+    ok(&set_as("acme", "bob", "a"));
+    refused(
+        &set_as("acme", "bob", "b"),
+        "session state is full (45 bytes of keys and values per tenant",
+    );
+    // Another tenant is not held back by acme.
+    ok(&set_as("globex", "ann", "a"));
+
+    // Idle sessions are collected: ann's sessions, last written over a
+    // second ago, go with the next write (of anyone), and their bytes with
+    // them.
+    let idle = [
+        "--state-per-principal",
+        "30B",
+        "--state-per-tenant",
+        "45B",
+        "--state-idle",
+        "1s",
+    ];
+    std::thread::sleep(Duration::from_millis(2200));
+    let fresh = state_call(
+        &store,
+        ("globex", "cy", "z"),
+        "state_set",
+        set.clone(),
+        &idle,
+    );
+    ok(&fresh);
+    let read = state_call(
+        &store,
+        ("acme", "ann", "a"),
+        "state_get",
+        json!({"key": "k"}),
+        &idle,
+    );
+    ok(&read);
+    assert_eq!(crate::common::stdout(&read).trim(), "null");
+    ok(&state_call(
+        &store,
+        ("acme", "ann", "c"),
+        "state_set",
+        set.clone(),
+        &idle,
+    ));
+}

@@ -10,6 +10,7 @@ use super::new::Lang;
 use wasm_agent::agent::config::AgentConfig;
 use wasm_agent::budget::{DEFAULT_REQUEST_CALLS, DEFAULT_REQUEST_RUNS, RequestBudget};
 use wasm_agent::policy::{ByteSize, ConfigError, ConfigFile};
+use wasm_agent::session::Quotas;
 
 mod policy;
 pub use policy::PolicyFlags;
@@ -350,6 +351,17 @@ pub struct HostFlags {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_REQUEST_CALLS,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_request_calls: u32,
+    /// Tool state one principal may keep in all its sessions and tools
+    /// (keys and values), in any store.
+    #[arg(long, value_name = "SIZE", default_value = "256MiB")]
+    pub state_per_principal: ByteSize,
+    /// Tool state one tenant may keep in all, its principals together.
+    #[arg(long, value_name = "SIZE", default_value = "1GiB")]
+    pub state_per_tenant: ByteSize,
+    /// A session whose tool state and conversation were last written longer
+    /// ago than this has them deleted, in any store.
+    #[arg(long, value_name = "DURATION", default_value = "30days", value_parser = parse_state_idle)]
+    pub state_idle: Duration,
     /// Delegated agent runs one request may cause in all.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_REQUEST_RUNS)]
     pub max_request_runs: u32,
@@ -403,6 +415,17 @@ pub struct RegistryFlags {
 }
 
 impl HostFlags {
+    /// The limits of tool state, as the flags set them.
+    pub fn quotas(&self) -> Quotas {
+        let bytes = |size: ByteSize| usize::try_from(size.0).unwrap_or(usize::MAX);
+        Quotas {
+            max_owner_bytes: bytes(self.state_per_principal),
+            max_tenant_bytes: bytes(self.state_per_tenant),
+            max_idle: self.state_idle,
+            ..Quotas::default()
+        }
+    }
+
     /// A fresh budget for one request, as the flags set it.
     pub fn request_budget(&self) -> RequestBudget {
         RequestBudget::new(self.max_request_calls, self.max_request_runs)
@@ -423,6 +446,14 @@ impl HostFlags {
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text.trim())
         .map_err(|e| format!("{e}: expected a duration such as 500ms, 5s or 2m"))
+}
+
+fn parse_state_idle(text: &str) -> Result<Duration, String> {
+    let idle = parse_duration(text)?;
+    if idle < Duration::from_secs(1) {
+        return Err("must be at least 1s".into());
+    }
+    Ok(idle)
 }
 
 fn parse_session_idle(text: &str) -> Result<Duration, String> {

@@ -38,7 +38,7 @@ pub async fn open_store(
     config: Option<&ConfigFile>,
 ) -> anyhow::Result<Arc<dyn SessionStore>> {
     let url = store_url(flags, config)?;
-    Ok(session::open(&url).await?)
+    Ok(session::open_with(&url, flags.quotas()).await?)
 }
 
 /// Opens the result cache `flag` or the config names (default: memory).

@@ -115,6 +115,7 @@ async fn store_failures_count_and_quota_refusals_do_not() {
     let quotas = Quotas {
         max_keys: 1,
         max_bytes: 100,
+        ..Quotas::default()
     };
     let store = MeteredStore::around(
         Arc::new(InMemorySessionStore::default().with_quotas(quotas)),

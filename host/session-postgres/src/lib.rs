@@ -4,15 +4,19 @@
 
 #![warn(missing_docs)]
 
+mod collect;
 mod schema;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 
-use wasm_agent_session::{Owner, Quotas, SessionError, SessionStore, StateScope, StoreUrl};
+use wasm_agent_session::{
+    Owner, Quotas, SessionError, SessionStore, StateScope, StoreUrl, Usage, entry_size,
+};
 
 /// How long one operation (waiting for a connection, connecting, the
 /// statements) may take before it fails as unavailable.
@@ -35,6 +39,7 @@ pub struct PostgresSessionStore {
     location: String,
     quotas: Quotas,
     timeout: Duration,
+    last_collected: collect::LastCollected,
 }
 
 impl std::fmt::Debug for PostgresSessionStore {
@@ -96,6 +101,7 @@ impl PostgresSessionStore {
             location,
             quotas: Quotas::default(),
             timeout: DEFAULT_TIMEOUT,
+            last_collected: Arc::default(),
         };
         let location = &store.location;
         store
@@ -233,6 +239,7 @@ impl SessionStore for PostgresSessionStore {
 
     async fn set(&self, scope: &StateScope, key: &str, value: String) -> Result<(), SessionError> {
         self.storable(names(scope, key))?;
+        self.collect_if_due();
         let (store, scope, key) = (self.clone(), scope.clone(), key.to_string());
         self.detached(async move {
             let [tenant, principal, session, component, key] = names(&scope, &key);
@@ -240,22 +247,34 @@ impl SessionStore for PostgresSessionStore {
             store
                 .bounded("cannot write session state", |mut client| async move {
                     let tx = client.transaction().await?;
-                    // Writers of one scope take turns, so the counts below
+                    // Writers of one owner take turns, so the counts below
                     // cannot be overtaken by another replica's insert.
-                    let lock = [tenant, principal, session, component].join("\u{1f}");
-                    tx.execute(schema::LOCK_SCOPE, &[&lock]).await?;
+                    let lock = [tenant, principal].join("\u{1f}");
+                    tx.execute(schema::LOCK_OWNER, &[&lock]).await?;
                     let usage = tx.prepare_cached(schema::USAGE).await?;
                     let row = tx
                         .query_one(&usage, &[&tenant, &principal, &session, &component, &key])
                         .await?;
-                    let (keys, exists, others): (i64, bool, i64) =
-                        (row.get(0), row.get(1), row.get(2));
-                    let keys = usize::try_from(keys).unwrap_or(usize::MAX);
-                    let others = usize::try_from(others).unwrap_or(usize::MAX);
+                    let (keys, exists, others, old): (i64, bool, i64, i64) =
+                        (row.get(0), row.get(1), row.get(2), row.get(3));
+                    let totals = tx.prepare_cached(schema::TOTALS).await?;
+                    let row = tx.query_one(&totals, &[&tenant, &principal]).await?;
+                    let (owner, tenant_bytes): (i64, i64) = (row.get(0), row.get(1));
+                    let count = |n: i64| usize::try_from(n).unwrap_or(usize::MAX);
+                    let usage = Usage {
+                        keys: count(keys),
+                        exists,
+                        others: count(others),
+                        owner: count(owner - old),
+                        tenant: count(tenant_bytes - old),
+                    };
                     store
                         .quotas
-                        .admit(keys, exists, others, value.len())
+                        .admit(usage, key, value)
                         .map_err(Failure::Refused)?;
+                    let delta = entry_size(key, value) as i64 - old;
+                    let add = tx.prepare_cached(schema::ADD_TO_TOTAL).await?;
+                    tx.execute(&add, &[&tenant, &principal, &delta]).await?;
                     let upsert = tx.prepare_cached(schema::SET).await?;
                     let row = [&tenant, &principal, &session, &component, &key];
                     tx.execute(&upsert, &[row[0], row[1], row[2], row[3], row[4], value])
@@ -296,6 +315,7 @@ impl SessionStore for PostgresSessionStore {
         history_json: &str,
     ) -> Result<(), SessionError> {
         self.storable([owner.tenant.as_str(), &owner.principal, session])?;
+        self.collect_if_due();
         let store = self.clone();
         let (owner, session, history) =
             (owner.clone(), session.to_string(), history_json.to_string());

@@ -41,6 +41,16 @@ async fn does_what_every_store_does() {
     conformance::history(&*store, &run).await;
     conformance::protocol_sessions(&*store, &run).await;
     conformance::concurrent_quota(store, &run).await;
+    let store = PostgresSessionStore::connect(&shared().url())
+        .await
+        .unwrap()
+        .with_quotas(conformance::TOTALS_QUOTAS);
+    conformance::totals(&store, &run).await;
+    let store = PostgresSessionStore::connect(&shared().url())
+        .await
+        .unwrap()
+        .with_quotas(conformance::IDLE_QUOTAS);
+    conformance::idle_sessions(&store, &run).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -9,8 +9,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
-use wasm_agent_session::{Owner, Quotas, SessionError, SessionStore, StateScope};
+use wasm_agent_session::{Owner, Quotas, SessionError, SessionStore, StateScope, Usage};
 
+mod collect;
 mod schema;
 
 use schema::{create_private_file, open_error};
@@ -35,6 +36,8 @@ struct Db {
     /// The file path, or `:memory:`; every error message starts with it.
     location: String,
     conn: Mutex<Connection>,
+    /// When idle sessions were last looked for (never: at the first write).
+    last_collected: Mutex<Option<std::time::Instant>>,
 }
 
 impl SqliteSessionStore {
@@ -64,8 +67,8 @@ impl SqliteSessionStore {
         Db::init(conn, location, false)
     }
 
-    /// Holds each scope to `quotas` (default 1024 keys, 16 MiB, as every
-    /// store, so switching stores changes no limit).
+    /// Holds state to `quotas` (the defaults of every store, so switching
+    /// stores changes no limit).
     pub fn with_quotas(mut self, quotas: Quotas) -> Self {
         self.quotas = quotas;
         self
@@ -211,8 +214,11 @@ impl SessionStore for SqliteSessionStore {
     async fn set(&self, scope: &StateScope, key: &str, value: String) -> Result<(), SessionError> {
         let (scope, key) = (scope.clone(), key.to_string());
         let quotas = self.quotas;
-        self.on_blocking_pool(move |db| db.set(&scope, &key, value, quotas))
-            .await
+        self.on_blocking_pool(move |db| {
+            db.collect_if_due(quotas)?;
+            db.set(&scope, &key, value, quotas)
+        })
+        .await
     }
 
     async fn load_history(
@@ -233,8 +239,12 @@ impl SessionStore for SqliteSessionStore {
     ) -> Result<(), SessionError> {
         let (owner, session, history_json) =
             (owner.clone(), session.to_string(), history_json.to_string());
-        self.on_blocking_pool(move |db| db.save_history(&owner, &session, &history_json))
-            .await
+        let quotas = self.quotas;
+        self.on_blocking_pool(move |db| {
+            db.collect_if_due(quotas)?;
+            db.save_history(&owner, &session, &history_json)
+        })
+        .await
     }
 
     async fn save_protocol_session(
@@ -244,7 +254,9 @@ impl SessionStore for SqliteSessionStore {
         record: &str,
     ) -> Result<(), SessionError> {
         let (owner, id, record) = (owner.clone(), id.to_string(), record.to_string());
+        let quotas = self.quotas;
         self.on_blocking_pool(move |db| {
+            db.collect_if_due(quotas)?;
             let sql = "INSERT INTO protocol_sessions (tenant, principal, id, record, updated_at)
                 VALUES (?1, ?2, ?3, ?4, unixepoch())
                 ON CONFLICT (tenant, principal, id) DO UPDATE
@@ -341,25 +353,50 @@ impl Db {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(fail)?;
-        let (keys, exists, others): (i64, bool, i64) = tx
+        let (keys, exists, others, old): (i64, bool, i64, i64) = tx
             .prepare_cached(
                 "SELECT COUNT(*), COALESCE(MAX(key = ?5), 0),
-                        COALESCE(SUM(CASE WHEN key != ?5 THEN length(CAST(value AS BLOB)) END), 0)
+                        COALESCE(SUM(CASE WHEN key != ?5 THEN length(CAST(value AS BLOB)) END), 0),
+                        COALESCE(SUM(CASE WHEN key = ?5 THEN length(CAST(key AS BLOB))
+                                     + length(CAST(value AS BLOB)) END), 0)
                  FROM state WHERE tenant = ?1 AND principal = ?2
                  AND session_id = ?3 AND scope = ?4",
             )
             .and_then(|mut stmt| {
                 stmt.query_row(params![tenant, principal, session, component, key], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
                 })
             })
             .map_err(fail)?;
+        let (owner_bytes, tenant_bytes): (i64, i64) = tx
+            .prepare_cached(
+                "SELECT COALESCE(SUM(CASE WHEN principal = ?2 THEN bytes END), 0),
+                        COALESCE(SUM(bytes), 0)
+                 FROM state_totals WHERE tenant = ?1",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row(params![tenant, principal], |r| Ok((r.get(0)?, r.get(1)?)))
+            })
+            .map_err(fail)?;
+        let count = |n: i64| usize::try_from(n).unwrap_or(usize::MAX);
         quotas.admit(
-            usize::try_from(keys).unwrap_or(usize::MAX),
-            exists,
-            usize::try_from(others).unwrap_or(usize::MAX),
-            value.len(),
+            Usage {
+                keys: count(keys),
+                exists,
+                others: count(others),
+                owner: count(owner_bytes - old),
+                tenant: count(tenant_bytes - old),
+            },
+            key,
+            &value,
         )?;
+        let delta = wasm_agent_session::entry_size(key, &value) as i64 - old;
+        tx.prepare_cached(
+            "INSERT INTO state_totals (tenant, principal, bytes) VALUES (?1, ?2, ?3)
+             ON CONFLICT (tenant, principal) DO UPDATE SET bytes = bytes + excluded.bytes",
+        )
+        .and_then(|mut stmt| stmt.execute(params![tenant, principal, delta]))
+        .map_err(fail)?;
         tx.prepare_cached(
             "INSERT INTO state (tenant, principal, session_id, scope, key, value, updated_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, unixepoch())

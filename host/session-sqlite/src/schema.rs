@@ -13,7 +13,7 @@ use super::{Db, SqliteSessionStore};
 /// The schema this code writes. Bump it with a migration step in `migrate`
 /// whenever a table changes; older binaries then refuse the file instead of
 /// misreading it.
-pub(super) const SCHEMA_VERSION: i64 = 4;
+pub(super) const SCHEMA_VERSION: i64 = 5;
 
 /// How long a write waits for another process holding the file's write lock.
 /// Writes are tiny, so anything longer than this means a stuck peer.
@@ -89,6 +89,21 @@ const MIGRATE_V4: &str = "
     ) WITHOUT ROWID;
 ";
 
+/// Version 5 keeps each owner's bytes of state (keys and values), so a write
+/// checks the owner's and tenant's totals without reading their state.
+const MIGRATE_V5: &str = "
+    CREATE TABLE state_totals (
+        tenant TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        bytes INTEGER NOT NULL,
+        PRIMARY KEY (tenant, principal)
+    ) WITHOUT ROWID;
+    INSERT INTO state_totals
+        SELECT tenant, principal,
+               SUM(length(CAST(key AS BLOB)) + length(CAST(value AS BLOB)))
+        FROM state GROUP BY tenant, principal;
+";
+
 impl Db {
     pub(super) fn init(
         conn: Connection,
@@ -108,6 +123,7 @@ impl Db {
         let mut db = Db {
             location,
             conn: Mutex::new(conn),
+            last_collected: Mutex::new(None),
         };
         db.migrate()?;
         Ok(SqliteSessionStore {
@@ -133,6 +149,7 @@ impl Db {
             (2, MIGRATE_V2),
             (3, MIGRATE_V3),
             (4, MIGRATE_V4),
+            (5, MIGRATE_V5),
         ] {
             if version < step {
                 tx.execute_batch(sql).map_err(fail)?;

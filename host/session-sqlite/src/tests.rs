@@ -53,6 +53,14 @@ async fn does_what_every_store_does() {
     conformance::history(&*store, "run").await;
     conformance::protocol_sessions(&*store, "run").await;
     conformance::concurrent_quota(store, "run").await;
+    let store = SqliteSessionStore::in_memory()
+        .unwrap()
+        .with_quotas(conformance::TOTALS_QUOTAS);
+    conformance::totals(&store, "run").await;
+    let store = SqliteSessionStore::in_memory()
+        .unwrap()
+        .with_quotas(conformance::IDLE_QUOTAS);
+    conformance::idle_sessions(&store, "run").await;
 }
 
 #[test]

@@ -3,13 +3,36 @@
 //! sessions named after `run`, so checks may share one database.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use super::{Owner, Quotas, SessionError, SessionStore, StateScope};
+use super::{
+    DEFAULT_MAX_IDLE, DEFAULT_MAX_OWNER_BYTES, DEFAULT_MAX_TENANT_BYTES, Owner, Quotas,
+    SessionError, SessionStore, StateScope,
+};
 
 /// The quotas the store under test must be configured with.
 pub const QUOTAS: Quotas = Quotas {
     max_keys: MAX_KEYS,
     max_bytes: MAX_BYTES,
+    max_owner_bytes: DEFAULT_MAX_OWNER_BYTES,
+    max_tenant_bytes: DEFAULT_MAX_TENANT_BYTES,
+    max_idle: DEFAULT_MAX_IDLE,
+};
+
+/// The quotas of the store [`totals`] runs against.
+pub const TOTALS_QUOTAS: Quotas = Quotas {
+    max_keys: 1024,
+    max_bytes: 1024,
+    max_owner_bytes: 20,
+    max_tenant_bytes: 30,
+    max_idle: DEFAULT_MAX_IDLE,
+};
+
+/// The quotas of the store [`idle_sessions`] runs against: a session idle
+/// for a second is collected.
+pub const IDLE_QUOTAS: Quotas = Quotas {
+    max_idle: Duration::from_secs(1),
+    ..TOTALS_QUOTAS
 };
 const MAX_KEYS: usize = 3;
 const MAX_BYTES: usize = 10;
@@ -152,4 +175,89 @@ pub async fn concurrent_quota(store: Arc<dyn SessionStore>, run: &str) {
         }
     }
     assert_eq!(stored, MAX_KEYS);
+}
+
+/// Past [`TOTALS_QUOTAS`] an owner (in all its sessions and tools) and a
+/// tenant (all its owners together) refuse new state; replacing a value
+/// counts only the difference, and other owners and tenants are unaffected.
+pub async fn totals(store: &dyn SessionStore, run: &str) {
+    let tenant = format!("{run}-acme");
+    let at = |principal: &str, session: &str, component: &str| {
+        scope(run, &tenant, principal, session, component)
+    };
+    // Entries count their key and value: "k" + 4 bytes = 5.
+    store
+        .set(&at("ann", "s1", "c"), "k", "1234".into())
+        .await
+        .unwrap();
+    store
+        .set(&at("ann", "s2", "c"), "k", "1234".into())
+        .await
+        .unwrap();
+    store
+        .set(&at("ann", "s1", "d"), "k", "1234".into())
+        .await
+        .unwrap();
+    store
+        .set(&at("ann", "s3", "c"), "k", "1234".into())
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.set(&at("ann", "s4", "c"), "k", "1".into()).await,
+        Err(SessionError::OwnerFull { max: 20 })
+    ));
+    // Replacing a value with one of the same size fits.
+    store
+        .set(&at("ann", "s1", "c"), "k", "abcd".into())
+        .await
+        .unwrap();
+    // Another principal of the tenant: up to the tenant's 30 bytes.
+    store
+        .set(&at("bob", "s1", "c"), "k", "1234".into())
+        .await
+        .unwrap();
+    store
+        .set(&at("bob", "s2", "c"), "k", "1234".into())
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.set(&at("bob", "s3", "c"), "k", "1".into()).await,
+        Err(SessionError::TenantFull { max: 30 })
+    ));
+    // Another tenant has room of its own.
+    let other = scope(run, &format!("{run}-globex"), "ann", "s1", "c");
+    store.set(&other, "k", "1234".into()).await.unwrap();
+}
+
+/// A session not written for [`IDLE_QUOTAS`]' second has its state and
+/// conversation collected (on a later write), and its bytes no longer count
+/// against its owner; a session written since keeps everything.
+pub async fn idle_sessions(store: &dyn SessionStore, run: &str) {
+    let tenant = format!("{run}-idle");
+    let owner = Owner::new(Some(&tenant), Some("ann"));
+    let old = scope(run, &tenant, "ann", "old", "c");
+    let kept = scope(run, &tenant, "ann", "kept", "c");
+    store.set(&old, "k", "1234".into()).await.unwrap();
+    store.set(&kept, "k", "1234".into()).await.unwrap();
+    let chat = format!("{run}-old");
+    store.save_history(&owner, &chat, "[1]").await.unwrap();
+    store.set(&old, "j", "1234".into()).await.unwrap();
+    store.set(&old, "i", "1234".into()).await.unwrap();
+    // The owner is at 20 bytes of 20.
+    assert!(matches!(
+        store.set(&kept, "x", "1".into()).await,
+        Err(SessionError::OwnerFull { .. })
+    ));
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        store.set(&kept, "k", "1234".into()).await.unwrap();
+    }
+    assert_eq!(store.get(&old, "k").await.unwrap(), None);
+    assert_eq!(store.load_history(&owner, &chat).await.unwrap(), None);
+    assert_eq!(
+        store.get(&kept, "k").await.unwrap().as_deref(),
+        Some("1234")
+    );
+    // What the old session held no longer counts.
+    store.set(&kept, "x", "1234".into()).await.unwrap();
 }

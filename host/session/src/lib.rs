@@ -5,12 +5,13 @@
 
 #![warn(missing_docs)]
 
-#[cfg(feature = "conformance")]
+#[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 mod memory;
 mod url;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 pub use memory::InMemorySessionStore;
 pub use url::{StoreUrl, StoreUrlError};
@@ -27,6 +28,22 @@ pub enum SessionError {
     /// The scope's values would take more bytes than allowed.
     #[error("session state is full ({max} bytes of values per tool and session)")]
     TooManyBytes {
+        /// The limit.
+        max: usize,
+    },
+    /// The owner (tenant and principal) holds as much state as it may, in
+    /// all its sessions and tools together.
+    #[error(
+        "session state is full ({max} bytes of keys and values per principal, in all its \
+         sessions and tools)"
+    )]
+    OwnerFull {
+        /// The limit.
+        max: usize,
+    },
+    /// The tenant holds as much state as it may, all its principals together.
+    #[error("session state is full ({max} bytes of keys and values per tenant, in all)")]
+    TenantFull {
         /// The limit.
         max: usize,
     },
@@ -68,6 +85,13 @@ impl SessionError {
 pub const DEFAULT_MAX_KEYS: usize = 1024;
 /// Bytes of values one tool may keep in one session, by default.
 pub const DEFAULT_MAX_BYTES: usize = 16 * 1024 * 1024;
+/// Bytes of keys and values one owner may keep in all, by default.
+pub const DEFAULT_MAX_OWNER_BYTES: usize = 256 * 1024 * 1024;
+/// Bytes of keys and values one tenant may keep in all, by default.
+pub const DEFAULT_MAX_TENANT_BYTES: usize = 1024 * 1024 * 1024;
+/// How long a session's state, conversation and protocol record are kept
+/// after it was last written, by default.
+pub const DEFAULT_MAX_IDLE: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// Whose data it is: the tenant and the principal an entry point
 /// established (from a token or the operator's flags), never a value the
@@ -164,13 +188,24 @@ pub trait SessionStore: Send + Sync + 'static {
     fn location(&self) -> String;
 }
 
-/// The limits every store holds each scope (one tool in one session) to.
+/// The limits every store holds tool state to: each scope (one tool in one
+/// session), each owner and each tenant in total; and how long an idle
+/// session is kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Quotas {
     /// Keys one scope may hold; replacing an existing key is always allowed.
     pub max_keys: usize,
     /// Bytes of values one scope may hold.
     pub max_bytes: usize,
+    /// Bytes of keys and values one owner may hold in all its scopes.
+    pub max_owner_bytes: usize,
+    /// Bytes of keys and values one tenant may hold, all its owners together.
+    pub max_tenant_bytes: usize,
+    /// A session whose state was last written longer ago than this has it
+    /// collected, with its conversation and its protocol record (checked
+    /// on writes, at most every tenth of this, between a second and ten
+    /// minutes).
+    pub max_idle: Duration,
 }
 
 impl Default for Quotas {
@@ -178,29 +213,63 @@ impl Default for Quotas {
         Self {
             max_keys: DEFAULT_MAX_KEYS,
             max_bytes: DEFAULT_MAX_BYTES,
+            max_owner_bytes: DEFAULT_MAX_OWNER_BYTES,
+            max_tenant_bytes: DEFAULT_MAX_TENANT_BYTES,
+            max_idle: DEFAULT_MAX_IDLE,
         }
     }
 }
 
+/// What a scope, its owner and its tenant hold before a write, as a store
+/// counts it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Keys in the scope.
+    pub keys: usize,
+    /// Whether the written key is one of them.
+    pub exists: bool,
+    /// Bytes of the scope's other values.
+    pub others: usize,
+    /// Bytes of keys and values the owner holds, the written entry left out.
+    pub owner: usize,
+    /// The same, for the tenant.
+    pub tenant: usize,
+}
+
+/// The bytes an entry counts for in the owner's and tenant's totals.
+pub fn entry_size(key: &str, value: &str) -> usize {
+    key.len() + value.len()
+}
+
 impl Quotas {
-    /// Admits a write of a `value`-byte value to a scope holding `keys` keys
-    /// (`exists`: the written key is one of them), whose other keys hold
-    /// `others` bytes: the same rule in every store.
-    pub fn admit(
-        &self,
-        keys: usize,
-        exists: bool,
-        others: usize,
-        value: usize,
-    ) -> Result<(), SessionError> {
-        if !exists && keys >= self.max_keys {
+    /// Admits a write of `value` under `key` to a scope whose holdings are
+    /// `usage`: the same rule in every store.
+    pub fn admit(&self, usage: Usage, key: &str, value: &str) -> Result<(), SessionError> {
+        if !usage.exists && usage.keys >= self.max_keys {
             return Err(SessionError::TooManyKeys { max: self.max_keys });
         }
-        if others.saturating_add(value) > self.max_bytes {
+        if usage.others.saturating_add(value.len()) > self.max_bytes {
             return Err(SessionError::TooManyBytes {
                 max: self.max_bytes,
             });
         }
+        let size = entry_size(key, value);
+        if usage.owner.saturating_add(size) > self.max_owner_bytes {
+            return Err(SessionError::OwnerFull {
+                max: self.max_owner_bytes,
+            });
+        }
+        if usage.tenant.saturating_add(size) > self.max_tenant_bytes {
+            return Err(SessionError::TenantFull {
+                max: self.max_tenant_bytes,
+            });
+        }
         Ok(())
+    }
+
+    /// How often a store looks for idle sessions: a tenth of
+    /// [`max_idle`](Self::max_idle), between a second and ten minutes.
+    pub fn collect_every(&self) -> Duration {
+        (self.max_idle / 10).clamp(Duration::from_secs(1), Duration::from_secs(600))
     }
 }

@@ -1,49 +1,169 @@
 //! Session state and conversations in memory, lost when the process ends.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
 
-use super::{Owner, Quotas, SessionError, SessionStore, StateScope};
+use super::{Owner, Quotas, SessionError, SessionStore, StateScope, Usage, entry_size};
 
 /// Session state and conversations in memory, lost when the process ends.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct InMemorySessionStore {
     quotas: Quotas,
-    scopes: Mutex<HashMap<StateScope, HashMap<String, String>>>,
-    histories: Mutex<HashMap<(Owner, String), String>>,
-    protocol_sessions: Mutex<HashMap<(Owner, String), String>>,
+    inner: Mutex<Inner>,
+}
+
+/// Everything, under one lock.
+#[derive(Debug)]
+struct Inner {
+    scopes: HashMap<StateScope, HashMap<String, String>>,
+    histories: HashMap<(Owner, String), String>,
+    protocol_sessions: HashMap<(Owner, String), (String, Instant)>,
+    /// When each session's state or conversation was last written.
+    written: HashMap<(Owner, String), Instant>,
+    /// Bytes of keys and values by owner, and by tenant.
+    owner_bytes: HashMap<Owner, usize>,
+    tenant_bytes: HashMap<String, usize>,
+    /// When idle sessions were last looked for (never: at the first write).
+    last_collected: Option<Instant>,
+}
+
+impl Default for InMemorySessionStore {
+    fn default() -> Self {
+        Self {
+            quotas: Quotas::default(),
+            inner: Mutex::new(Inner {
+                scopes: HashMap::new(),
+                histories: HashMap::new(),
+                protocol_sessions: HashMap::new(),
+                written: HashMap::new(),
+                owner_bytes: HashMap::new(),
+                tenant_bytes: HashMap::new(),
+                last_collected: None,
+            }),
+        }
+    }
 }
 
 impl InMemorySessionStore {
-    /// Holds each scope to `quotas` (default 1024 keys, 16 MiB).
+    /// Holds state to `quotas` (default 1024 keys and 16 MiB per scope,
+    /// 256 MiB per owner, 1 GiB per tenant, idle sessions kept 30 days).
     pub fn with_quotas(mut self, quotas: Quotas) -> Self {
         self.quotas = quotas;
         self
+    }
+
+    /// Takes the lock, collecting idle sessions first when it is time.
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        if inner
+            .last_collected
+            .is_none_or(|at| at.elapsed() >= self.quotas.collect_every())
+        {
+            inner.collect(self.quotas);
+        }
+        inner
+    }
+}
+
+impl Inner {
+    /// Forgets the sessions not written for `quotas.max_idle`.
+    fn collect(&mut self, quotas: Quotas) {
+        let now = Instant::now();
+        self.last_collected = Some(now);
+        let idle = |at: &Instant| now.duration_since(*at) >= quotas.max_idle;
+        let gone: Vec<(Owner, String)> = self
+            .written
+            .iter()
+            .filter(|(_, at)| idle(at))
+            .map(|(session, _)| session.clone())
+            .collect();
+        for session in &gone {
+            self.written.remove(session);
+            self.histories.remove(session);
+        }
+        let Inner {
+            scopes,
+            owner_bytes,
+            tenant_bytes,
+            ..
+        } = self;
+        scopes.retain(|scope, entries| {
+            let key = (scope.owner.clone(), scope.session.clone());
+            if !gone.contains(&key) {
+                return true;
+            }
+            let size: usize = entries.iter().map(|(k, v)| entry_size(k, v)).sum();
+            subtract(owner_bytes, &scope.owner, size);
+            subtract(tenant_bytes, &scope.owner.tenant, size);
+            false
+        });
+        self.protocol_sessions.retain(|_, (_, at)| !idle(at));
+    }
+
+    fn touch(&mut self, owner: &Owner, session: &str) {
+        self.written
+            .insert((owner.clone(), session.to_string()), Instant::now());
+    }
+}
+
+fn subtract<K: std::hash::Hash + Eq + Clone>(totals: &mut HashMap<K, usize>, key: &K, size: usize) {
+    if let Some(total) = totals.get_mut(key) {
+        *total = total.saturating_sub(size);
+        if *total == 0 {
+            totals.remove(key);
+        }
     }
 }
 
 #[async_trait::async_trait]
 impl SessionStore for InMemorySessionStore {
     async fn get(&self, scope: &StateScope, key: &str) -> Result<Option<String>, SessionError> {
-        let scopes = self.scopes.lock().unwrap_or_else(PoisonError::into_inner);
-        Ok(scopes
+        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(inner
+            .scopes
             .get(scope)
             .and_then(|entries| entries.get(key))
             .cloned())
     }
 
     async fn set(&self, scope: &StateScope, key: &str, value: String) -> Result<(), SessionError> {
-        let mut scopes = self.scopes.lock().unwrap_or_else(PoisonError::into_inner);
-        let entries = scopes.entry(scope.clone()).or_default();
-        let others: usize = entries
-            .iter()
-            .filter(|(k, _)| k.as_str() != key)
-            .map(|(_, v)| v.len())
-            .sum();
-        let exists = entries.contains_key(key);
-        self.quotas
-            .admit(entries.len(), exists, others, value.len())?;
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        let entries = inner.scopes.entry(scope.clone()).or_default();
+        let old = entries.get(key).map(|v| entry_size(key, v)).unwrap_or(0);
+        let owner = inner.owner_bytes.get(&scope.owner).copied().unwrap_or(0);
+        let tenant = inner
+            .tenant_bytes
+            .get(&scope.owner.tenant)
+            .copied()
+            .unwrap_or(0);
+        let usage = Usage {
+            keys: entries.len(),
+            exists: entries.contains_key(key),
+            others: entries
+                .iter()
+                .filter(|(k, _)| k.as_str() != key)
+                .map(|(_, v)| v.len())
+                .sum(),
+            owner: owner.saturating_sub(old),
+            tenant: tenant.saturating_sub(old),
+        };
+        if let Err(refused) = self.quotas.admit(usage, key, &value) {
+            if entries.is_empty() {
+                inner.scopes.remove(scope);
+            }
+            return Err(refused);
+        }
+        let size = entry_size(key, &value);
         entries.insert(key.to_string(), value);
+        inner
+            .owner_bytes
+            .insert(scope.owner.clone(), usage.owner + size);
+        inner
+            .tenant_bytes
+            .insert(scope.owner.tenant.clone(), usage.tenant + size);
+        inner.touch(&scope.owner, &scope.session);
         Ok(())
     }
 
@@ -52,11 +172,9 @@ impl SessionStore for InMemorySessionStore {
         owner: &Owner,
         session: &str,
     ) -> Result<Option<String>, SessionError> {
-        let histories = self
+        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(inner
             .histories
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        Ok(histories
             .get(&(owner.clone(), session.to_string()))
             .cloned())
     }
@@ -67,14 +185,12 @@ impl SessionStore for InMemorySessionStore {
         session: &str,
         history_json: &str,
     ) -> Result<(), SessionError> {
-        let mut histories = self
-            .histories
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        histories.insert(
+        let mut inner = self.lock();
+        inner.histories.insert(
             (owner.clone(), session.to_string()),
             history_json.to_string(),
         );
+        inner.touch(owner, session);
         Ok(())
     }
 
@@ -84,11 +200,11 @@ impl SessionStore for InMemorySessionStore {
         id: &str,
         record: &str,
     ) -> Result<(), SessionError> {
-        let mut sessions = self
-            .protocol_sessions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        sessions.insert((owner.clone(), id.to_string()), record.to_string());
+        let mut inner = self.lock();
+        inner.protocol_sessions.insert(
+            (owner.clone(), id.to_string()),
+            (record.to_string(), Instant::now()),
+        );
         Ok(())
     }
 
@@ -97,19 +213,18 @@ impl SessionStore for InMemorySessionStore {
         owner: &Owner,
         id: &str,
     ) -> Result<Option<String>, SessionError> {
-        let sessions = self
+        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(inner
             .protocol_sessions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        Ok(sessions.get(&(owner.clone(), id.to_string())).cloned())
+            .get(&(owner.clone(), id.to_string()))
+            .map(|(record, _)| record.clone()))
     }
 
     async fn delete_protocol_session(&self, owner: &Owner, id: &str) -> Result<(), SessionError> {
-        let mut sessions = self
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner
             .protocol_sessions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        sessions.remove(&(owner.clone(), id.to_string()));
+            .remove(&(owner.clone(), id.to_string()));
         Ok(())
     }
 
@@ -194,5 +309,19 @@ mod tests {
             .set(&scope("", "", "s", "d"), "b", "12345".into())
             .await
             .unwrap();
+    }
+
+    #[tokio::test]
+    async fn does_what_every_store_does() {
+        use crate::conformance;
+        let store = InMemorySessionStore::default().with_quotas(conformance::QUOTAS);
+        conformance::isolation(&store, "run").await;
+        conformance::quotas(&store, "run").await;
+        conformance::history(&store, "run").await;
+        conformance::protocol_sessions(&store, "run").await;
+        let store = InMemorySessionStore::default().with_quotas(conformance::TOTALS_QUOTAS);
+        conformance::totals(&store, "run").await;
+        let store = InMemorySessionStore::default().with_quotas(conformance::IDLE_QUOTAS);
+        conformance::idle_sessions(&store, "run").await;
     }
 }

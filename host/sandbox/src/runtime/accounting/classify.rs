@@ -9,11 +9,11 @@ use wasmtime::{Store, Trap};
 
 use crate::bindings::types;
 use crate::result::{CallError, ErrorKind};
+use crate::runtime::FIELD_SIZE_LIMIT;
 use crate::runtime::denials;
 use crate::runtime::output::Captured;
-use crate::runtime::session_state::StoreFailed;
+use crate::runtime::session_state::{StateFull, StoreFailed};
 use crate::runtime::store::CallState;
-use crate::runtime::{FIELD_SIZE_LIMIT, first_line};
 use wasm_agent_policy::Policy;
 
 /// Why the epoch callback stopped a guest.
@@ -69,6 +69,12 @@ pub(in crate::runtime) fn classify(
             ),
         );
     }
+    if let Some(StateFull(refused)) = find::<StateFull>(error) {
+        return CallError::new(
+            ErrorKind::CapabilityDenied,
+            format!("the tool's write to its session state was refused: {refused}"),
+        );
+    }
     let trap = find::<Trap>(error);
     if trap == Some(&Trap::OutOfFuel) {
         let budget = policy.fuel.map(|f| f.to_string()).unwrap_or_default();
@@ -120,7 +126,16 @@ pub(in crate::runtime) fn classify(
         .unwrap_or_default();
     let what = match trap {
         Some(trap) => trap.to_string(),
-        None => first_line(error),
+        // A host function's own error, under wasmtime's backtrace context.
+        None => error
+            .chain()
+            .last()
+            .map(|cause| cause.to_string())
+            .unwrap_or_default()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string(),
     };
     CallError::new(ErrorKind::Trap, format!("the tool crashed: {what}{said}"))
 }

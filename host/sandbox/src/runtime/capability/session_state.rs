@@ -29,6 +29,12 @@ const STORE_PATIENCE: Duration = Duration::from_secs(1);
 #[error("{0}")]
 pub struct StoreFailed(pub SessionError);
 
+/// The store refused a write past one of its quotas: the call ends as
+/// `capability_denied`, naming the quota.
+#[derive(Debug, thiserror::Error)]
+#[error("set-state: {0}")]
+pub struct StateFull(pub SessionError);
+
 /// One call's view of the session store.
 pub struct SessionState {
     store: Arc<dyn SessionStore>,
@@ -88,7 +94,7 @@ impl SessionState {
         match tokio::time::timeout_at(until.into(), operation).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) if error.is_unavailable() => Err(StoreFailed(error).into()),
-            Ok(Err(refused)) => Err(wasmtime::format_err!("set-state: {refused}")),
+            Ok(Err(refused)) => Err(StateFull(refused).into()),
             // The call's time ran out, not the store's.
             Err(_) if given < STORE_PATIENCE => Err(Interrupted::Deadline.into()),
             Err(_) => Err(StoreFailed(SessionError::backend(
