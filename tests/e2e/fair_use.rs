@@ -179,9 +179,14 @@ fn state_is_bounded_per_principal_and_tenant_and_idle_sessions_are_collected() {
     let dir = temp_dir();
     let store = format!("sqlite:{}", path(&dir.path().join("sessions.db")));
     // Each entry is the key "k" and the JSON text "xxxxxxxxxx" with its
-    // quotes: 13 bytes.
+    // quotes, with 64 bytes of overhead: 77 bytes.
     let set = json!({"key": "k", "value": "xxxxxxxxxx"});
-    let limits = ["--state-per-principal", "30B", "--state-per-tenant", "45B"];
+    let limits = [
+        "--state-per-principal",
+        "160B",
+        "--state-per-tenant",
+        "240B",
+    ];
     let ok = |output: &std::process::Output| {
         assert!(output.status.success(), "{}", crate::common::stderr(output));
     };
@@ -201,17 +206,17 @@ fn state_is_bounded_per_principal_and_tenant_and_idle_sessions_are_collected() {
     };
     ok(&set_as("acme", "ann", "a"));
     ok(&set_as("acme", "ann", "b"));
-    // A third session of ann's would take her past 30 bytes in all.
+    // A third session of ann's would take her past 160 bytes in all.
     refused(
         &set_as("acme", "ann", "c"),
         "capability_denied: the tool's write to its session state was refused: session state \
-         is full (30 bytes of keys and values per principal",
+         is full (160 bytes of keys and values per principal",
     );
-    // Bob, of acme too, has room for one entry before acme's 45 bytes.
+    // Bob, of acme too, has room for one entry before acme's 240 bytes.
     ok(&set_as("acme", "bob", "a"));
     refused(
         &set_as("acme", "bob", "b"),
-        "session state is full (45 bytes of keys and values per tenant",
+        "session state is full (240 bytes of keys and values per tenant",
     );
     // Another tenant is not held back by acme.
     ok(&set_as("globex", "ann", "a"));
@@ -221,9 +226,9 @@ fn state_is_bounded_per_principal_and_tenant_and_idle_sessions_are_collected() {
     // them.
     let idle = [
         "--state-per-principal",
-        "30B",
+        "160B",
         "--state-per-tenant",
-        "45B",
+        "240B",
         "--state-idle",
         "1s",
     ];

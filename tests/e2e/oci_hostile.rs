@@ -309,7 +309,8 @@ fn token_realms_get_credentials_only_where_the_rules_allow() {
     }));
     let port = realm_server.addr.rsplit(':').next().unwrap().to_string();
     // The realm is set once the server's own address is known.
-    let token_server = |manifest: String, wasm: Vec<u8>| {
+    // Blobs are sent to `cdn` when given (another origin on loopback).
+    let token_server = |manifest: String, wasm: Vec<u8>, cdn: Option<String>| {
         let realm = Arc::new(OnceLock::<String>::new());
         let named = realm.clone();
         let server = Server::start(Arc::new(move |seen: &Seen| {
@@ -335,10 +336,13 @@ fn token_realms_get_credentials_only_where_the_rules_allow() {
                 Reply::json("200 OK", &manifest)
                     .with("Content-Type", "application/vnd.oci.image.manifest.v1+json")
             } else if seen.line.contains("/blobs/") {
-                Reply {
-                    status: "200 OK",
-                    headers: vec![],
-                    body: Body::Bytes(wasm.clone()),
+                match &cdn {
+                    Some(cdn) => Reply::redirect(&format!("{cdn}/blob")),
+                    None => Reply {
+                        status: "200 OK",
+                        headers: vec![],
+                        body: Body::Bytes(wasm.clone()),
+                    },
                 }
             } else {
                 Reply::json("404 Not Found", "{}")
@@ -361,7 +365,7 @@ fn token_realms_get_credentials_only_where_the_rules_allow() {
             "the token realm: 169.254.169.254 is not public (link-local)",
         ),
     ] {
-        let (registry, named) = token_server(manifest.clone(), wasm.clone());
+        let (registry, named) = token_server(manifest.clone(), wasm.clone(), None);
         named.set(realm.clone()).unwrap();
         let registry_env = ("WASM_AGENT_REGISTRY", registry.addr.as_str());
         let env = [registry_env, credentials[0], credentials[1]];
@@ -373,7 +377,7 @@ fn token_realms_get_credentials_only_where_the_rules_allow() {
 
     // The same flow with a realm the rules allow: the token is had with the
     // credentials, and the pull goes on with it.
-    let (registry, named) = token_server(manifest, wasm);
+    let (registry, named) = token_server(manifest.clone(), wasm.clone(), None);
     named
         .set(format!("http://{}/token", registry.addr))
         .unwrap();
@@ -399,4 +403,26 @@ fn token_realms_get_credentials_only_where_the_rules_allow() {
     );
     let blob = seen.iter().find(|s| s.line.contains("/blobs/")).unwrap();
     assert_eq!(blob.authorization.as_deref(), Some("Bearer t0ken"));
+
+    // A blob redirected to another origin is fetched there without the
+    // registry's token.
+    let served = wasm.clone();
+    let cdn = Server::start(Arc::new(move |_: &Seen| Reply {
+        status: "200 OK",
+        headers: vec![],
+        body: Body::Bytes(served.clone()),
+    }));
+    let (registry, named) = token_server(manifest, wasm, Some(format!("http://{}", cdn.addr)));
+    named
+        .set(format!("http://{}/token", registry.addr))
+        .unwrap();
+    let registry_env = ("WASM_AGENT_REGISTRY", registry.addr.as_str());
+    let (output, _) = call(
+        &registry.addr,
+        &[registry_env, credentials[0], credentials[1]],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let fetched = cdn.seen();
+    assert_eq!(fetched.len(), 1, "{fetched:?}");
+    assert_eq!(fetched[0].authorization, None, "{fetched:?}");
 }

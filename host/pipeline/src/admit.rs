@@ -1,8 +1,9 @@
 //! Admission: a call draws on its root request's budget (so no request fans
 //! out into unbounded work), and a tenant's calls in flight are bounded (so
-//! no tenant takes every call slot). Calls made for another call (by a tool,
-//! or in a delegated run) count against the request's budget, not again
-//! against the tenant's calls in flight, which the call they serve holds.
+//! no tenant takes every call slot). Calls a tool makes run in its slot:
+//! they count against the request's budget, not again against the tenant's
+//! calls in flight; calls of a delegated run take slots of their own, and
+//! count.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -25,9 +26,9 @@ impl Layer for Admit {
         if let Err(reason) = call.context.request_budget().take_call() {
             return Called::refused(call, CallError::new(ErrorKind::CapabilityDenied, reason));
         }
-        let root = call.context.tool_call_depth() == 0 && call.context.delegation_depth() == 0;
+        let own_slot = call.context.tool_call_depth() == 0;
         let _held = match (&call.context.tenant_id, self.per_tenant) {
-            (Some(tenant), Some(limit)) if root => match self.hold(tenant, limit) {
+            (Some(tenant), Some(limit)) if own_slot => match self.hold(tenant, limit) {
                 Some(held) => Some(held),
                 None => {
                     let error = CallError::new(

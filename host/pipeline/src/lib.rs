@@ -167,8 +167,8 @@ impl PipelineBuilder {
         self
     }
 
-    /// At most `calls` calls of one tenant in flight at once (calls made
-    /// for them by tools and delegated runs not counted again); more are
+    /// At most `calls` calls of one tenant in flight at once (calls tools
+    /// make, which run in their caller's slot, not counted again); more are
     /// refused as `rate_limited`. Calls without a tenant are not bounded.
     pub fn tenant_calls(mut self, calls: Option<usize>) -> Self {
         self.tenant_calls = calls;

@@ -53,7 +53,7 @@ const STEPS: &[(i32, &str)] = &[
             PRIMARY KEY (tenant, principal)
         );
         INSERT INTO wasm_agent_state_totals
-            SELECT tenant, principal, sum(octet_length(key) + octet_length(value))
+            SELECT tenant, principal, sum(octet_length(key) + octet_length(value) + 64)
             FROM wasm_agent_state GROUP BY tenant, principal;",
     ),
 ];
@@ -70,7 +70,7 @@ pub(crate) const GET: &str = "SELECT value FROM wasm_agent_state
 pub(crate) const USAGE: &str = "SELECT count(*),
         coalesce(bool_or(key = $5), false),
         coalesce(sum(octet_length(value)) FILTER (WHERE key <> $5), 0)::int8,
-        coalesce(sum(octet_length(key) + octet_length(value)) FILTER (WHERE key = $5), 0)::int8
+        coalesce(sum(octet_length(key) + octet_length(value) + 64) FILTER (WHERE key = $5), 0)::int8
     FROM wasm_agent_state
     WHERE tenant = $1 AND principal = $2 AND session_id = $3 AND scope = $4";
 
@@ -108,7 +108,7 @@ pub(crate) const COLLECT_OWNER: &str = "WITH idle AS (
     ), gone AS (
         DELETE FROM wasm_agent_state s USING idle
         WHERE s.tenant = $1 AND s.principal = $2 AND s.session_id = idle.session_id
-        RETURNING octet_length(s.key) + octet_length(s.value) AS size
+        RETURNING octet_length(s.key) + octet_length(s.value) + 64 AS size
     ), forgotten AS (
         DELETE FROM wasm_agent_history h USING idle
         WHERE h.tenant = $1 AND h.principal = $2 AND h.session_id = idle.session_id

@@ -64,7 +64,7 @@ impl Db {
                 "DELETE FROM state_totals;
                  INSERT INTO state_totals
                      SELECT tenant, principal,
-                            SUM(length(CAST(key AS BLOB)) + length(CAST(value AS BLOB)))
+                            SUM(length(CAST(key AS BLOB)) + length(CAST(value AS BLOB)) + 64)
                      FROM state GROUP BY tenant, principal;",
             )
             .map_err(fail)?;

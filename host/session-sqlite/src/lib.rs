@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
-use wasm_agent_session::{Owner, Quotas, SessionError, SessionStore, StateScope, Usage};
+use wasm_agent_session::{
+    ENTRY_OVERHEAD, Owner, Quotas, SessionError, SessionStore, StateScope, Usage,
+};
 
 mod collect;
 mod schema;
@@ -358,14 +360,14 @@ impl Db {
                 "SELECT COUNT(*), COALESCE(MAX(key = ?5), 0),
                         COALESCE(SUM(CASE WHEN key != ?5 THEN length(CAST(value AS BLOB)) END), 0),
                         COALESCE(SUM(CASE WHEN key = ?5 THEN length(CAST(key AS BLOB))
-                                     + length(CAST(value AS BLOB)) END), 0)
+                                     + length(CAST(value AS BLOB)) + ?6 END), 0)
                  FROM state WHERE tenant = ?1 AND principal = ?2
                  AND session_id = ?3 AND scope = ?4",
             )
             .and_then(|mut stmt| {
-                stmt.query_row(params![tenant, principal, session, component, key], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                })
+                let overhead = ENTRY_OVERHEAD as i64;
+                let found = params![tenant, principal, session, component, key, overhead];
+                stmt.query_row(found, |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
             })
             .map_err(fail)?;
         let (owner_bytes, tenant_bytes): (i64, i64) = tx

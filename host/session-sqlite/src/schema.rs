@@ -89,7 +89,8 @@ const MIGRATE_V4: &str = "
     ) WITHOUT ROWID;
 ";
 
-/// Version 5 keeps each owner's bytes of state (keys and values), so a write
+/// Version 5 keeps each owner's bytes of state (keys and values, and
+/// `ENTRY_OVERHEAD`, 64, for each entry), so a write
 /// checks the owner's and tenant's totals without reading their state.
 const MIGRATE_V5: &str = "
     CREATE TABLE state_totals (
@@ -100,7 +101,7 @@ const MIGRATE_V5: &str = "
     ) WITHOUT ROWID;
     INSERT INTO state_totals
         SELECT tenant, principal,
-               SUM(length(CAST(key AS BLOB)) + length(CAST(value AS BLOB)))
+               SUM(length(CAST(key AS BLOB)) + length(CAST(value AS BLOB)) + 64)
         FROM state GROUP BY tenant, principal;
 ";
 

@@ -23,8 +23,8 @@ pub const QUOTAS: Quotas = Quotas {
 pub const TOTALS_QUOTAS: Quotas = Quotas {
     max_keys: 1024,
     max_bytes: 1024,
-    max_owner_bytes: 20,
-    max_tenant_bytes: 30,
+    max_owner_bytes: 280,
+    max_tenant_bytes: 420,
     max_idle: DEFAULT_MAX_IDLE,
 };
 
@@ -185,7 +185,7 @@ pub async fn totals(store: &dyn SessionStore, run: &str) {
     let at = |principal: &str, session: &str, component: &str| {
         scope(run, &tenant, principal, session, component)
     };
-    // Entries count their key and value: "k" + 4 bytes = 5.
+    // Entries count their key, value and overhead: 1 + 4 + 64 = 69 bytes.
     store
         .set(&at("ann", "s1", "c"), "k", "1234".into())
         .await
@@ -204,14 +204,14 @@ pub async fn totals(store: &dyn SessionStore, run: &str) {
         .unwrap();
     assert!(matches!(
         store.set(&at("ann", "s4", "c"), "k", "1".into()).await,
-        Err(SessionError::OwnerFull { max: 20 })
+        Err(SessionError::OwnerFull { max: 280 })
     ));
     // Replacing a value with one of the same size fits.
     store
         .set(&at("ann", "s1", "c"), "k", "abcd".into())
         .await
         .unwrap();
-    // Another principal of the tenant: up to the tenant's 30 bytes.
+    // Another principal of the tenant: up to the tenant's 420 bytes.
     store
         .set(&at("bob", "s1", "c"), "k", "1234".into())
         .await
@@ -222,7 +222,7 @@ pub async fn totals(store: &dyn SessionStore, run: &str) {
         .unwrap();
     assert!(matches!(
         store.set(&at("bob", "s3", "c"), "k", "1".into()).await,
-        Err(SessionError::TenantFull { max: 30 })
+        Err(SessionError::TenantFull { max: 420 })
     ));
     // Another tenant has room of its own.
     let other = scope(run, &format!("{run}-globex"), "ann", "s1", "c");
@@ -243,7 +243,7 @@ pub async fn idle_sessions(store: &dyn SessionStore, run: &str) {
     store.save_history(&owner, &chat, "[1]").await.unwrap();
     store.set(&old, "j", "1234".into()).await.unwrap();
     store.set(&old, "i", "1234".into()).await.unwrap();
-    // The owner is at 20 bytes of 20.
+    // The owner is at 276 bytes of 280.
     assert!(matches!(
         store.set(&kept, "x", "1".into()).await,
         Err(SessionError::OwnerFull { .. })

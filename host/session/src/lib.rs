@@ -35,7 +35,7 @@ pub enum SessionError {
     /// all its sessions and tools together.
     #[error(
         "session state is full ({max} bytes of keys and values per principal, in all its \
-         sessions and tools)"
+         sessions and tools, {ENTRY_OVERHEAD} bytes an entry counted besides)"
     )]
     OwnerFull {
         /// The limit.
@@ -197,7 +197,8 @@ pub struct Quotas {
     pub max_keys: usize,
     /// Bytes of values one scope may hold.
     pub max_bytes: usize,
-    /// Bytes of keys and values one owner may hold in all its scopes.
+    /// Bytes one owner may hold in all its scopes: keys and values, and
+    /// [`ENTRY_OVERHEAD`] for each entry.
     pub max_owner_bytes: usize,
     /// Bytes of keys and values one tenant may hold, all its owners together.
     pub max_tenant_bytes: usize,
@@ -236,9 +237,13 @@ pub struct Usage {
     pub tenant: usize,
 }
 
+/// What each entry counts for in the owner's and tenant's totals besides
+/// its key and value, so that a total also bounds the number of entries.
+pub const ENTRY_OVERHEAD: usize = 64;
+
 /// The bytes an entry counts for in the owner's and tenant's totals.
 pub fn entry_size(key: &str, value: &str) -> usize {
-    key.len() + value.len()
+    key.len() + value.len() + ENTRY_OVERHEAD
 }
 
 impl Quotas {
