@@ -377,17 +377,21 @@ fn token_realms_get_credentials_only_where_the_rules_allow() {
 
     // The same flow with a realm the rules allow: the token is had with the
     // credentials, and the pull goes on with it.
+    // A pull with the registry itself as its realm, which must succeed.
+    let pull_from = |registry: &Server, named: &OnceLock<String>| {
+        named
+            .set(format!("http://{}/token", registry.addr))
+            .unwrap();
+        let registry_env = ("WASM_AGENT_REGISTRY", registry.addr.as_str());
+        let (output, _) = call(
+            &registry.addr,
+            &[registry_env, credentials[0], credentials[1]],
+        );
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert_eq!(stdout(&output).trim(), "42");
+    };
     let (registry, named) = token_server(manifest.clone(), wasm.clone(), None);
-    named
-        .set(format!("http://{}/token", registry.addr))
-        .unwrap();
-    let registry_env = ("WASM_AGENT_REGISTRY", registry.addr.as_str());
-    let (output, _) = call(
-        &registry.addr,
-        &[registry_env, credentials[0], credentials[1]],
-    );
-    assert!(output.status.success(), "{}", stderr(&output));
-    assert_eq!(stdout(&output).trim(), "42");
+    pull_from(&registry, &named);
     let seen = registry.seen();
     let token = seen.iter().find(|s| s.line.contains("/token")).unwrap();
     assert!(
@@ -413,15 +417,7 @@ fn token_realms_get_credentials_only_where_the_rules_allow() {
         body: Body::Bytes(served.clone()),
     }));
     let (registry, named) = token_server(manifest, wasm, Some(format!("http://{}", cdn.addr)));
-    named
-        .set(format!("http://{}/token", registry.addr))
-        .unwrap();
-    let registry_env = ("WASM_AGENT_REGISTRY", registry.addr.as_str());
-    let (output, _) = call(
-        &registry.addr,
-        &[registry_env, credentials[0], credentials[1]],
-    );
-    assert!(output.status.success(), "{}", stderr(&output));
+    pull_from(&registry, &named);
     let fetched = cdn.seen();
     assert_eq!(fetched.len(), 1, "{fetched:?}");
     assert_eq!(fetched[0].authorization, None, "{fetched:?}");
