@@ -448,4 +448,26 @@ fn credentials_come_from_the_environment_or_the_docker_config_and_are_never_show
     let output = call("echo", r#"{"text": "hi"}"#, &docker_env);
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(!stderr(&output).contains("s3cret-pass"));
+
+    // `sign` pushes with the same credentials, and the signature verifies.
+    let keys = temp_dir();
+    let (private, public) = crate::oci_trust::openssl_keys(keys.path(), "cosign");
+    let with_env = |args: &[&str]| {
+        let mut command = setup.cli_for(args, &[setup.registry.host()]);
+        command
+            .env_remove("DOCKER_CONFIG")
+            .env("HOME", setup.cache.path())
+            .envs(env.iter().map(|(name, value)| (*name, value.as_str())));
+        command.output().unwrap()
+    };
+    let key = private.display().to_string();
+    let signed = with_env(&["sign", &reference, "--key", &key]);
+    assert!(signed.status.success(), "{}", stderr(&signed));
+    let public = public.display().to_string();
+    let verified = with_env(&["pull", &reference, "--verify-key", &public]);
+    assert!(
+        stdout(&verified).contains("signature verified"),
+        "{}",
+        stderr(&verified)
+    );
 }

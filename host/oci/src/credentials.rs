@@ -6,7 +6,6 @@ use std::fmt;
 use std::path::PathBuf;
 
 use docker_credential::{CredentialRetrievalError, DockerCredential};
-use oci_client::secrets::RegistryAuth;
 
 use crate::RegistryError;
 
@@ -95,16 +94,6 @@ impl Credentials {
                 "cannot get the credentials for {registry} from {}: {error}",
                 docker_config().display()
             ))),
-        }
-    }
-
-    pub(crate) fn to_auth(&self) -> RegistryAuth {
-        match self {
-            Credentials::Anonymous => RegistryAuth::Anonymous,
-            Credentials::Basic { username, password } => {
-                RegistryAuth::Basic(username.clone(), password.clone())
-            }
-            Credentials::Token(token) => RegistryAuth::Bearer(token.clone()),
         }
     }
 }

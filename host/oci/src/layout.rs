@@ -1,7 +1,8 @@
 //! Which manifests are Wasm components: the CNCF Wasm OCI artifact layout
 //! (`wkg oci push`, Wassette, Spin) and the older wasm-to-oci one.
 
-use oci_client::manifest::OciImageManifest;
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 
 use crate::digest::Digest;
@@ -38,6 +39,31 @@ pub struct Blob {
     pub size: u64,
 }
 
+/// An image manifest, as much of it as the host reads.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Manifest {
+    /// The config blob.
+    pub config: Descriptor,
+    /// The layers.
+    pub layers: Vec<Descriptor>,
+}
+
+/// A blob a manifest names: its type, digest, size and annotations.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Descriptor {
+    /// Its media type.
+    pub media_type: String,
+    /// Its digest, as written (checked by [`descriptor_blob`]).
+    pub digest: String,
+    /// Its size, as written.
+    pub size: i64,
+    /// Its annotations.
+    #[serde(default)]
+    pub annotations: Option<BTreeMap<String, String>>,
+}
+
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Versioned {
@@ -46,7 +72,7 @@ struct Versioned {
 }
 
 /// Parses a manifest; `Err` says what it is instead.
-pub fn parse_manifest(bytes: &[u8]) -> Result<OciImageManifest, String> {
+pub fn parse_manifest(bytes: &[u8]) -> Result<Manifest, String> {
     let versioned: Versioned =
         serde_json::from_slice(bytes).map_err(|e| format!("the manifest is not JSON: {e}"))?;
     if let Some(kind) = &versioned.media_type
@@ -66,7 +92,7 @@ pub fn parse_manifest(bytes: &[u8]) -> Result<OciImageManifest, String> {
 }
 
 /// The component layer of a manifest in one of the Wasm layouts.
-pub fn component_layer(manifest: &OciImageManifest) -> Result<Blob, String> {
+pub fn component_layer(manifest: &Manifest) -> Result<Blob, String> {
     let config = manifest.config.media_type.as_str();
     let layers: Vec<&str> = manifest
         .layers
@@ -92,7 +118,7 @@ pub fn component_layer(manifest: &OciImageManifest) -> Result<Blob, String> {
 }
 
 /// A descriptor's digest and size, checked.
-pub fn descriptor_blob(descriptor: &oci_client::manifest::OciDescriptor) -> Result<Blob, String> {
+pub fn descriptor_blob(descriptor: &Descriptor) -> Result<Blob, String> {
     let digest = descriptor.digest.parse()?;
     let size =
         u64::try_from(descriptor.size).map_err(|_| format!("negative size {}", descriptor.size))?;

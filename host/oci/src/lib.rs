@@ -1,5 +1,7 @@
-//! Components from OCI registries: pulled with `oci-client` in the CNCF Wasm
-//! OCI artifact layout into a local content-addressed [`Store`], pinned by
+//! Components from OCI registries: pulled over the host's own
+//! distribution-API client (`wire`: address rules, token flow, capped reads)
+//! in the CNCF Wasm OCI artifact layout into a local content-addressed
+//! [`Store`], pinned by
 //! digest in a [`LockFile`], and verified against cosign keyed signatures
 //! ([`VerifyKey`]) before they are loaded.
 //!
@@ -12,6 +14,7 @@ mod layout;
 mod lock;
 mod pull;
 mod reference;
+mod sign;
 mod signature;
 mod store;
 mod wire;

@@ -8,16 +8,13 @@ use std::time::Duration;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use oci_client::client::{ClientConfig, ClientProtocol};
-use oci_client::errors::{OciDistributionError, OciErrorCode};
-
+use crate::RegistryError;
 use crate::credentials::Credentials;
 use crate::digest::Digest;
 use crate::layout::{self, Blob, MANIFEST_TYPES, MAX_MANIFEST};
 use crate::reference::{ComponentRef, host_of};
 use crate::store::Store;
 use crate::wire::{self, Wire};
-use crate::{RegistryError, shorten};
 
 /// The default cap on a component's size.
 pub const DEFAULT_MAX_COMPONENT: u64 = 256 << 20;
@@ -68,7 +65,6 @@ pub struct Pulled {
 /// Pulls components from OCI registries into a local store.
 pub struct Registry {
     options: RegistryOptions,
-    client: oci_client::Client,
     store: Store,
     wires: tokio::sync::Mutex<HashMap<String, Arc<Wire>>>,
 }
@@ -86,19 +82,9 @@ impl Registry {
         // reqwest's rustls is built without a provider: use ring, as the host
         // does elsewhere. Already installed is fine.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = oci_client::Client::new(ClientConfig {
-            protocol: ClientProtocol::HttpsExcept(options.insecure.clone()),
-            connect_timeout: Some(options.timeout.min(Duration::from_secs(10))),
-            read_timeout: Some(options.timeout),
-            // A Wasm artifact names one component; an index is refused.
-            platform_resolver: None,
-            user_agent: concat!("wasm-agent/", env!("CARGO_PKG_VERSION")),
-            ..ClientConfig::default()
-        });
         Ok(Self {
             store: Store::new(&options.store),
             options,
-            client,
             wires: Default::default(),
         })
     }
@@ -358,104 +344,6 @@ impl Registry {
             store: self.store.root().to_path_buf(),
         }
     }
-
-    pub(crate) fn client(&self) -> &oci_client::Client {
-        &self.client
-    }
-
-    /// An oci-client error as one that names the reference and says what
-    /// happened in the user's terms.
-    pub(crate) fn registry_error(
-        &self,
-        reference: &ComponentRef,
-        error: OciDistributionError,
-    ) -> RegistryError {
-        let text = reference.to_string();
-        let not_found = || RegistryError::NotFound {
-            reference: text.clone(),
-            what: if reference.digest.is_some() {
-                "digest"
-            } else {
-                "tag"
-            },
-        };
-        let unauthorized = |reason: String| RegistryError::Unauthorized {
-            reference: text.clone(),
-            reason,
-        };
-        match error {
-            OciDistributionError::RegistryError { envelope, .. } => {
-                let codes: Vec<&OciErrorCode> = envelope.errors.iter().map(|e| &e.code).collect();
-                if codes.contains(&&OciErrorCode::NameUnknown) {
-                    RegistryError::NotFound {
-                        reference: text,
-                        what: "repository",
-                    }
-                } else if codes.contains(&&OciErrorCode::ManifestUnknown)
-                    || codes.contains(&&OciErrorCode::BlobUnknown)
-                {
-                    not_found()
-                } else if codes.contains(&&OciErrorCode::Unauthorized)
-                    || codes.contains(&&OciErrorCode::Denied)
-                {
-                    unauthorized(shorten(&envelope.to_string()))
-                } else {
-                    RegistryError::Registry {
-                        reference: text,
-                        reason: shorten(&envelope.to_string()),
-                    }
-                }
-            }
-            OciDistributionError::ImageManifestNotFoundError(_) => not_found(),
-            OciDistributionError::UnauthorizedError { .. } => {
-                unauthorized("HTTP 401 Unauthorized".into())
-            }
-            OciDistributionError::AuthenticationFailure(reason) => unauthorized(shorten(&reason)),
-            OciDistributionError::ServerError { code: 404, .. } => not_found(),
-            OciDistributionError::ServerError {
-                code: 401 | 403,
-                message,
-                ..
-            } => unauthorized(shorten(&message)),
-            OciDistributionError::ServerError { code, message, .. } => RegistryError::Registry {
-                reference: text,
-                reason: format!("HTTP {code}: {}", shorten(&message)),
-            },
-            OciDistributionError::RequestError(error) => {
-                if error.is_timeout() {
-                    RegistryError::Deadline {
-                        reference: text,
-                        after: self.options.timeout,
-                    }
-                } else {
-                    RegistryError::Unreachable {
-                        reference: text,
-                        reason: shorten(&chain(&error)),
-                    }
-                }
-            }
-            other => RegistryError::Registry {
-                reference: text,
-                reason: shorten(&chain(&other)),
-            },
-        }
-    }
-}
-
-/// An error and its sources on one line (reqwest's own text is only
-/// "error sending request").
-pub(crate) fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// `what` is over `limit`, naming which limit it is.

@@ -60,22 +60,6 @@ impl ComponentRef {
     pub fn host(&self) -> &str {
         host_of(&self.registry)
     }
-
-    pub(crate) fn to_oci(&self) -> oci_client::Reference {
-        match (&self.digest, &self.tag) {
-            (Some(digest), _) => oci_client::Reference::with_digest(
-                self.registry.clone(),
-                self.repository.clone(),
-                digest.to_string(),
-            ),
-            (None, Some(tag)) => oci_client::Reference::with_tag(
-                self.registry.clone(),
-                self.repository.clone(),
-                tag.clone(),
-            ),
-            (None, None) => unreachable!("a parsed reference has a tag or a digest"),
-        }
-    }
 }
 
 /// `host` of `host:port`, `[v6]:port` or `host`.

@@ -4,19 +4,17 @@
 //! signature (DER, base64) in an annotation. Verified signatures are kept in
 //! the store, so verification works offline.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use oci_client::client::{Config, ImageLayer};
 use p256::ecdsa::signature::{Signer as _, Verifier as _};
 use p256::ecdsa::{DerSignature, Signature};
 use p256::pkcs8::{DecodePrivateKey, DecodePublicKey};
 use serde_json::{Value, json};
 
 use crate::digest::Digest;
-use crate::layout::{self, Blob};
+use crate::layout;
 use crate::pull::{Pulled, Registry};
 use crate::reference::ComponentRef;
 use crate::{RegistryError, shorten};
@@ -28,7 +26,7 @@ pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
 /// The payload's `critical.type`.
 const PAYLOAD_TYPE: &str = "cosign container image signature";
 /// The largest payload read.
-const MAX_PAYLOAD: u64 = 64 << 10;
+pub(crate) const MAX_PAYLOAD: u64 = 64 << 10;
 
 /// Which signature check failed.
 #[derive(Debug, thiserror::Error)]
@@ -157,7 +155,7 @@ impl SigningKey {
         Ok(Self(secret.into()))
     }
 
-    fn sign(&self, payload: &[u8]) -> String {
+    pub(crate) fn sign(&self, payload: &[u8]) -> String {
         let signature: Signature = self.0.sign(payload);
         let der: DerSignature = signature.to_der();
         BASE64.encode(der.as_bytes())
@@ -176,7 +174,7 @@ pub fn signature_tag(manifest: &Digest) -> String {
 }
 
 /// The simple-signing payload for a manifest.
-fn payload(reference: &ComponentRef, manifest: &Digest) -> Vec<u8> {
+pub(crate) fn payload(reference: &ComponentRef, manifest: &Digest) -> Vec<u8> {
     let identity = format!("{}/{}", reference.registry, reference.repository);
     serde_json::to_vec(&json!({
         "critical": {
@@ -343,95 +341,6 @@ impl Registry {
         Err(fail(failure.unwrap_or_else(|| {
             SignatureError::Malformed(format!("no {PAYLOAD_LAYER} layer"))
         })))
-    }
-
-    /// Signs the component `reference` names with `key`: a simple-signing
-    /// payload for its manifest, added to its `sha256-HEX.sig` artifact
-    /// (beside any signatures already there). Returns the signature tag.
-    pub async fn sign(
-        &self,
-        reference: &ComponentRef,
-        key: &SigningKey,
-    ) -> Result<ComponentRef, RegistryError> {
-        let (manifest, _) = self
-            .within_deadline(reference, self.manifest(reference))
-            .await?;
-        let signatures = reference.with_tag(signature_tag(&manifest));
-        // Credentials for oci-client's push: a token got under the address
-        // rules, so its own token flow never sends them to a realm.
-        let wire = self.wire(&reference.registry).await?;
-        let auth = self
-            .within_deadline(
-                &signatures,
-                wire.push_credentials(&signatures.to_string(), &reference.repository),
-            )
-            .await?
-            .to_auth();
-        // Signatures already there are kept: fetch their payloads to push
-        // them again with the new one.
-        let mut layers = Vec::new();
-        match self
-            .within_deadline(&signatures, self.manifest(&signatures))
-            .await
-        {
-            Ok((_, bytes)) => {
-                let existing =
-                    layout::parse_manifest(&bytes).map_err(|e| RegistryError::Signature {
-                        reference: reference.to_string(),
-                        reason: SignatureError::Malformed(e),
-                    })?;
-                for layer in existing.layers {
-                    let blob: Blob =
-                        layout::descriptor_blob(&layer).map_err(|e| RegistryError::Signature {
-                            reference: reference.to_string(),
-                            reason: SignatureError::Malformed(e),
-                        })?;
-                    self.within_deadline(
-                        &signatures,
-                        self.blob(&signatures, &blob, MAX_PAYLOAD, "a signature payload"),
-                    )
-                    .await?;
-                    let data = self
-                        .store()
-                        .read_small(&blob.digest, MAX_PAYLOAD)
-                        .unwrap_or_default();
-                    layers.push(ImageLayer::new(data, layer.media_type, layer.annotations));
-                }
-            }
-            Err(RegistryError::NotFound { .. }) => {}
-            Err(other) => return Err(other),
-        }
-        let payload = payload(reference, &manifest);
-        let annotations = BTreeMap::from([(SIGNATURE_ANNOTATION.to_string(), key.sign(&payload))]);
-        layers.push(ImageLayer::new(
-            payload,
-            PAYLOAD_LAYER.to_string(),
-            Some(annotations),
-        ));
-        let diff_ids: Vec<String> = layers
-            .iter()
-            .map(|l| Digest::of(&l.data).to_string())
-            .collect();
-        let config = serde_json::to_vec(&json!({
-            "architecture": "",
-            "os": "",
-            "config": {},
-            "rootfs": {"type": "layers", "diff_ids": diff_ids},
-        }))
-        .expect("JSON values serialize");
-        let config = Config::new(
-            config,
-            "application/vnd.oci.image.config.v1+json".to_string(),
-            None,
-        );
-        self.within_deadline(&signatures, async {
-            self.client()
-                .push(&signatures.to_oci(), &layers, config, &auth, None)
-                .await
-                .map_err(|e| self.registry_error(&signatures, e))
-        })
-        .await?;
-        Ok(signatures)
     }
 }
 

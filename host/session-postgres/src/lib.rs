@@ -260,7 +260,9 @@ impl SessionStore for PostgresSessionStore {
                     let totals = tx.prepare_cached(schema::TOTALS).await?;
                     let row = tx.query_one(&totals, &[&tenant, &principal]).await?;
                     let (owner, tenant_bytes): (i64, i64) = (row.get(0), row.get(1));
-                    let count = |n: i64| usize::try_from(n).unwrap_or(usize::MAX);
+                    // A total below the entry it holds (one kept by an older build) counts
+                    // as empty, never as full.
+                    let count = |n: i64| usize::try_from(n.max(0)).unwrap_or(usize::MAX);
                     let usage = Usage {
                         keys: count(keys),
                         exists,

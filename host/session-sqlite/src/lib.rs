@@ -380,7 +380,9 @@ impl Db {
                 stmt.query_row(params![tenant, principal], |r| Ok((r.get(0)?, r.get(1)?)))
             })
             .map_err(fail)?;
-        let count = |n: i64| usize::try_from(n).unwrap_or(usize::MAX);
+        // A total below the entry it holds (one kept by an older build) counts
+        // as empty, never as full.
+        let count = |n: i64| usize::try_from(n.max(0)).unwrap_or(usize::MAX);
         quotas.admit(
             Usage {
                 keys: count(keys),

@@ -3,6 +3,7 @@
 //! every answer read under a cap, so a registry can make the host neither
 //! go where it should not nor hold more than the documented sizes.
 
+mod push;
 mod rules;
 mod token;
 
@@ -10,9 +11,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderValue};
-use reqwest::{Response, StatusCode};
+use bytes::Bytes;
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use reqwest::{Method, Response, StatusCode};
 use serde::Deserialize;
+use url::Url;
 
 use crate::RegistryError;
 use crate::credentials::Credentials;
@@ -28,6 +31,12 @@ const MAX_ERROR_ANSWER: u64 = 16 << 10;
 pub(crate) enum Access {
     Pull,
     Push,
+}
+
+/// What a request carries: the media types it accepts, or a body.
+pub(crate) enum Body<'a> {
+    Accept(&'a str),
+    Bytes(&'a str, Bytes),
 }
 
 /// One registry's HTTP client.
@@ -82,10 +91,42 @@ impl Wire {
     ) -> Result<Response, RegistryError> {
         let url = format!("{}/v2/{repository}/{path}", self.base);
         let scope = scope(repository, Access::Pull);
-        let mut authorization = self.authorization(&scope);
+        self.send(reference, Method::GET, &url, &scope, Body::Accept(accept))
+            .await
+    }
+
+    /// One request to the registry (or to a URL it named, checked by the
+    /// rules), authorizing as a 401 asks: credentials and tokens go to the
+    /// registry's own origin only.
+    pub(crate) async fn send(
+        &self,
+        reference: &str,
+        method: Method,
+        url: &str,
+        scope: &str,
+        body: Body<'_>,
+    ) -> Result<Response, RegistryError> {
+        let parsed: Url = url.parse().map_err(|e| RegistryError::Registry {
+            reference: reference.to_string(),
+            reason: format!("the registry named an unusable URL: {e}"),
+        })?;
+        self.rules
+            .check_url(&parsed)
+            .map_err(|refusal| RegistryError::Refused {
+                reference: reference.to_string(),
+                reason: refusal.0,
+            })?;
+        let own = parsed.origin() == self.origin();
+        let mut authorization = own.then(|| self.authorization(scope)).flatten();
         let mut asked = false;
         loop {
-            let mut request = self.http.get(&url).header(ACCEPT, accept);
+            let mut request = self.http.request(method.clone(), parsed.clone());
+            request = match &body {
+                Body::Accept(accept) => request.header(ACCEPT, *accept),
+                Body::Bytes(content_type, bytes) => request
+                    .header(CONTENT_TYPE, *content_type)
+                    .body(bytes.clone()),
+            };
             if let Some(value) = &authorization {
                 request = request.header(AUTHORIZATION, value.clone());
             }
@@ -93,9 +134,9 @@ impl Wire {
                 .send()
                 .await
                 .map_err(|e| self.request_error(reference, &e))?;
-            if response.status() == StatusCode::UNAUTHORIZED && !asked {
+            if response.status() == StatusCode::UNAUTHORIZED && own && !asked {
                 asked = true;
-                if let Some(value) = self.authorize(reference, &response, &scope).await? {
+                if let Some(value) = self.authorize(reference, &response, scope).await? {
                     authorization = Some(value);
                     continue;
                 }
@@ -104,32 +145,17 @@ impl Wire {
         }
     }
 
-    /// Credentials for oci-client to push to `repository` with: a token got
-    /// here, under the rules, when the registry uses tokens.
-    pub(crate) async fn push_credentials(
-        &self,
-        reference: &str,
-        repository: &str,
-    ) -> Result<Credentials, RegistryError> {
-        let scope = scope(repository, Access::Push);
-        let response = self
-            .http
-            .get(format!("{}/v2/", self.base))
-            .send()
-            .await
-            .map_err(|e| self.request_error(reference, &e))?;
-        if response.status() != StatusCode::UNAUTHORIZED {
-            return Ok(self.credentials.clone());
-        }
-        match token::challenge(response.headers()) {
-            Challenge::Bearer { realm, service } => {
-                let token = self
-                    .token(reference, &realm, service.as_deref(), &scope)
-                    .await?;
-                Ok(Credentials::Token(token))
-            }
-            _ => Ok(self.credentials.clone()),
-        }
+    /// The registry's own origin (scheme, host, port).
+    fn origin(&self) -> url::Origin {
+        self.base
+            .parse::<Url>()
+            .map(|u| u.origin())
+            .unwrap_or_else(|_| url::Origin::new_opaque())
+    }
+
+    /// The registry's base, `https://HOST[:PORT]`.
+    pub(crate) fn base(&self) -> &str {
+        &self.base
     }
 
     fn authorization(&self, scope: &str) -> Option<HeaderValue> {
@@ -137,7 +163,7 @@ impl Wire {
             return Some(value.clone());
         }
         match &self.credentials {
-            // An identity token is sent as it is (as oci-client did).
+            // An identity token from a Docker login is sent as a bearer token.
             Credentials::Token(token) => sensitive(&format!("Bearer {token}")),
             _ => None,
         }
