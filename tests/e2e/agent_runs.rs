@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use wasm_agent::agent::{Agent, AgentTool, RunOptions};
+use wasm_agent::budget::RequestBudget;
 use wasm_agent::{CallContext, ErrorKind, LoadOptions, Policy};
 
 use crate::agent::{agent, counting_tool, fixture, model, offered};
@@ -185,6 +186,54 @@ async fn a_host_tool_delegates_to_another_agent() {
             .is_err(),
         "unknown agents are refused"
     );
+}
+
+#[tokio::test]
+async fn a_host_tool_cannot_delegate_past_its_requests_budget_of_runs() {
+    // The lead calls a tool that delegates three times; the request allows two runs.
+    let server = ProviderServer::start(vec![
+        openai::tool_calls(&[("c1", "ask_thrice", "{}")]),
+        openai::text("one"),
+        openai::text("two"),
+        openai::text("done"),
+    ])
+    .await;
+    let researcher = Agent::builder("researcher")
+        .model(model("openai:researcher", &server))
+        .build()
+        .unwrap();
+    let ask = AgentTool::host(
+        "ask_thrice",
+        "Ask the research agent three times.",
+        json!({"type": "object"}),
+        |_: Value, context: wasm_agent::agent::ToolContext| async move {
+            let mut answers = Vec::new();
+            for _ in 0..3 {
+                answers.push(match context.delegate("researcher", "?").await {
+                    Ok(answer) => answer,
+                    Err(error) => format!("refused: {error}"),
+                });
+            }
+            Ok::<_, String>(answers.join(" | "))
+        },
+    )
+    .unwrap();
+    let lead = Agent::builder("lead")
+        .model(model("openai:lead", &server))
+        .tool(ask)
+        .sub_agent(researcher)
+        .build()
+        .unwrap();
+    let context = CallContext::new().budget(RequestBudget::new(1000, 2));
+    let output = lead
+        .run("go", RunOptions::new().context(context))
+        .await
+        .unwrap();
+    assert_eq!(
+        output.tool_calls[0].content,
+        "one | two | refused: this request has used its budget of 2 delegated runs"
+    );
+    assert_eq!(server.requests().len(), 4, "no third run asked the model");
 }
 
 #[tokio::test]

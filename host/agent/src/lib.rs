@@ -110,6 +110,9 @@ pub enum AgentError {
     /// Agents handed work on too many times.
     #[error("delegation deeper than {MAX_DELEGATION_DEPTH} agents refused")]
     DelegationTooDeep,
+    /// The request this delegation serves has used its budget of runs.
+    #[error("{0}")]
+    BudgetSpent(String),
 }
 
 impl AgentError {
@@ -433,6 +436,12 @@ impl Agent {
         if parent.delegation_depth() >= MAX_DELEGATION_DEPTH {
             return Err(AgentError::DelegationTooDeep);
         }
+        // Every path that delegates (a sandboxed tool's host.delegate, a host
+        // tool's context) comes through here, so each run is counted once.
+        parent
+            .request_budget()
+            .take_run()
+            .map_err(AgentError::BudgetSpent)?;
         let agent = {
             let agents = self
                 .inner

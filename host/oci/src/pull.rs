@@ -315,7 +315,9 @@ impl Registry {
                 reason: wire::describe(&e),
             })?;
         let wire = Arc::new(wire);
-        wires.insert(registry.to_string(), wire.clone());
+        if wire.resolved() {
+            wires.insert(registry.to_string(), wire.clone());
+        }
         Ok(wire)
     }
 

@@ -14,8 +14,8 @@ use crate::layout::{self, Blob};
 use crate::pull::Registry;
 use crate::reference::ComponentRef;
 use crate::signature::{
-    MAX_PAYLOAD, PAYLOAD_LAYER, SIGNATURE_ANNOTATION, SignatureError, SigningKey, payload,
-    signature_tag,
+    MAX_PAYLOAD, MAX_SIGNATURES, PAYLOAD_LAYER, SIGNATURE_ANNOTATION, SignatureError, SigningKey,
+    payload, signature_tag,
 };
 
 /// The media types of the signature artifact cosign writes.
@@ -128,6 +128,13 @@ impl Registry {
             Err(other) => return Err(other),
         };
         let existing = layout::parse_manifest(&bytes).map_err(malformed)?;
+        if existing.layers.len() >= MAX_SIGNATURES {
+            return Err(malformed(format!(
+                "{signatures} already holds {} layers, and the host keeps at most {MAX_SIGNATURES} \
+                 signatures in one artifact",
+                existing.layers.len()
+            )));
+        }
         let mut layers = Vec::new();
         for layer in existing.layers {
             let blob: Blob = layout::descriptor_blob(&layer).map_err(malformed)?;

@@ -27,6 +27,8 @@ pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
 const PAYLOAD_TYPE: &str = "cosign container image signature";
 /// The largest payload read.
 pub(crate) const MAX_PAYLOAD: u64 = 64 << 10;
+/// The most signature layers read from (or kept in) one `.sig` artifact.
+pub(crate) const MAX_SIGNATURES: usize = 64;
 
 /// Which signature check failed.
 #[derive(Debug, thiserror::Error)]
@@ -290,6 +292,7 @@ impl Registry {
             .layers
             .iter()
             .filter(|l| l.media_type == PAYLOAD_LAYER)
+            .take(MAX_SIGNATURES)
         {
             let Some(signature) = layer
                 .annotations

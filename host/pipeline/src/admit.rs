@@ -23,9 +23,6 @@ pub(crate) struct Admit {
 #[async_trait::async_trait]
 impl Layer for Admit {
     async fn call(&self, call: &mut ToolCall, next: Next<'_>) -> Called {
-        if let Err(reason) = call.context.request_budget().take_call() {
-            return Called::refused(call, CallError::new(ErrorKind::CapabilityDenied, reason));
-        }
         let own_slot = call.context.tool_call_depth() == 0;
         let _held = match (&call.context.tenant_id, self.per_tenant) {
             (Some(tenant), Some(limit)) if own_slot => match self.hold(tenant, limit) {
@@ -43,6 +40,10 @@ impl Layer for Admit {
             },
             _ => None,
         };
+        // Charged once admitted: a call refused above spent nothing.
+        if let Err(reason) = call.context.request_budget().take_call() {
+            return Called::refused(call, CallError::new(ErrorKind::CapabilityDenied, reason));
+        }
         next.run(call).await
     }
 }

@@ -112,6 +112,7 @@ pub(crate) const COLLECT_OWNER: &str = "WITH idle AS (
     ), forgotten AS (
         DELETE FROM wasm_agent_history h USING idle
         WHERE h.tenant = $1 AND h.principal = $2 AND h.session_id = idle.session_id
+            AND h.updated_at < now() - make_interval(secs => $3)
     )
     UPDATE wasm_agent_state_totals
     SET bytes = bytes - (SELECT coalesce(sum(size), 0) FROM gone)

@@ -1,6 +1,6 @@
 //! Session state and conversations in memory, lost when the process ends.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
@@ -72,7 +72,7 @@ impl Inner {
         let now = Instant::now();
         self.last_collected = Some(now);
         let idle = |at: &Instant| now.duration_since(*at) >= quotas.max_idle;
-        let gone: Vec<(Owner, String)> = self
+        let gone: HashSet<(Owner, String)> = self
             .written
             .iter()
             .filter(|(_, at)| idle(at))

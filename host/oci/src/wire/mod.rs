@@ -153,6 +153,12 @@ impl Wire {
             .unwrap_or_else(|_| url::Origin::new_opaque())
     }
 
+    /// Whether the registry's name resolved when the rules were made (a
+    /// client made without an answer is made again next time).
+    pub(crate) fn resolved(&self) -> bool {
+        self.rules.resolved
+    }
+
     /// The registry's base, `https://HOST[:PORT]`.
     pub(crate) fn base(&self) -> &str {
         &self.base

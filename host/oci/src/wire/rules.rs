@@ -33,32 +33,36 @@ impl std::error::Error for Refusal {}
 #[derive(Debug)]
 pub(crate) struct Rules {
     registry: String,
-    /// The kinds of non-public address the registry itself resolves to.
+    /// The kinds of non-public address the registry itself is at.
     kinds: Vec<&'static str>,
+    /// Whether the registry's name resolved (rules made without an answer
+    /// are not kept).
+    pub(crate) resolved: bool,
 }
+
+/// Kinds a registry's own address never opens: they carry or stand for
+/// addresses of any other kind.
+const NEVER_OPENED: &[&str] = &["IPv4-mapped", "non-public"];
 
 impl Rules {
     /// The rules for `registry` (`host[:port]`), from the addresses it
-    /// resolves to now.
+    /// resolves to now. A registry is "at" a kind of non-public address
+    /// only when every address it has is non-public: a name that answers
+    /// with a public address and a loopback one opens nothing.
     pub(crate) async fn of(registry: &str) -> Self {
         let host = crate::reference::host_of(registry);
-        let addresses: Vec<IpAddr> = match host.trim_matches(['[', ']']).parse::<IpAddr>() {
-            Ok(ip) => vec![ip],
+        let addresses: Option<Vec<IpAddr>> = match host.trim_matches(['[', ']']).parse::<IpAddr>() {
+            Ok(ip) => Some(vec![ip]),
             Err(_) => tokio::net::lookup_host((host, 0))
                 .await
-                .map(|found| found.map(|a| a.ip()).collect())
-                .unwrap_or_default(),
+                .ok()
+                .map(|found| found.map(|a| a.ip()).collect()),
         };
-        let mut kinds = Vec::new();
-        for ip in addresses.into_iter().filter(|ip| !is_public(*ip)) {
-            let kind = address_kind(ip);
-            if !kinds.contains(&kind) {
-                kinds.push(kind);
-            }
-        }
+        let resolved = addresses.as_ref().is_some_and(|a| !a.is_empty());
         Self {
             registry: registry.to_string(),
-            kinds,
+            kinds: kinds_at(&addresses.unwrap_or_default()),
+            resolved,
         }
     }
 
@@ -93,6 +97,22 @@ impl Rules {
             ))),
         }
     }
+}
+
+/// The kinds of non-public address a registry with `addresses` is at: none
+/// when any of them is public.
+fn kinds_at(addresses: &[IpAddr]) -> Vec<&'static str> {
+    let mut kinds = Vec::new();
+    if addresses.iter().any(|ip| is_public(*ip)) {
+        return kinds;
+    }
+    for ip in addresses {
+        let kind = address_kind(*ip);
+        if !kinds.contains(&kind) && !NEVER_OPENED.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    kinds
 }
 
 /// True for `localhost` and loopback addresses.
@@ -157,6 +177,7 @@ mod tests {
         Rules {
             registry: "r.example:5000".into(),
             kinds: kinds.to_vec(),
+            resolved: true,
         }
     }
 
@@ -224,5 +245,26 @@ mod tests {
         let loopback = Resolver(Arc::new(rules(&["loopback"])));
         let found: Vec<_> = loopback.resolve(name("localhost")).await.unwrap().collect();
         assert!(found.iter().all(|a| a.ip().is_loopback()) && !found.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_registry_opens_only_the_kind_it_is_wholly_at() {
+        let loopback = Rules::of("127.0.0.1:5000").await;
+        assert_eq!(loopback.kinds, ["loopback"]);
+        let mapped = Rules::of("[::ffff:10.0.0.1]:5000").await;
+        assert!(mapped.kinds.is_empty(), "{mapped:?}");
+        let public = Rules::of("8.8.8.8:443").await;
+        assert!(public.kinds.is_empty() && public.resolved);
+        let nowhere = Rules::of("no-such-registry.invalid:5000").await;
+        assert!(!nowhere.resolved);
+    }
+
+    #[test]
+    fn a_name_answering_public_and_loopback_opens_nothing() {
+        let ip = |text: &str| text.parse::<IpAddr>().unwrap();
+        assert!(kinds_at(&[ip("8.8.8.8"), ip("127.0.0.1")]).is_empty());
+        assert_eq!(kinds_at(&[ip("127.0.0.1"), ip("::1")]), ["loopback"]);
+        assert_eq!(kinds_at(&[ip("10.0.0.5")]), ["private"]);
+        assert!(kinds_at(&[ip("198.18.0.1")]).is_empty(), "unclassified");
     }
 }

@@ -42,7 +42,6 @@ impl Delegation {
                 "a call may delegate at most {MAX_DELEGATIONS} times"
             ));
         }
-        context.request_budget().take_run()?;
         tracing::info!(tool = %self.call.tool, call_id = %self.call.call_id, agent, "delegating");
         delegator
             .delegate(&agent, &input, context)
