@@ -133,6 +133,21 @@ async fn tools_can_be_added_removed_and_resolved_per_run() {
     assert_eq!(offered(&server, 3), ["admin_reset"]);
 }
 
+/// A lead agent with `tool`, and a researcher it may delegate to, both
+/// answered by `server`.
+fn lead_with_researcher(server: &ProviderServer, tool: AgentTool) -> Agent {
+    let researcher = Agent::builder("researcher")
+        .model(model("openai:researcher", server))
+        .build()
+        .unwrap();
+    Agent::builder("lead")
+        .model(model("openai:lead", server))
+        .tool(tool)
+        .sub_agent(researcher)
+        .build()
+        .unwrap()
+}
+
 #[tokio::test]
 async fn a_host_tool_delegates_to_another_agent() {
     let server = ProviderServer::start(vec![
@@ -145,10 +160,6 @@ async fn a_host_tool_delegates_to_another_agent() {
         openai::text("The researcher says: Paris."),
     ])
     .await;
-    let researcher = Agent::builder("researcher")
-        .model(model("openai:researcher", &server))
-        .build()
-        .unwrap();
     let ask = AgentTool::host(
         "ask_researcher",
         "Ask the research agent.",
@@ -162,12 +173,7 @@ async fn a_host_tool_delegates_to_another_agent() {
         },
     )
     .unwrap();
-    let lead = Agent::builder("lead")
-        .model(model("openai:lead", &server))
-        .tool(ask)
-        .sub_agent(researcher)
-        .build()
-        .unwrap();
+    let lead = lead_with_researcher(&server, ask);
     let output = lead
         .run("What is the capital of France?", RunOptions::default())
         .await
@@ -198,10 +204,6 @@ async fn a_host_tool_cannot_delegate_past_its_requests_budget_of_runs() {
         openai::text("done"),
     ])
     .await;
-    let researcher = Agent::builder("researcher")
-        .model(model("openai:researcher", &server))
-        .build()
-        .unwrap();
     let ask = AgentTool::host(
         "ask_thrice",
         "Ask the research agent three times.",
@@ -218,12 +220,7 @@ async fn a_host_tool_cannot_delegate_past_its_requests_budget_of_runs() {
         },
     )
     .unwrap();
-    let lead = Agent::builder("lead")
-        .model(model("openai:lead", &server))
-        .tool(ask)
-        .sub_agent(researcher)
-        .build()
-        .unwrap();
+    let lead = lead_with_researcher(&server, ask);
     let context = CallContext::new().budget(RequestBudget::new(1000, 2));
     let output = lead
         .run("go", RunOptions::new().context(context))
