@@ -53,6 +53,18 @@ async fn a_request_cannot_fan_out_past_its_budget_in_any_entry_point() {
     }
 }
 
+/// `serve --http` with the fixture, the tokens file and `flags` (the
+/// folder holding the tokens file goes with it).
+fn fixture_server(flags: &[&str]) -> (tempfile::TempDir, Server) {
+    let dir = temp_dir();
+    let tokens = path(&tokens_file(dir.path()));
+    let fixture = path(&component("fixture_tool"));
+    let mut args = vec!["--tools", &fixture, "--tokens", &tokens];
+    args.extend(flags);
+    let server = Server::start(&args);
+    (dir, server)
+}
+
 fn result_of(answer: &Value) -> (bool, String, Option<String>) {
     let result = &answer["result"];
     (
@@ -69,19 +81,7 @@ fn result_of(answer: &Value) -> (bool, String, Option<String>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_tenant_cannot_take_every_call_slot() {
-    let dir = temp_dir();
-    let tokens = path(&tokens_file(dir.path()));
-    let fixture = path(&component("fixture_tool"));
-    let server = Server::start(&[
-        "--tools",
-        &fixture,
-        "--tokens",
-        &tokens,
-        "--max-concurrency",
-        "4",
-        "--max-tenant-calls",
-        "2",
-    ]);
+    let (_dir, server) = fixture_server(&["--max-concurrency", "4", "--max-tenant-calls", "2"]);
     let alice = server.session(Some("alice-token")).await;
     let bob = server.session(Some("bob-token")).await;
     let carol = server.session(Some("carol-token")).await;
@@ -122,17 +122,7 @@ async fn one_tenant_cannot_take_every_call_slot() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_tenant_cannot_take_every_session() {
-    let dir = temp_dir();
-    let tokens = path(&tokens_file(dir.path()));
-    let fixture = path(&component("fixture_tool"));
-    let server = Server::start(&[
-        "--tools",
-        &fixture,
-        "--tokens",
-        &tokens,
-        "--max-tenant-sessions",
-        "2",
-    ]);
+    let (_dir, server) = fixture_server(&["--max-tenant-sessions", "2"]);
     server.session(Some("alice-token")).await;
     server.session(Some("bob-token")).await;
     let third = reqwest::Client::new()
