@@ -44,6 +44,9 @@ pub(crate) struct Wire {
     http: reqwest::Client,
     rules: Arc<Rules>,
     base: String,
+    /// The registry's own origin (scheme, host, port): the one credentials
+    /// go to.
+    origin: url::Origin,
     credentials: Credentials,
     timeout: Duration,
     /// `Authorization` values by scope, as the registry last accepted.
@@ -73,6 +76,10 @@ impl Wire {
         Ok(Self {
             http,
             rules,
+            origin: format!("{scheme}://{registry}")
+                .parse::<Url>()
+                .map(|u| u.origin())
+                .unwrap_or_else(|_| url::Origin::new_opaque()),
             base: format!("{scheme}://{registry}"),
             credentials,
             timeout,
@@ -116,7 +123,7 @@ impl Wire {
                 reference: reference.to_string(),
                 reason: refusal.0,
             })?;
-        let own = parsed.origin() == self.origin();
+        let own = parsed.origin() == self.origin;
         let mut authorization = own.then(|| self.authorization(scope)).flatten();
         let mut asked = false;
         loop {
@@ -143,14 +150,6 @@ impl Wire {
             }
             return self.successful(reference, response).await;
         }
-    }
-
-    /// The registry's own origin (scheme, host, port).
-    fn origin(&self) -> url::Origin {
-        self.base
-            .parse::<Url>()
-            .map(|u| u.origin())
-            .unwrap_or_else(|_| url::Origin::new_opaque())
     }
 
     /// Whether the registry's name resolved when the rules were made (a
