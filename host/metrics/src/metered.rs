@@ -111,6 +111,26 @@ impl SessionStore for MeteredStore {
         metered!(self, "check", self.inner.check())
     }
 
+    async fn use_once(&self, token: &str, ttl: Duration) -> Result<bool, SessionError> {
+        metered!(self, "use_once", self.inner.use_once(token, ttl))
+    }
+
+    async fn open_mailbox(&self, address: &str, ttl: Duration) -> Result<(), SessionError> {
+        metered!(self, "open_mailbox", self.inner.open_mailbox(address, ttl))
+    }
+
+    async fn deliver(&self, address: &str, message: &str) -> Result<bool, SessionError> {
+        metered!(self, "deliver", self.inner.deliver(address, message))
+    }
+
+    async fn collect_mail(&self, address: &str) -> Result<Option<String>, SessionError> {
+        metered!(self, "collect_mail", self.inner.collect_mail(address))
+    }
+
+    async fn close_mailbox(&self, address: &str) -> Result<(), SessionError> {
+        metered!(self, "close_mailbox", self.inner.close_mailbox(address))
+    }
+
     fn location(&self) -> String {
         self.inner.location()
     }

@@ -96,6 +96,21 @@ impl SessionStore for Gone {
     async fn delete_protocol_session(&self, _: &Owner, _: &str) -> Result<(), SessionError> {
         Err(SessionError::backend("gone", "delete", "down"))
     }
+    async fn use_once(&self, _: &str, _: std::time::Duration) -> Result<bool, SessionError> {
+        Err(SessionError::backend("gone", "use", "down"))
+    }
+    async fn open_mailbox(&self, _: &str, _: std::time::Duration) -> Result<(), SessionError> {
+        Err(SessionError::backend("gone", "open", "down"))
+    }
+    async fn deliver(&self, _: &str, _: &str) -> Result<bool, SessionError> {
+        Err(SessionError::backend("gone", "deliver", "down"))
+    }
+    async fn collect_mail(&self, _: &str) -> Result<Option<String>, SessionError> {
+        Err(SessionError::backend("gone", "collect", "down"))
+    }
+    async fn close_mailbox(&self, _: &str) -> Result<(), SessionError> {
+        Err(SessionError::backend("gone", "close", "down"))
+    }
     fn location(&self) -> String {
         "gone".into()
     }

@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 mod collect;
+mod exchange;
 mod schema;
 
 use std::future::Future;
@@ -402,6 +403,26 @@ impl SessionStore for PostgresSessionStore {
                 .await
         })
         .await
+    }
+
+    async fn use_once(&self, token: &str, ttl: Duration) -> Result<bool, SessionError> {
+        self.use_token(token, ttl).await
+    }
+
+    async fn open_mailbox(&self, address: &str, ttl: Duration) -> Result<(), SessionError> {
+        self.open(address, ttl).await
+    }
+
+    async fn deliver(&self, address: &str, message: &str) -> Result<bool, SessionError> {
+        self.put(address, message).await
+    }
+
+    async fn collect_mail(&self, address: &str) -> Result<Option<String>, SessionError> {
+        self.take_mail(address).await
+    }
+
+    async fn close_mailbox(&self, address: &str) -> Result<(), SessionError> {
+        self.close(address).await
     }
 
     async fn check(&self) -> Result<(), SessionError> {

@@ -8,7 +8,7 @@ use wasm_agent_session::SessionError;
 /// The schema this code writes. Bump it with a step in [`STEPS`] whenever a
 /// table changes; older binaries then refuse the database instead of
 /// misreading it.
-pub(crate) const SCHEMA_VERSION: i32 = 3;
+pub(crate) const SCHEMA_VERSION: i32 = 4;
 
 /// Migrations by the version they bring the schema to.
 const STEPS: &[(i32, &str)] = &[
@@ -55,6 +55,20 @@ const STEPS: &[(i32, &str)] = &[
         INSERT INTO wasm_agent_state_totals
             SELECT tenant, principal, sum(octet_length(key) + octet_length(value) + 64)
             FROM wasm_agent_state GROUP BY tenant, principal;",
+    ),
+    (
+        4,
+        "CREATE TABLE wasm_agent_used_tokens (
+            token text PRIMARY KEY,
+            expires timestamptz NOT NULL
+        );
+        CREATE TABLE wasm_agent_mailboxes (
+            address text PRIMARY KEY,
+            expires timestamptz NOT NULL,
+            message text
+        );
+        CREATE INDEX wasm_agent_used_tokens_expires ON wasm_agent_used_tokens (expires);
+        CREATE INDEX wasm_agent_mailboxes_expires ON wasm_agent_mailboxes (expires);",
     ),
 ];
 

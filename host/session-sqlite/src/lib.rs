@@ -6,6 +6,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
@@ -14,6 +15,7 @@ use wasm_agent_session::{
 };
 
 mod collect;
+mod exchange;
 mod schema;
 
 use schema::{create_private_file, open_error};
@@ -297,6 +299,36 @@ impl SessionStore for SqliteSessionStore {
             db.execute(sql, params![owner.tenant, owner.principal, id])
         })
         .await
+    }
+
+    async fn use_once(&self, token: &str, ttl: Duration) -> Result<bool, SessionError> {
+        let token = token.to_string();
+        self.on_blocking_pool(move |db| db.use_once(&token, ttl))
+            .await
+    }
+
+    async fn open_mailbox(&self, address: &str, ttl: Duration) -> Result<(), SessionError> {
+        let address = address.to_string();
+        self.on_blocking_pool(move |db| db.open_mailbox(&address, ttl))
+            .await
+    }
+
+    async fn deliver(&self, address: &str, message: &str) -> Result<bool, SessionError> {
+        let (address, message) = (address.to_string(), message.to_string());
+        self.on_blocking_pool(move |db| db.deliver(&address, &message))
+            .await
+    }
+
+    async fn collect_mail(&self, address: &str) -> Result<Option<String>, SessionError> {
+        let address = address.to_string();
+        self.on_blocking_pool(move |db| db.collect_mail(&address))
+            .await
+    }
+
+    async fn close_mailbox(&self, address: &str) -> Result<(), SessionError> {
+        let address = address.to_string();
+        self.on_blocking_pool(move |db| db.close_mailbox(&address))
+            .await
     }
 
     async fn check(&self) -> Result<(), SessionError> {

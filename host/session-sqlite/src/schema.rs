@@ -13,7 +13,7 @@ use super::{Db, SqliteSessionStore};
 /// The schema this code writes. Bump it with a migration step in `migrate`
 /// whenever a table changes; older binaries then refuse the file instead of
 /// misreading it.
-pub(super) const SCHEMA_VERSION: i64 = 5;
+pub(super) const SCHEMA_VERSION: i64 = 6;
 
 /// How long a write waits for another process holding the file's write lock.
 /// Writes are tiny, so anything longer than this means a stuck peer.
@@ -105,6 +105,20 @@ const MIGRATE_V5: &str = "
         FROM state GROUP BY tenant, principal;
 ";
 
+/// Version 6 keeps one-time marks and mailboxes (times in unix
+/// milliseconds), for processes sharing the file.
+const MIGRATE_V6: &str = "
+    CREATE TABLE used_tokens (
+        token TEXT PRIMARY KEY,
+        expires INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE mailboxes (
+        address TEXT PRIMARY KEY,
+        expires INTEGER NOT NULL,
+        message TEXT
+    ) WITHOUT ROWID;
+";
+
 impl Db {
     pub(super) fn init(
         conn: Connection,
@@ -151,6 +165,7 @@ impl Db {
             (3, MIGRATE_V3),
             (4, MIGRATE_V4),
             (5, MIGRATE_V5),
+            (6, MIGRATE_V6),
         ] {
             if version < step {
                 tx.execute_batch(sql).map_err(fail)?;

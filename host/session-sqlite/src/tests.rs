@@ -52,6 +52,7 @@ async fn does_what_every_store_does() {
     conformance::quotas(&*store, "run").await;
     conformance::history(&*store, "run").await;
     conformance::protocol_sessions(&*store, "run").await;
+    conformance::exchange(&*store, "run").await;
     conformance::concurrent_quota(store, "run").await;
     let store = SqliteSessionStore::in_memory()
         .unwrap()

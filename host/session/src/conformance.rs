@@ -159,6 +159,56 @@ pub async fn protocol_sessions(store: &dyn SessionStore, run: &str) {
     );
 }
 
+/// A token is used once until its mark expires; a mailbox takes one message
+/// while open, hands it over once, and takes none once closed, expired, or
+/// never opened.
+pub async fn exchange(store: &dyn SessionStore, run: &str) {
+    let token = format!("{run}-token");
+    let long = Duration::from_secs(60);
+    assert!(store.use_once(&token, long).await.unwrap());
+    assert!(!store.use_once(&token, long).await.unwrap());
+    let brief = format!("{run}-brief");
+    assert!(
+        store
+            .use_once(&brief, Duration::from_millis(300))
+            .await
+            .unwrap()
+    );
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert!(
+        store.use_once(&brief, long).await.unwrap(),
+        "an expired mark"
+    );
+
+    let address = format!("{run}-box");
+    assert!(!store.deliver(&address, "early").await.unwrap(), "not open");
+    store.open_mailbox(&address, long).await.unwrap();
+    assert_eq!(store.collect_mail(&address).await.unwrap(), None);
+    assert!(store.deliver(&address, "first").await.unwrap());
+    assert!(
+        !store.deliver(&address, "second").await.unwrap(),
+        "one message"
+    );
+    assert_eq!(
+        store.collect_mail(&address).await.unwrap().as_deref(),
+        Some("first")
+    );
+    assert_eq!(store.collect_mail(&address).await.unwrap(), None);
+    assert!(!store.deliver(&address, "late").await.unwrap(), "closed");
+
+    let closed = format!("{run}-closed");
+    store.open_mailbox(&closed, long).await.unwrap();
+    store.close_mailbox(&closed).await.unwrap();
+    assert!(!store.deliver(&closed, "x").await.unwrap());
+    let expired = format!("{run}-expired");
+    store
+        .open_mailbox(&expired, Duration::from_millis(300))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert!(!store.deliver(&expired, "x").await.unwrap());
+}
+
 /// Concurrent writers of one scope never take it past its key quota.
 pub async fn concurrent_quota(store: Arc<dyn SessionStore>, run: &str) {
     let shared = scope(run, "t", "p", "race", "c");

@@ -179,6 +179,27 @@ pub trait SessionStore: Send + Sync + 'static {
     /// Forgets protocol session `id` of `owner` (the client ended it).
     async fn delete_protocol_session(&self, owner: &Owner, id: &str) -> Result<(), SessionError>;
 
+    /// Marks `token` used for `ttl`: `true` the first time, `false` while an
+    /// earlier mark lasts. Every process sharing the store sees the mark at
+    /// once, so a one-time value is honoured once by all replicas together.
+    async fn use_once(&self, token: &str, ttl: Duration) -> Result<bool, SessionError>;
+
+    /// Opens mailbox `address` for one message, for at most `ttl`: the
+    /// replica that waits for an answer opens it; any replica may then
+    /// [`deliver`](Self::deliver) to it.
+    async fn open_mailbox(&self, address: &str, ttl: Duration) -> Result<(), SessionError>;
+
+    /// Leaves `message` in mailbox `address`: `false`, and nothing kept,
+    /// unless that mailbox is open, empty and unexpired (the first message
+    /// counts; nobody fills the store with mail no one waits for).
+    async fn deliver(&self, address: &str, message: &str) -> Result<bool, SessionError>;
+
+    /// The message in mailbox `address`, if one came; the mailbox then closes.
+    async fn collect_mail(&self, address: &str) -> Result<Option<String>, SessionError>;
+
+    /// Closes mailbox `address`, whether or not a message came.
+    async fn close_mailbox(&self, address: &str) -> Result<(), SessionError>;
+
     /// Whether the store answers now (for readiness checks).
     async fn check(&self) -> Result<(), SessionError> {
         Ok(())

@@ -1,8 +1,10 @@
 //! Session state and conversations in memory, lost when the process ends.
 
+mod exchange;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::{Owner, Quotas, SessionError, SessionStore, StateScope, Usage, entry_size};
 
@@ -11,6 +13,7 @@ use super::{Owner, Quotas, SessionError, SessionStore, StateScope, Usage, entry_
 pub struct InMemorySessionStore {
     quotas: Quotas,
     inner: Mutex<Inner>,
+    exchange: Mutex<exchange::Exchange>,
 }
 
 /// Everything, under one lock.
@@ -41,6 +44,7 @@ impl Default for InMemorySessionStore {
                 tenant_bytes: HashMap::new(),
                 last_collected: None,
             }),
+            exchange: Mutex::default(),
         }
     }
 }
@@ -63,6 +67,12 @@ impl InMemorySessionStore {
             inner.collect(self.quotas);
         }
         inner
+    }
+}
+
+impl InMemorySessionStore {
+    fn exchange(&self) -> MutexGuard<'_, exchange::Exchange> {
+        self.exchange.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -228,6 +238,28 @@ impl SessionStore for InMemorySessionStore {
         Ok(())
     }
 
+    async fn use_once(&self, token: &str, ttl: Duration) -> Result<bool, SessionError> {
+        Ok(self.exchange().use_once(token, ttl))
+    }
+
+    async fn open_mailbox(&self, address: &str, ttl: Duration) -> Result<(), SessionError> {
+        self.exchange().open_mailbox(address, ttl);
+        Ok(())
+    }
+
+    async fn deliver(&self, address: &str, message: &str) -> Result<bool, SessionError> {
+        Ok(self.exchange().deliver(address, message))
+    }
+
+    async fn collect_mail(&self, address: &str) -> Result<Option<String>, SessionError> {
+        Ok(self.exchange().collect_mail(address))
+    }
+
+    async fn close_mailbox(&self, address: &str) -> Result<(), SessionError> {
+        self.exchange().close_mailbox(address);
+        Ok(())
+    }
+
     fn location(&self) -> String {
         "memory:".to_string()
     }
@@ -319,6 +351,7 @@ mod tests {
         conformance::quotas(&store, "run").await;
         conformance::history(&store, "run").await;
         conformance::protocol_sessions(&store, "run").await;
+        conformance::exchange(&store, "run").await;
         let store = InMemorySessionStore::default().with_quotas(conformance::TOTALS_QUOTAS);
         conformance::totals(&store, "run").await;
         let store = InMemorySessionStore::default().with_quotas(conformance::IDLE_QUOTAS);
