@@ -196,6 +196,12 @@ pub struct ServeArgs {
     /// its principal and tenant ([[tokens]] sha256, principal, tenant).
     #[arg(long, value_name = "FILE", env = "WASM_AGENT_MCP_TOKENS")]
     pub tokens: Option<PathBuf>,
+    /// Keys that seal the requestState of questions asked with a call's
+    /// answer (2026-07-28 clients): [[keys]] id, secret (hex, 32+ bytes);
+    /// the first seals, all open. Replicas must share them (default: a key
+    /// of this process alone).
+    #[arg(long, value_name = "FILE", env = "WASM_AGENT_REQUEST_STATE_KEYS")]
+    pub request_state_keys: Option<PathBuf>,
     /// HTTP: accept bearer JWTs this OAuth issuer signed (keys from its
     /// metadata's jwks_uri); the principal is `sub`.
     #[arg(long, value_name = "URL")]

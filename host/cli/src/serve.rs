@@ -40,6 +40,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         Some(path) => Some(Arc::new(mcp::TokenTable::load(path)?)),
         None => None,
     };
+    let state_keys = match &args.request_state_keys {
+        Some(path) => Some(mcp::StateKeys::load(path)?),
+        None => None,
+    };
     let oauth = match &args.auth_issuer {
         Some(issuer) => Some(Arc::new(resource_server(issuer, &args).await?)),
         None => None,
@@ -87,6 +91,16 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         metrics.clone(),
     );
     let mut builder = server_builder(&host, &args, config.as_ref())?.result_cache(cache);
+    match state_keys {
+        Some(keys) => builder = builder.request_state_keys(keys),
+        None if host.session_store().location().starts_with("postgres") && args.http.is_some() => {
+            tracing::warn!(
+                "no --request-state-keys: a 2026-07-28 client's answer to a question reaches only \
+                 this replica; give every replica the same keys file"
+            );
+        }
+        None => {}
+    }
     // Compiling can take seconds: the server answers `initialize` at once
     // and `tools/list` waits for the components (see `McpServerBuilder::loading`).
     let loading = builder.loading();

@@ -21,8 +21,9 @@ use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::call::SendProgress;
 use super::elicit::{ClientRequests, Elicitor, SendMessage};
-use super::server::{McpServer, SendProgress};
+use super::server::McpServer;
 use super::traced::{self, Origin};
 
 /// Most calls of one client in flight at once; more are refused.

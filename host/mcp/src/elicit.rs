@@ -154,7 +154,7 @@ impl Asker for Elicitor {
 
 /// The `elicitation/create` parameters for `question`: its text and one
 /// choice, titled where the revision allows (2025-11-25 and later).
-fn form(question: &Question, version: &ProtocolVersion) -> Value {
+pub(crate) fn form(question: &Question, version: &ProtocolVersion) -> Value {
     let mut choices = vec![(ALLOW_ONCE, "Allow once")];
     if question.offer_session {
         // Says what it covers: these exact arguments, this destination.
@@ -187,7 +187,7 @@ fn form(question: &Question, version: &ProtocolVersion) -> Value {
 }
 
 /// The user's reply in an `ElicitResult`; anything unexpected denies.
-fn reply_of(result: &Value) -> Reply {
+pub(crate) fn reply_of(result: &Value) -> Reply {
     match result.get("action").and_then(Value::as_str) {
         Some("accept") => match result.pointer("/content/decision").and_then(Value::as_str) {
             Some(ALLOW_ONCE) => Reply::Once,
@@ -213,6 +213,7 @@ mod tests {
                 arguments: "sha256:11".into(),
             },
             offer_session,
+            running: false,
         }
     }
 

@@ -13,8 +13,9 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 use tracing::Instrument;
 
+use super::call::{Ask, ClientCall, SendProgress};
 use super::identity::Identity;
-use super::server::{ClientCall, McpServer, SendProgress};
+use super::server::McpServer;
 use super::traced::{self, Origin};
 
 impl ServerHandler for McpServer {
@@ -44,7 +45,7 @@ impl ServerHandler for McpServer {
 
     async fn call_tool(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let progress = context.meta.get_progress_token().map(|token| {
@@ -89,6 +90,20 @@ impl ServerHandler for McpServer {
             request.meta.as_ref().map(|meta| &meta.0.0),
             headers.map_or(Origin::STDIO, Origin::http),
         );
+        // The sessionless revision asks with the call's answer (input
+        // required), when the client can show a form; a request state is
+        // checked whatever the client declares.
+        let state = request.request_state.take();
+        let responses = request.input_responses.take();
+        let ask = if state.is_some()
+            || context
+                .client_capabilities()
+                .is_some_and(|c| form_elicitation(&c))
+        {
+            Ask::WithTheAnswer { state, responses }
+        } else {
+            Ask::Nobody
+        };
         let answer = self
             .call_tool_as(
                 request,
@@ -98,9 +113,7 @@ impl ServerHandler for McpServer {
                 ClientCall {
                     session_id: &session_id,
                     identity: &identity,
-                    // The sessionless revision has no server-to-client
-                    // requests to ask with.
-                    asking: None,
+                    ask,
                 },
             )
             .instrument(span.clone())
@@ -136,6 +149,15 @@ impl ServerHandler for McpServer {
         }
         Ok(())
     }
+}
+
+/// Whether a client's capabilities say it shows elicitation forms (an empty
+/// elicitation capability means forms).
+fn form_elicitation(capabilities: &rmcp::model::ClientCapabilities) -> bool {
+    capabilities
+        .elicitation
+        .as_ref()
+        .is_some_and(|e| e.form.is_some() || e.url.is_none())
 }
 
 /// The `_meta` key that names a tool session in sessionless requests.

@@ -12,6 +12,7 @@
 
 mod body;
 mod cached;
+mod call;
 mod content;
 mod dispatch;
 mod drain;
@@ -21,10 +22,12 @@ mod handler;
 mod health;
 mod http;
 mod identity;
+mod input_required;
 mod oauth;
 mod options;
 mod records;
 mod server;
+mod state_keys;
 mod stdio;
 mod streamable;
 mod traced;
@@ -39,4 +42,5 @@ pub use http::{HttpOptions, MCP_PATH, serve_health, serve_http};
 pub use identity::{Identity, TokenTable, TokensError};
 pub use oauth::{METADATA_PATH, OAuthError, OAuthOptions, ResourceServer};
 pub use server::{LOAD_WAIT, McpServer, McpServerBuilder, ServeError, ToolsChanged, ToolsLoading};
+pub use state_keys::{MIN_KEY_BYTES, StateKeyError, StateKeys};
 pub use stdio::MAX_MESSAGE;

@@ -6,30 +6,22 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ListToolsResult, ProgressNotificationParam,
-    ProgressToken,
-};
+use rmcp::model::ListToolsResult;
 use rmcp::{ErrorData, RoleServer, ServiceExt};
-use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::cached;
 use super::content;
 use super::drain::{Drain, SHUTDOWN_GRACE};
 use super::identity::Identity;
+use super::input_required::Rounds;
+use super::state_keys::StateKeys;
 use wasm_agent_cache::ResultCache;
-use wasm_agent_pipeline::{
-    CallEvents, CallSettings, HostTools, Pipeline, PipelineBuilder, PipelineCaller, Progress,
-    ToolCall, ToolSet,
-};
+use wasm_agent_pipeline::{CallSettings, HostTools, Pipeline, PipelineBuilder, ToolSet};
 use wasm_agent_sandbox::approval::{Approval, ApprovalHandler};
 use wasm_agent_sandbox::ask::{Asker, Asking, DEFAULT_WAIT, SessionAnswers};
-use wasm_agent_sandbox::budget::{DEFAULT_REQUEST_CALLS, DEFAULT_REQUEST_RUNS, RequestBudget};
-use wasm_agent_sandbox::context::CallContext;
+use wasm_agent_sandbox::budget::{DEFAULT_REQUEST_CALLS, DEFAULT_REQUEST_RUNS};
 use wasm_agent_sandbox::host::ToolHost;
-use wasm_agent_sandbox::result::ErrorKind;
 
 /// How long a `tools/list` or `tools/call` waits for tools still loading
 /// by default (see [`McpServerBuilder::loading`]); then it is answered with
@@ -83,18 +75,20 @@ pub(crate) struct Shared {
     /// Set when a listing was answered before they were all in.
     listed_early: Arc<AtomicBool>,
     /// The host's tools with their call settings.
-    tools: HostTools,
+    pub(crate) tools: HostTools,
     /// The same, as tools' own calls of tools see them.
-    callable: Arc<dyn ToolSet>,
+    pub(crate) callable: Arc<dyn ToolSet>,
     /// The steps of every call.
-    pipeline: Pipeline,
+    pub(crate) pipeline: Pipeline,
     tools_changed: ToolsChanged,
     pub(crate) ask_wait: Duration,
     offer_session: bool,
     /// Calls in flight, for a graceful stop.
-    drain: Drain,
+    pub(crate) drain: Drain,
     /// Calls and delegated runs one `tools/call` may cause.
-    request_budget: (u32, u32),
+    pub(crate) request_budget: (u32, u32),
+    /// The request states of questions asked with a call's answer.
+    pub(crate) rounds: Rounds,
 }
 
 /// Tells the clients of an [`McpServer`] that its tool list changed; cheap to
@@ -149,9 +143,18 @@ pub struct McpServerBuilder {
     ask_wait: Duration,
     offer_session: bool,
     request_budget: (u32, u32),
+    state_keys: Option<StateKeys>,
 }
 
 impl McpServerBuilder {
+    /// The keys that seal the `requestState` of questions asked with a
+    /// call's answer (the sessionless revision). Replicas must share them;
+    /// by default a key of this process alone.
+    pub fn request_state_keys(mut self, keys: StateKeys) -> Self {
+        self.state_keys = Some(keys);
+        self
+    }
+
     /// Calls and delegated runs one `tools/call` may cause, by tools calling
     /// tools and agents they delegate to (default
     /// [`DEFAULT_REQUEST_CALLS`], [`DEFAULT_REQUEST_RUNS`]).
@@ -254,6 +257,11 @@ impl McpServerBuilder {
     /// The server.
     pub fn build(self) -> McpServer {
         let tools = HostTools::new(self.host.clone(), self.settings);
+        let rounds = Rounds::new(
+            self.state_keys.unwrap_or_else(StateKeys::random),
+            self.host.session_store().clone(),
+            self.ask_wait,
+        );
         McpServer::for_session(Arc::new(Shared {
             host: self.host,
             loaded: self.loaded,
@@ -267,6 +275,7 @@ impl McpServerBuilder {
             ask_wait: self.ask_wait,
             offer_session: self.offer_session,
             request_budget: self.request_budget,
+            rounds,
         }))
     }
 }
@@ -286,6 +295,7 @@ impl McpServer {
             ask_wait: DEFAULT_WAIT,
             offer_session: false,
             request_budget: (DEFAULT_REQUEST_CALLS, DEFAULT_REQUEST_RUNS),
+            state_keys: None,
         }
     }
 
@@ -320,6 +330,10 @@ impl McpServer {
     /// Questions to this connection's user through `asker`.
     pub(crate) fn asking(&self, asker: Arc<dyn Asker>) -> Asking {
         Asking::new(asker, self.answers.clone())
+    }
+
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.shared
     }
 
     /// The host whose tools are served.
@@ -415,93 +429,9 @@ impl McpServer {
         }
     }
 
-    /// A `tools/call`, whichever transport it came on: the lookup, the
-    /// approval step, the call, and its result as MCP content. Progress goes
-    /// to `progress` when the client asked for it.
-    pub(crate) async fn call_tool_request(
-        &self,
-        request: CallToolRequestParams,
-        request_id: String,
-        cancellation: CancellationToken,
-        progress: Option<(ProgressToken, SendProgress)>,
-        asking: Option<Asking>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let call = ClientCall {
-            session_id: &self.session_id,
-            identity: &self.identity,
-            asking,
-        };
-        self.call_tool_as(request, request_id, cancellation, progress, call)
-            .await
-    }
-
-    /// [`call_tool_request`](Self::call_tool_request) in tool session
-    /// `session_id`, for `identity`.
-    pub(crate) async fn call_tool_as(
-        &self,
-        request: CallToolRequestParams,
-        request_id: String,
-        cancellation: CancellationToken,
-        progress: Option<(ProgressToken, SendProgress)>,
-        call: ClientCall<'_>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let ClientCall {
-            session_id,
-            identity,
-            asking,
-        } = call;
-        // In flight from here, so a graceful stop waits for it, even while
-        // it waits for tools still loading.
-        let Some(_in_flight) = self.shared.drain.begin_call() else {
-            return Err(ErrorData::internal_error(
-                "the server is shutting down; call again once it is back",
-                None,
-            ));
-        };
-        self.tools_loaded().await;
-        let name = request.name.as_ref();
-        let Some(tool) = self.shared.tools.tool(name) else {
-            let unknown = self.shared.tools.unknown(name);
-            return Err(ErrorData::invalid_params(unknown.message, None));
-        };
-        let arguments = Value::Object(request.arguments.unwrap_or_default());
-        let caller = PipelineCaller::new(
-            self.shared.pipeline.clone(),
-            self.shared.callable.clone(),
-            request_id.clone(),
-        );
-        let (calls, runs) = self.shared.request_budget;
-        let mut context = CallContext::new()
-            .session(session_id.to_string())
-            .tool_caller(Arc::new(caller))
-            .budget(RequestBudget::new(calls, runs));
-        context.user_id = identity.principal.clone();
-        context.tenant_id = identity.tenant.clone();
-        context.cancellation = cancellation;
-        if let Some(asking) = asking {
-            context = context.asking(asking);
-        }
-        let mut call = ToolCall::new(tool, request_id, arguments, context);
-        if let Some((token, send)) = progress {
-            call = call.events(Arc::new(ProgressTo { token, send }));
-        }
-        let called = self.shared.pipeline.call(call).await;
-        if called.error_kind() == Some(ErrorKind::UnknownTool) {
-            // Removed between the lookup and the call.
-            let message = called.result.err().map(|e| e.message).unwrap_or_default();
-            return Err(ErrorData::invalid_params(message, None));
-        }
-        let cached = called.cached;
-        let mut answer = content::call_result(&called.into_result(name));
-        if cached {
-            cached::mark_cached(&mut answer);
-        }
-        Ok(answer.into())
-    }
-
     /// Waits (at most the load wait) for tools still loading; whether they
     /// are all in.
-    async fn tools_loaded(&self) -> bool {
+    pub(crate) async fn tools_loaded(&self) -> bool {
         if *self.shared.loaded.borrow() {
             return true;
         }
@@ -551,33 +481,5 @@ impl McpServer {
             return;
         }
         tokio::spawn(self.forward_tool_changes(send));
-    }
-}
-
-/// Whose call it is: its tool session, who asks, and who its questions go to.
-pub(crate) struct ClientCall<'a> {
-    pub(crate) session_id: &'a str,
-    pub(crate) identity: &'a Identity,
-    pub(crate) asking: Option<Asking>,
-}
-
-pub(crate) type SendProgress = Arc<dyn Fn(ProgressNotificationParam) + Send + Sync>;
-
-/// A call's progress as `notifications/progress` with the client's token.
-struct ProgressTo {
-    token: ProgressToken,
-    send: SendProgress,
-}
-
-impl CallEvents for ProgressTo {
-    fn progress(&self, progress: Progress) {
-        let mut update = ProgressNotificationParam::new(self.token.clone(), progress.progress);
-        if let Some(total) = progress.total {
-            update = update.with_total(total);
-        }
-        if let Some(message) = progress.message {
-            update = update.with_message(message);
-        }
-        (self.send)(update);
     }
 }

@@ -74,6 +74,9 @@ pub enum Refused {
     NoAnswer(Duration),
     /// The call was cancelled while waiting for the answer.
     Cancelled,
+    /// The question went to the person with the call's answer (an MCP
+    /// input-required result); the call is made again with the answer.
+    Pending,
 }
 
 /// The operator's standing approvals first, then the person, if one can be
@@ -114,6 +117,7 @@ pub async fn decide(
                 Outcome::Cancelled => (Verdict::Cancelled, Some(Refused::Cancelled)),
                 Outcome::NoAnswer => (Verdict::Denied, Some(Refused::NoAnswer(asking.max_wait()))),
                 Outcome::Unavailable => (Verdict::Denied, Some(Refused::NobodyToAsk(by_handler()))),
+                Outcome::Pending => (Verdict::Pending, Some(Refused::Pending)),
                 _ => (Verdict::Denied, Some(Refused::ByTheUser)),
             };
             (note(verdict, asked.by, Some(asked.outcome)), refused)
@@ -128,6 +132,13 @@ pub fn refusal(tool: &str, why: Refused) -> CallError {
         Refused::Cancelled => (
             ErrorKind::Cancelled,
             format!("the call to {tool:?} was cancelled while waiting for approval"),
+        ),
+        Refused::Pending => (
+            ErrorKind::Denied,
+            format!(
+                "the call to {tool:?} waits for the user's answer; it runs when it is made \
+                 again with that answer"
+            ),
         ),
         Refused::ByTheUser => (
             ErrorKind::Denied,

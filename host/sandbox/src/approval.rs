@@ -192,6 +192,9 @@ pub enum Verdict {
     Denied,
     /// The call was cancelled while waiting for an answer.
     Cancelled,
+    /// The question went to the person with the call's answer; the call
+    /// did not run, and is made again with the answer.
+    Pending,
 }
 
 impl Verdict {
@@ -202,6 +205,7 @@ impl Verdict {
             Verdict::Approved => "approved",
             Verdict::Denied => "denied",
             Verdict::Cancelled => "cancelled",
+            Verdict::Pending => "pending",
         }
     }
 }

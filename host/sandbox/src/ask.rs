@@ -58,6 +58,12 @@ pub struct Question {
     pub subject: Subject,
     /// Whether "allow for this session" may be answered.
     pub offer_session: bool,
+    /// Whether the call it is about has started: a tool asking for a
+    /// destination, or a tool's own call of another tool. Its answer must
+    /// reach the call where it waits; a question about a call that has not
+    /// started (an approval, a folder) can be answered by making the call
+    /// again with the answer.
+    pub running: bool,
 }
 
 impl Question {
@@ -127,6 +133,12 @@ pub enum Reply {
     Dismissed,
     /// Nobody can be asked here (a client without elicitation, no terminal).
     Unavailable,
+    /// The person was asked and gave no answer.
+    NoAnswer,
+    /// The question goes to the person with the call's answer (an MCP
+    /// input-required result): the call stops here, before it starts, and
+    /// is made again with the answer.
+    Later,
 }
 
 /// Someone who can answer questions about calls: the MCP client's user
@@ -157,6 +169,9 @@ pub enum Outcome {
     Unavailable,
     /// The call was cancelled while waiting.
     Cancelled,
+    /// The question went to the person with the call's answer; the call
+    /// stopped before it started, to be made again with the answer.
+    Pending,
 }
 
 impl Outcome {
@@ -178,6 +193,7 @@ impl Outcome {
             Outcome::NoAnswer => "no_answer",
             Outcome::Unavailable => "nobody_to_ask",
             Outcome::Cancelled => "cancelled",
+            Outcome::Pending => "asked_with_the_answer",
         }
     }
 }
@@ -248,6 +264,8 @@ impl SessionAnswers {
 pub struct Asking {
     asker: Arc<dyn Asker>,
     session: Arc<SessionAnswers>,
+    /// Whether its questions come from a call that has started.
+    running: bool,
 }
 
 impl std::fmt::Debug for Asking {
@@ -255,6 +273,7 @@ impl std::fmt::Debug for Asking {
         f.debug_struct("Asking")
             .field("who", &self.asker.who())
             .field("session", &self.session)
+            .field("running", &self.running)
             .finish()
     }
 }
@@ -262,7 +281,21 @@ impl std::fmt::Debug for Asking {
 impl Asking {
     /// Questions for `asker` within `session`.
     pub fn new(asker: Arc<dyn Asker>, session: Arc<SessionAnswers>) -> Self {
-        Self { asker, session }
+        Self {
+            asker,
+            session,
+            running: false,
+        }
+    }
+
+    /// The same person, for questions of work a running call does (a tool
+    /// calling a tool, a delegated run): their answers must reach it where
+    /// it waits.
+    pub fn within_running_call(&self) -> Self {
+        Self {
+            running: true,
+            ..self.clone()
+        }
     }
 
     /// The longest a question waits.
@@ -287,6 +320,7 @@ impl Asking {
         let key = (tool.to_string(), subject);
         let question = Question {
             tool: key.0.clone(),
+            running: self.running || matches!(key.1, Subject::Host { .. }),
             subject: key.1.clone(),
             offer_session: session.offer_session,
         };
@@ -313,7 +347,6 @@ impl Asking {
             biased;
             () = cancellation.cancelled() => Outcome::Cancelled,
             reply = answered => match reply {
-                None => Outcome::NoAnswer,
                 Some(Reply::Once) => Outcome::AllowedOnce,
                 Some(Reply::Session) if session.offer_session => {
                     session.remembered().insert(key);
@@ -323,6 +356,8 @@ impl Asking {
                 Some(Reply::Session) => Outcome::AllowedOnce,
                 Some(Reply::Deny | Reply::Dismissed) => Outcome::Denied,
                 Some(Reply::Unavailable) => Outcome::Unavailable,
+                None | Some(Reply::NoAnswer) => Outcome::NoAnswer,
+                Some(Reply::Later) => Outcome::Pending,
             },
         };
         Asked {
@@ -417,6 +452,7 @@ mod tests {
             tool: "t\nx".into(),
             subject,
             offer_session: false,
+            running: false,
         };
         let folder = question(Subject::Folder {
             grant: "/home/me/docs:/docs:rw".into(),

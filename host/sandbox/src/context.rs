@@ -216,6 +216,7 @@ impl CallContext {
             cancellation: self.cancellation.child_token(),
             tool_call_depth: self.tool_call_depth.saturating_add(1),
             approval: None,
+            asking: self.asking.as_ref().map(Asking::within_running_call),
             ..self.clone()
         }
     }
@@ -241,6 +242,7 @@ impl CallContext {
     pub fn delegated(&self) -> Self {
         Self {
             delegation_depth: self.delegation_depth.saturating_add(1),
+            asking: self.asking.as_ref().map(Asking::within_running_call),
             ..self.child()
         }
     }

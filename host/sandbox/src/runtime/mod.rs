@@ -35,7 +35,8 @@ pub use usage::{CallUsage, UsageSink};
 use crate::bindings::{ToolkitPre, types};
 use crate::result::{Artifact, CallError, ErrorKind};
 use classify::{
-    Interrupted, cancelled, classify, denied_error, memory_limit, timed_out, tool_error,
+    Interrupted, awaits_answer, cancelled, classify, denied_error, memory_limit, timed_out,
+    tool_error,
 };
 use run::After;
 use store::CallState;

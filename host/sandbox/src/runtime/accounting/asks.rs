@@ -180,10 +180,12 @@ impl Asks {
     }
 
     /// Asks about the folders the policy lists under `ask`, before the call
-    /// starts (WASI folders are opened before the tool runs): those allowed.
-    pub async fn folders(&self, grants: &[DirGrant], denials: &Denials) -> Vec<DirGrant> {
+    /// starts (WASI folders are opened before the tool runs): those allowed,
+    /// or `None` when a question went to the person with the call's answer
+    /// (the call must not start without it).
+    pub async fn folders(&self, grants: &[DirGrant], denials: &Denials) -> Option<Vec<DirGrant>> {
         if grants.is_empty() {
-            return Vec::new();
+            return Some(Vec::new());
         }
         let Some(AskContext {
             tool,
@@ -192,9 +194,10 @@ impl Asks {
             cancellation,
         }) = self.lock().as_ref().map(CallAsks::context)
         else {
-            return Vec::new();
+            return Some(Vec::new());
         };
         let mut allowed = Vec::new();
+        let mut pending = false;
         for grant in grants {
             let attempt = format!("open the folder {}", grant.guest_path());
             let Some(asking) = &asking else {
@@ -218,6 +221,8 @@ impl Asks {
             };
             if asked.outcome.allowed() {
                 allowed.push(grant.clone());
+            } else if asked.outcome == Outcome::Pending {
+                pending = true;
             } else {
                 denials.record(
                     DenialKind::Folder,
@@ -231,7 +236,7 @@ impl Asks {
             }
             denials.asked(asked);
         }
-        allowed
+        (!pending).then_some(allowed)
     }
 
     fn decide(&self, destination: &str, allowed: bool) {

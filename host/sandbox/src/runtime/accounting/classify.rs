@@ -32,6 +32,18 @@ pub(in crate::runtime) fn cancelled() -> CallError {
     )
 }
 
+/// A call that stopped before it started because a question about it went
+/// to the person with the call's answer.
+pub(in crate::runtime) fn awaits_answer(tool: &str) -> CallError {
+    CallError::new(
+        ErrorKind::Denied,
+        format!(
+            "the call to {tool:?} waits for the user's answer about a folder; it runs when it \
+             is made again with that answer"
+        ),
+    )
+}
+
 pub(in crate::runtime) fn timed_out(timeout: Duration) -> CallError {
     CallError::new(
         ErrorKind::Timeout,

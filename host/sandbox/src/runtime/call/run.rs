@@ -16,7 +16,7 @@ use crate::runtime::output::{CappedOutput, Captured};
 use crate::runtime::store::CallState;
 use crate::runtime::{CAPTURE_CAP, CallPolicy, HostImports, LoadedComponent, Sandbox, denials};
 use crate::runtime::{
-    Interrupted, cancelled, classify, denied_error, limits::CallLimiter, timed_out,
+    Interrupted, awaits_answer, cancelled, classify, denied_error, limits::CallLimiter, timed_out,
 };
 
 /// What the sandbox refused a guest run that returned: the first denied
@@ -76,6 +76,9 @@ impl Sandbox {
             if cancellation.is_cancelled() {
                 return Err(cancelled());
             }
+            let Some(folders) = folders else {
+                return Err(awaits_answer(&host.call.tool));
+            };
             fresh_parts = Some((asks, denials, folders));
         }
         // A call made by a tool runs in its caller's slot: the caller waits

@@ -1,0 +1,292 @@
+//! Asking the person over the sessionless revision (2026-07-28) with multi
+//! round-trip requests: a `tools/call` whose approval or `ask` folder needs
+//! an answer stops before the call starts and is answered with an
+//! input-required result (the questions as elicitation forms, and a sealed
+//! `requestState`); the client asks its user and sends the same request
+//! again with the answers and the state, to any replica.
+//!
+//! The state is authenticated with keys every replica shares (the first
+//! seals, every one opens, so keys rotate without downtime), names the
+//! principal, tenant, tool, component version and exact arguments it was
+//! issued for, expires after the ask wait, and is honoured once: the shared
+//! store marks it used. It carries the answers of earlier rounds, so a call
+//! with an approval and a folder to ask about takes two rounds, never one
+//! question twice.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rmcp::ErrorData;
+use rmcp::model::{
+    InputRequest, InputRequests, InputRequiredResult, InputResponses, ProtocolVersion,
+    RequestStateError, SealOptions,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use wasm_agent_sandbox::ask::{Asker, Asking, Question, Reply, SessionAnswers, Subject};
+use wasm_agent_session::SessionStore;
+
+use super::elicit;
+use super::identity::Identity;
+use super::state_keys::StateKeys;
+
+/// What a request state was issued for: a retry must match all of it.
+pub(crate) struct Binding<'a> {
+    pub identity: &'a Identity,
+    pub tool: &'a str,
+    /// The component version that would run.
+    pub version: &'a str,
+    /// `sha256:HEX` of the exact arguments.
+    pub arguments: &'a str,
+}
+
+/// The sealed part of a request state (readable by the client, never
+/// changeable by it).
+#[derive(Serialize, Deserialize)]
+struct Sealed {
+    /// The one-time mark the store keeps.
+    once: String,
+    principal: String,
+    tenant: String,
+    tool: String,
+    version: String,
+    arguments: String,
+    /// Answers of earlier rounds: question, reply.
+    answers: Vec<(String, String)>,
+    /// This round's questions: input request key, question.
+    asked: Vec<(String, String)>,
+}
+
+/// The request states of one server.
+pub(crate) struct Rounds {
+    keys: StateKeys,
+    store: Arc<dyn SessionStore>,
+    wait: Duration,
+}
+
+impl Rounds {
+    pub fn new(keys: StateKeys, store: Arc<dyn SessionStore>, wait: Duration) -> Self {
+        Self { keys, store, wait }
+    }
+
+    /// The round a request opens: the answers its state and responses carry
+    /// (none for a first request). A state that is forged, altered, expired,
+    /// used, or issued for another caller, tool, version or arguments is
+    /// refused with what is wrong.
+    pub async fn open(
+        &self,
+        state: Option<&str>,
+        responses: Option<&InputResponses>,
+        binding: &Binding<'_>,
+    ) -> Result<Round, ErrorData> {
+        let mut answers = HashMap::new();
+        let Some(state) = state else {
+            return Ok(Round::new(answers, self.wait));
+        };
+        let sealed: Sealed = self.keys.codec().open_json(state).map_err(|error| {
+            refused(match error {
+                RequestStateError::Expired => format!(
+                    "it expired: an answer is taken within {} of the question; call the tool \
+                     again",
+                    humantime::format_duration(self.wait)
+                ),
+                RequestStateError::UnknownKeyId => "it was sealed with a key this server does \
+                     not have (replicas need the same --request-state-keys)"
+                    .into(),
+                _ => "this server did not issue it, or it was changed".into(),
+            })
+        })?;
+        check_binding(&sealed, binding)?;
+        match self.store.use_once(&sealed.once, self.wait).await {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(refused(
+                    "it was used already; each is good for one retry: call the tool again".into(),
+                ));
+            }
+            Err(error) => {
+                return Err(ErrorData::internal_error(
+                    format!("cannot check the requestState now: {error}"),
+                    None,
+                ));
+            }
+        }
+        for (question, reply) in &sealed.answers {
+            answers.insert(question.clone(), reply_named(reply));
+        }
+        for (key, question) in &sealed.asked {
+            let reply = responses
+                .and_then(|responses| responses.get(key))
+                .map_or(Reply::NoAnswer, elicit::reply_of);
+            answers.insert(question.clone(), reply);
+        }
+        Ok(Round::new(answers, self.wait))
+    }
+
+    /// The input-required result when the call stopped for questions the
+    /// person must answer first; `None` when it ran (or was refused).
+    pub fn input_required(
+        &self,
+        round: &Round,
+        binding: &Binding<'_>,
+    ) -> Option<InputRequiredResult> {
+        let deferred = round.asker.deferred();
+        if deferred.is_empty() {
+            return None;
+        }
+        let mut requests = InputRequests::new();
+        let mut asked = Vec::new();
+        for (number, question) in deferred.iter().enumerate() {
+            let key = format!("wasm-agent-{}", number + 1);
+            let form = elicit::form(question, &ProtocolVersion::V_2026_07_28);
+            let request = json!({"method": "elicitation/create", "params": form});
+            let request: InputRequest =
+                serde_json::from_value(request).expect("an elicitation request");
+            requests.insert(key.clone(), request);
+            asked.push((key, question_key(question)));
+        }
+        let sealed = Sealed {
+            once: uuid::Uuid::new_v4().simple().to_string(),
+            principal: binding.identity.principal.clone().unwrap_or_default(),
+            tenant: binding.identity.tenant.clone().unwrap_or_default(),
+            tool: binding.tool.to_string(),
+            version: binding.version.to_string(),
+            arguments: binding.arguments.to_string(),
+            answers: round
+                .answers
+                .iter()
+                .filter_map(|(question, reply)| Some((question.clone(), name_of(*reply)?.into())))
+                .collect(),
+            asked,
+        };
+        let state = self
+            .keys
+            .codec()
+            .seal_json_with(&sealed, &SealOptions::new().ttl(self.wait))
+            .expect("the state serializes");
+        Some(InputRequiredResult::new(Some(requests), Some(state)))
+    }
+}
+
+/// The answers one request carries, and the questions its call stopped for.
+pub(crate) struct Round {
+    answers: HashMap<String, Reply>,
+    asker: Arc<RoundAsker>,
+    wait: Duration,
+}
+
+impl Round {
+    fn new(answers: HashMap<String, Reply>, wait: Duration) -> Self {
+        let asker = Arc::new(RoundAsker {
+            answers: answers.clone(),
+            deferred: Mutex::default(),
+        });
+        Self {
+            answers,
+            asker,
+            wait,
+        }
+    }
+
+    /// Who the call's questions go to: the answers carried, else the person
+    /// with the call's answer. "Allow for this session" is not offered: a
+    /// sessionless request has no session to remember it for.
+    pub fn asking(&self) -> Asking {
+        Asking::new(
+            self.asker.clone(),
+            Arc::new(SessionAnswers::new(self.wait, false)),
+        )
+    }
+}
+
+/// Answers from the request, else defers the question to the person.
+struct RoundAsker {
+    answers: HashMap<String, Reply>,
+    deferred: Mutex<Vec<Question>>,
+}
+
+impl RoundAsker {
+    fn deferred(&self) -> Vec<Question> {
+        self.deferred
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl Asker for RoundAsker {
+    async fn ask(&self, question: &Question) -> Reply {
+        if let Some(reply) = self.answers.get(&question_key(question)) {
+            return *reply;
+        }
+        if question.running {
+            // A running call cannot stop to be made again.
+            return Reply::Unavailable;
+        }
+        self.deferred
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(question.clone());
+        Reply::Later
+    }
+
+    fn who(&self) -> String {
+        "the MCP client's user (input required)".into()
+    }
+}
+
+/// A question as the state names it: what it is about, exactly.
+fn question_key(question: &Question) -> String {
+    let tool = &question.tool;
+    match &question.subject {
+        Subject::Call {
+            version, arguments, ..
+        } => json!(["call", tool, version, arguments]),
+        Subject::Host { destination } => json!(["host", tool, destination]),
+        Subject::Folder { grant } => json!(["folder", tool, grant]),
+    }
+    .to_string()
+}
+
+fn name_of(reply: Reply) -> Option<&'static str> {
+    match reply {
+        Reply::Once => Some("once"),
+        Reply::Deny | Reply::Dismissed => Some("deny"),
+        Reply::NoAnswer => Some("no_answer"),
+        Reply::Session | Reply::Unavailable | Reply::Later => None,
+    }
+}
+
+fn reply_named(name: &str) -> Reply {
+    match name {
+        "once" => Reply::Once,
+        "no_answer" => Reply::NoAnswer,
+        _ => Reply::Deny,
+    }
+}
+
+fn check_binding(sealed: &Sealed, binding: &Binding<'_>) -> Result<(), ErrorData> {
+    let principal = binding.identity.principal.as_deref().unwrap_or_default();
+    let tenant = binding.identity.tenant.as_deref().unwrap_or_default();
+    let wrong = if sealed.principal != principal || sealed.tenant != tenant {
+        "it was issued to another caller"
+    } else if sealed.tool != binding.tool || sealed.arguments != binding.arguments {
+        "it was issued for another tool or other arguments: send it back with the request \
+         that received it"
+    } else if sealed.version != binding.version {
+        "the tool's component changed since the question, and the answer was for the \
+         version asked about: call the tool again"
+    } else {
+        return Ok(());
+    };
+    Err(refused(wrong.into()))
+}
+
+fn refused(why: String) -> ErrorData {
+    ErrorData::invalid_params(
+        format!("requestState refused: {why}"),
+        Some(Value::String("request_state".into())),
+    )
+}

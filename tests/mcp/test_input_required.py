@@ -1,0 +1,231 @@
+"""Asking the person over the sessionless revision (2026-07-28) with multi
+round-trip requests: a call that needs approval is answered with an
+input-required result, and the retry, on either of two replicas behind
+HAProxy round-robin on one PostgreSQL, runs it or refuses it. The
+`requestState` cannot be forged, replayed, moved to another caller or other
+arguments, or used after it expired."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from conftest import approval_config, dump, text_of
+from servers import HAProxy, Postgres
+from test_elicitation import CALC, Person, audited_calls
+
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+TOKENS = {"alice-token": ("alice", "acme"), "bob-token": ("bob", "acme")}
+META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+}
+
+
+@pytest.fixture
+def postgres():
+    cluster = Postgres()
+    yield cluster
+    cluster.close()
+
+
+@pytest.fixture
+def shared(tmp_path: Path) -> dict[str, Path]:
+    """The files every replica shares: tokens, request-state keys, config."""
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text(
+        "\n".join(
+            f'[[tokens]]\nsha256 = "{hashlib.sha256(token.encode()).hexdigest()}"\n'
+            f'principal = "{principal}"\ntenant = "{tenant}"\n'
+            for token, (principal, tenant) in TOKENS.items()
+        )
+    )
+    keys = tmp_path / "keys.toml"
+    keys.write_text(f'[[keys]]\nid = "one"\nsecret = "{os.urandom(32).hex()}"\n')
+    return {"tokens": tokens, "keys": keys, "config": approval_config(tmp_path)}
+
+
+def serve_args(shared: dict[str, Path], postgres: Postgres, audit: Path, *extra: str) -> tuple:
+    return (
+        "--config", shared["config"], "--store", postgres.url, "--tokens", shared["tokens"],
+        "--request-state-keys", shared["keys"], "--audit", audit, *extra,
+    )
+
+
+def ready(server):
+    """`server`, once its /readyz says it is ready (its tools compiled)."""
+    deadline = time.monotonic() + 60
+    url = server.url.removesuffix("/mcp") + "/readyz"
+    while httpx2.get(url, timeout=5).status_code != 200:
+        assert time.monotonic() < deadline, server.output()
+        time.sleep(0.1)
+    return server
+
+
+@pytest.fixture
+def replicas(launch_http, postgres, shared, tmp_path):
+    return [
+        ready(launch_http(*serve_args(shared, postgres, tmp_path / f"audit-{n}.jsonl")))
+        for n in (1, 2)
+    ]
+
+
+def call(url: str, token: str, arguments: dict, *, state: str | None = None, responses: dict | None = None, tool: str = "calculate", meta: dict = META) -> dict:
+    params: dict = {"name": tool, "arguments": arguments, "_meta": meta}
+    if state is not None:
+        params["requestState"] = state
+    if responses is not None:
+        params["inputResponses"] = responses
+    headers = HEADERS | {
+        "Authorization": f"Bearer {token}",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": tool,
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    response = httpx2.post(url, json=body, headers=headers, timeout=30)
+    assert response.status_code == 200, f"{response.status_code}: {response.text}"
+    if response.headers["content-type"].startswith("text/event-stream"):
+        data = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
+        return json.loads(data[-1])
+    return response.json()
+
+
+def allow(question: str, decision: str = "allow_once") -> dict:
+    return {question: {"action": "accept", "content": {"decision": decision}}}
+
+
+def asked(message: dict) -> tuple[str, str, dict]:
+    """The input-required result's state, its one question's key and form."""
+    result = message["result"]
+    assert result["resultType"] == "input_required", message
+    ((key, request),) = result["inputRequests"].items()
+    assert request["method"] == "elicitation/create", request
+    return result["requestState"], key, request["params"]
+
+
+def refused(message: dict, says: str) -> None:
+    assert "error" in message, message
+    assert "requestState refused" in message["error"]["message"], message
+    assert says in message["error"]["message"], message
+
+
+@pytest.mark.anyio
+async def test_the_official_client_is_asked_and_the_retry_runs_on_the_other_replica(replicas, tmp_path):
+    proxy = HAProxy([f"127.0.0.1:{replica.port}" for replica in replicas])
+    person = Person("allow_once")
+    try:
+        async with httpx2.AsyncClient(headers={"Authorization": "Bearer alice-token"}, timeout=30) as http:
+            transport = streamable_http_client(proxy.url, http_client=http)
+            async with Client(transport, mode="2026-07-28", elicitation_callback=person) as client:
+                for _ in range(3):
+                    result = await client.call_tool("calculate", CALC)
+                    assert result.is_error is False, dump(result)
+                    assert text_of(result) == "14", dump(result)
+                person.decision = "deny"
+                denied = await client.call_tool("calculate", CALC)
+                assert denied.is_error is True, dump(denied)
+                assert "did not approve" in text_of(denied), dump(denied)
+                person.decision = None  # declines
+                declined = await client.call_tool("calculate", CALC)
+                assert declined.is_error is True, dump(declined)
+    finally:
+        log = proxy.close()
+    # The same question as over elicitation, without the session choice.
+    assert len(person.asked) == 5, person.asked
+    message = person.asked[0].message
+    assert message.startswith('Allow the tool "calculate" (component sha256:'), message
+    assert '{"expression":"2 * (3 + 4)"}' in message, message
+    assert person.choices() == ["allow_once", "deny"]
+    # Round-robin: each question and its retry reached different replicas.
+    posts = [line for line in log.splitlines() if '"POST /mcp' in line]
+    backends = ["replicas/r1" if "replicas/r1" in line else "replicas/r2" for line in posts]
+    assert len(backends) >= 10, log
+    assert all(a != b for a, b in zip(backends, backends[1:])), log
+    # Who decided is on record, wherever the retry ran.
+    records = audited_calls(tmp_path / "audit-1.jsonl", 0) + audited_calls(tmp_path / "audit-2.jsonl", 0)
+    decided = [r for r in records if (r.get("approval") or {}).get("decision") in ("approved", "denied")]
+    assert len(decided) == 5, records
+    assert {r["approval"]["by"] for r in decided} == {"the MCP client's user (input required)"}, decided
+    answers = sorted(r["approval"]["answer"] for r in decided)
+    assert answers == ["allowed_once"] * 3 + ["denied"] * 2, decided
+    pending = [r for r in records if (r.get("approval") or {}).get("decision") == "pending"]
+    assert len(pending) == 5, records
+
+
+def test_the_retry_is_answered_by_the_survivor_of_a_replica_killed_in_between(replicas):
+    first, second = replicas
+    state, key, _ = asked(call(first.url, "alice-token", CALC))
+    os.killpg(first.process.pid, signal.SIGKILL)
+    first.process.wait(10)
+    done = call(second.url, "alice-token", CALC, state=state, responses=allow(key))
+    assert done["result"]["content"][0]["text"] == "14", done
+    assert done["result"].get("isError") is not True, done
+
+
+def test_no_answer_denies_and_states_cannot_be_forged_replayed_or_moved(replicas):
+    first, second = (replica.url for replica in replicas)
+    # No answer: the retry without one refuses the call.
+    state, key, _ = asked(call(first, "alice-token", CALC))
+    unanswered = call(second, "alice-token", CALC, state=state, responses={})
+    assert unanswered["result"]["isError"] is True, unanswered
+    assert "did not answer" in unanswered["result"]["content"][0]["text"], unanswered
+
+    state, key, _ = asked(call(first, "alice-token", CALC))
+    # Another principal, other arguments, another tool: refused, and the
+    # state stays good for its own request.
+    refused(call(second, "bob-token", CALC, state=state, responses=allow(key)), "another caller")
+    other = {"expression": "1 + 1"}
+    refused(call(second, "alice-token", other, state=state, responses=allow(key)), "other arguments")
+    # Forged: the payload changed (to bob), or made up.
+    tampered = state[:-2] + ("AA" if not state.endswith("AA") else "BB")
+    refused(call(second, "alice-token", CALC, state=tampered, responses=allow(key)), "did not issue it")
+    for made_up in ("rs2.bm9uZQ.e30.AAAA", "hello", ""):
+        refused(call(second, "alice-token", CALC, state=made_up, responses=allow(key)), "")
+    # Used once: the retry runs; the same state again is refused, anywhere.
+    done = call(second, "alice-token", CALC, state=state, responses=allow(key))
+    assert done["result"]["content"][0]["text"] == "14", done
+    for url in (first, second):
+        refused(call(url, "alice-token", CALC, state=state, responses=allow(key)), "used already")
+
+
+def test_a_state_expires_after_the_ask_wait_and_other_keys_do_not_open_it(launch_http, postgres, shared, tmp_path):
+    server = launch_http(*serve_args(shared, postgres, tmp_path / "audit.jsonl", "--ask-wait", "1s"))
+    state, key, _ = asked(call(server.url, "alice-token", CALC))
+    time.sleep(1.5)
+    refused(call(server.url, "alice-token", CALC, state=state, responses=allow(key)), "expired")
+    # A replica with other keys cannot open what this one sealed.
+    other_keys = tmp_path / "other.toml"
+    other_keys.write_text(f'[[keys]]\nid = "two"\nsecret = "{os.urandom(32).hex()}"\n')
+    other = launch_http(
+        "--config", shared["config"], "--store", postgres.url, "--tokens", shared["tokens"],
+        "--request-state-keys", other_keys,
+    )
+    state, key, _ = asked(call(server.url, "alice-token", CALC))
+    refused(call(other.url, "alice-token", CALC, state=state, responses=allow(key)), "key this server does not have")
+    # Rotation: a replica with the new key first and the old one still
+    # opens it.
+    rotated = tmp_path / "rotated.toml"
+    rotated.write_text(other_keys.read_text() + shared["keys"].read_text())
+    third = launch_http(
+        "--config", shared["config"], "--store", postgres.url, "--tokens", shared["tokens"],
+        "--request-state-keys", rotated,
+    )
+    done = call(third.url, "alice-token", CALC, state=state, responses=allow(key))
+    assert done["result"]["content"][0]["text"] == "14", done
+
+
+def test_a_client_that_cannot_show_forms_is_not_asked(replicas):
+    message = call(replicas[0].url, "alice-token", CALC, meta=META | {"io.modelcontextprotocol/clientCapabilities": {}})
+    assert message["result"]["isError"] is True, message
+    assert "nobody could be asked" in message["result"]["content"][0]["text"], message
