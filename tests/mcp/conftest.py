@@ -273,6 +273,16 @@ class HttpServer:
 
 
 @pytest.fixture
+def postgres():
+    """A private PostgreSQL cluster for the test (see servers.Postgres)."""
+    from servers import Postgres
+
+    cluster = Postgres()
+    yield cluster
+    cluster.close()
+
+
+@pytest.fixture
 def launch_http(request: pytest.FixtureRequest, server_env: dict[str, str]):
     """Factory: launch_http(*args, env={...}) starts a server and waits for its URL."""
     servers: list[HttpServer] = []

@@ -6,6 +6,7 @@ HAProxy balancing round-robin, without stickiness, over the replicas."""
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import shutil
 import socket
@@ -116,6 +117,18 @@ class Redis:
     def stop(self) -> None:
         self.process.kill()
         self.process.wait(timeout=5)
+
+
+def tokens_file(path: Path, tokens: dict[str, tuple[str, str]]) -> Path:
+    """A `--tokens` file at `path` giving each token its (principal, tenant)."""
+    path.write_text(
+        "\n".join(
+            f'[[tokens]]\nsha256 = "{hashlib.sha256(token.encode()).hexdigest()}"\n'
+            f'principal = "{principal}"\ntenant = "{tenant}"\n'
+            for token, (principal, tenant) in tokens.items()
+        )
+    )
+    return path
 
 
 def wait_for_port(port: int, what: str) -> None:

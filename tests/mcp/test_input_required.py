@@ -1,16 +1,19 @@
-"""Asking the person over the sessionless revision (2026-07-28) with multi
-round-trip requests: a call that needs approval is answered with an
-input-required result, and the retry, on either of two replicas behind
-HAProxy round-robin on one PostgreSQL, runs it or refuses it. The
-`requestState` cannot be forged, replayed, moved to another caller or other
-arguments, or used after it expired."""
+"""Asking the person on any replica. Over the sessionless revision
+(2026-07-28), with multi round-trip requests: a call that needs approval is
+answered with an input-required result, and the retry, on either of two
+replicas behind HAProxy round-robin on one PostgreSQL, runs it or refuses
+it; the `requestState` cannot be forged, replayed, moved to another caller
+or other arguments, or used after it expired. Over the session revisions,
+with elicitation: the client's answer, POSTed to the replica that did not
+ask, reaches the call that asked (Python and TypeScript SDKs)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
+import shutil
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -19,9 +22,9 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import approval_config, dump, text_of
-from servers import HAProxy, Postgres
-from test_elicitation import CALC, Person, audited_calls
+from conftest import BIN, SCRUBBED_ENV, approval_config, dump, http_session, text_of
+from servers import HAProxy, Postgres, tokens_file
+from test_elicitation import CALC, TS_CLIENT, Person, audited_calls
 
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 TOKENS = {"alice-token": ("alice", "acme"), "bob-token": ("bob", "acme")}
@@ -33,23 +36,9 @@ META = {
 
 
 @pytest.fixture
-def postgres():
-    cluster = Postgres()
-    yield cluster
-    cluster.close()
-
-
-@pytest.fixture
 def shared(tmp_path: Path) -> dict[str, Path]:
     """The files every replica shares: tokens, request-state keys, config."""
-    tokens = tmp_path / "tokens.toml"
-    tokens.write_text(
-        "\n".join(
-            f'[[tokens]]\nsha256 = "{hashlib.sha256(token.encode()).hexdigest()}"\n'
-            f'principal = "{principal}"\ntenant = "{tenant}"\n'
-            for token, (principal, tenant) in TOKENS.items()
-        )
-    )
+    tokens = tokens_file(tmp_path / "tokens.toml", TOKENS)
     keys = tmp_path / "keys.toml"
     keys.write_text(f'[[keys]]\nid = "one"\nsecret = "{os.urandom(32).hex()}"\n')
     return {"tokens": tokens, "keys": keys, "config": approval_config(tmp_path)}
@@ -229,3 +218,71 @@ def test_a_client_that_cannot_show_forms_is_not_asked(replicas):
     message = call(replicas[0].url, "alice-token", CALC, meta=META | {"io.modelcontextprotocol/clientCapabilities": {}})
     assert message["result"]["isError"] is True, message
     assert "nobody could be asked" in message["result"]["content"][0]["text"], message
+
+
+def session_headers(session: str | None = None) -> dict:
+    headers = HEADERS | {"Authorization": "Bearer alice-token", "MCP-Protocol-Version": "2025-11-25"}
+    return headers | ({"Mcp-Session-Id": session} if session else {})
+
+
+def test_an_elicitation_answer_posted_to_the_other_replica_reaches_the_call(replicas):
+    first, second = (replica.url for replica in replicas)
+    init = {
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {"form": {}}}, "clientInfo": {"name": "raw", "version": "0"}},
+    }
+    with httpx2.Client(timeout=30) as http:
+        opened = http.post(first, json=init, headers=session_headers())
+        session = opened.headers["mcp-session-id"]
+        http.post(second, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session_headers(session))
+        for decision, runs in (("allow_once", True), ("deny", False)):
+            # The call on the second replica (which took the session up),
+            # the answer to the first.
+            body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "calculate", "arguments": CALC}}
+            with http.stream("POST", second, json=body, headers=session_headers(session)) as stream:
+                lines = stream.iter_lines()
+                question = next(json.loads(line[6:]) for line in lines if line.startswith("data: "))
+                assert question["method"] == "elicitation/create", question
+                assert "calculate" in question["params"]["message"], question
+                reply = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept", "content": {"decision": decision}}}
+                posted = http.post(first, json=reply, headers=session_headers(session))
+                assert posted.status_code == 202, posted.text
+                result = next(json.loads(line[6:]) for line in lines if line.startswith("data: "))
+            assert result["id"] == 7, result
+            text = result["result"]["content"][0]["text"]
+            assert (text == "14") is runs, result
+            # The answer is taken once: the same reply again reaches nothing.
+            again = http.post(second, json=reply, headers=session_headers(session))
+            assert again.status_code == 202, again.text
+
+
+@pytest.mark.anyio
+async def test_the_sdks_answer_through_round_robin_and_every_call_runs(replicas, server_env, tmp_path):
+    proxy = HAProxy([f"127.0.0.1:{replica.port}" for replica in replicas])
+    person = Person("allow_once")
+    try:
+        headers = {"Authorization": "Bearer alice-token"}
+        async with http_session(proxy.url, headers=headers, elicitation_callback=person) as session:
+            for _ in range(4):
+                result = await session.call_tool("calculate", CALC)
+                assert text_of(result) == "14", dump(result)
+        # The TypeScript SDK's client, through the same balancer.
+        if shutil.which("node") is None:
+            pytest.skip("Node.js is needed for the TypeScript SDK")
+        env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV} | server_env | {
+            "ELICIT": "allow_once", "MCP_BEARER": "alice-token",
+        }
+        call = {"name": "calculate", "arguments": CALC}
+        finished = subprocess.run(
+            ["node", str(TS_CLIENT), json.dumps(call), "--", proxy.url], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert finished.returncode == 0, finished.stderr
+        report = json.loads(finished.stdout.splitlines()[-1])
+        assert len(report["elicited"]) == 1, report
+        assert report["result"]["content"][0]["text"] == "14", report
+    finally:
+        log = proxy.close()
+    assert len(person.asked) == 4, person.asked
+    posts = [line for line in log.splitlines() if '"POST /mcp' in line]
+    for backend in ("replicas/r1", "replicas/r2"):
+        assert sum(backend in line for line in posts) >= 4, log

@@ -7,7 +7,6 @@ dies leaves calls uncached."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -18,7 +17,7 @@ import httpx2
 import pytest
 
 from conftest import http_session, text_of, wasm
-from servers import HAProxy, Postgres, Redis
+from servers import HAProxy, Redis, tokens_file
 
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 TOKENS = {"alice-token": ("alice", "acme"), "bob-token": ("bob", "acme"), "carol-token": ("carol", "globex")}
@@ -30,22 +29,8 @@ META_2026 = {
 
 
 @pytest.fixture
-def postgres():
-    cluster = Postgres()
-    yield cluster
-    cluster.close()
-
-
-@pytest.fixture
 def tokens(tmp_path: Path) -> Path:
-    path = tmp_path / "tokens.toml"
-    entries = [
-        f'[[tokens]]\nsha256 = "{hashlib.sha256(token.encode()).hexdigest()}"\n'
-        f'principal = "{principal}"\ntenant = "{tenant}"\n'
-        for token, (principal, tenant) in TOKENS.items()
-    ]
-    path.write_text("\n".join(entries))
-    return path
+    return tokens_file(tmp_path / "tokens.toml", TOKENS)
 
 
 @pytest.fixture

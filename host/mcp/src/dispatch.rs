@@ -147,6 +147,21 @@ impl Dispatcher {
         self.client.answered(id, response);
     }
 
+    /// Answers to this client's questions may come through another
+    /// replica (see [`Relay`](super::relay::Relay)).
+    pub fn relay_through(&self, relay: super::relay::Relay) {
+        self.client.relay_through(relay);
+    }
+
+    /// What the client declared in the `initialize` it sent to the replica
+    /// that opened its session.
+    pub fn restore(&self, initialize: &Value) {
+        if let Ok(request) = serde_json::from_value::<InitializeRequestParams>(initialize.clone()) {
+            let version = negotiate(&request.protocol_version);
+            self.client.initialized(&request, &version);
+        }
+    }
+
     /// Whether the client's user can be asked (it declared elicitation).
     pub fn can_elicit(&self) -> bool {
         self.client.can_elicit()

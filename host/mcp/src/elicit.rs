@@ -3,16 +3,18 @@
 //! may use a capability its policy lists under `ask`. Only a client that
 //! declared the elicitation capability is asked; the question goes on the
 //! stream of the request it is about (stdout, or that POST's event stream),
-//! and the answer comes back as a JSON-RPC response with our id.
+//! and the answer comes back as a JSON-RPC response with our id: here, or,
+//! over HTTP, to another replica, which relays it ([`Relay`]).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use rmcp::model::{InitializeRequestParams, NumberOrString, ProtocolVersion, RequestId};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use wasm_agent_sandbox::ask::{Asker, Question, Reply};
+
+use super::relay::Relay;
 
 /// Sends one message to the client on the stream of the request being
 /// answered; whether it could be sent.
@@ -32,7 +34,8 @@ pub(crate) struct ClientRequests {
     /// The revision spoken, when the client can answer form elicitations.
     elicitation: OnceLock<Option<ProtocolVersion>>,
     pending: Mutex<HashMap<String, oneshot::Sender<Response>>>,
-    numbers: AtomicU64,
+    /// Where answers that reach another replica are left for us.
+    relay: OnceLock<Arc<Relay>>,
 }
 
 impl ClientRequests {
@@ -47,19 +50,37 @@ impl ClientRequests {
         let _ = self.elicitation.set(form.then(|| version.clone()));
     }
 
+    /// Answers to our requests that reach another replica come through
+    /// `relay`, and responses to other replicas' requests go to it.
+    pub fn relay_through(&self, relay: Relay) {
+        let _ = self.relay.set(Arc::new(relay));
+    }
+
     /// Whether the client's user can be asked.
     pub fn can_elicit(&self) -> bool {
         self.elicitation.get().is_some_and(Option::is_some)
     }
 
-    /// A response from the client: to one of our requests, if it is pending.
+    /// A response from the client: to one of our requests if it is
+    /// pending here, else relayed to the replica that asked.
     pub fn answered(&self, id: &RequestId, response: Response) {
         let key = match id {
             NumberOrString::String(text) => text.to_string(),
             NumberOrString::Number(n) => n.to_string(),
         };
-        if let Some(waiting) = self.lock().remove(&key) {
-            let _ = waiting.send(response);
+        let waiting = self.lock().remove(&key);
+        match (waiting, self.relay.get()) {
+            (Some(waiting), _) => {
+                let _ = waiting.send(response);
+            }
+            (None, Some(relay)) if key.starts_with(ID_PREFIX) => {
+                let response = match response {
+                    Ok(result) => json!({"result": result}),
+                    Err(error) => json!({"error": error}),
+                };
+                relay.deliver(&key, response);
+            }
+            (None, _) => {}
         }
     }
 
@@ -68,10 +89,8 @@ impl ClientRequests {
     /// the future withdraws the request (the client is told it was
     /// cancelled).
     async fn request(&self, send: &SendMessage, method: &str, params: Value) -> Option<Response> {
-        let id = format!(
-            "wasm-agent-{}",
-            self.numbers.fetch_add(1, Ordering::Relaxed) + 1
-        );
+        // Unique across replicas: the answer may reach any of them.
+        let id = format!("{ID_PREFIX}{}", uuid::Uuid::new_v4().simple());
         let (answer, answered) = oneshot::channel();
         {
             let mut pending = self.lock();
@@ -80,16 +99,36 @@ impl ClientRequests {
             }
             pending.insert(id.clone(), answer);
         }
+        let relay = self.relay.get().cloned();
         let mut withdraw = Withdraw {
             requests: self,
             send,
             id: Some(id.clone()),
+            relay: relay.clone(),
         };
+        if let Some(relay) = &relay {
+            relay.expect(&id).await;
+        }
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         if !send(message) {
             return None;
         }
-        let response = answered.await.ok();
+        let response = match &relay {
+            None => answered.await.ok(),
+            Some(relay) => tokio::select! {
+                answer = answered => answer.ok(),
+                mail = relay.answer(&id) => Some(match mail {
+                    Value::Object(mut mail) if mail.contains_key("error") => {
+                        Err(mail.remove("error").unwrap_or_default())
+                    }
+                    mail => Ok(mail.get("result").cloned().unwrap_or_default()),
+                }),
+            },
+        };
+        self.lock().remove(&id);
+        if let Some(relay) = &relay {
+            relay.forget(&id);
+        }
         withdraw.id = None;
         response
     }
@@ -99,16 +138,23 @@ impl ClientRequests {
     }
 }
 
+/// The ids of our requests (a uuid follows).
+const ID_PREFIX: &str = "wasm-agent-";
+
 /// Withdraws a request that was not answered when dropped.
 struct Withdraw<'a> {
     requests: &'a ClientRequests,
     send: &'a SendMessage,
     id: Option<String>,
+    relay: Option<Arc<Relay>>,
 }
 
 impl Drop for Withdraw<'_> {
     fn drop(&mut self) {
         let Some(id) = self.id.take() else { return };
+        if let Some(relay) = &self.relay {
+            relay.forget(&id);
+        }
         if self.requests.lock().remove(&id).is_some() {
             (self.send)(json!({
                 "jsonrpc": "2.0",

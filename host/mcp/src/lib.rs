@@ -26,6 +26,7 @@ mod input_required;
 mod oauth;
 mod options;
 mod records;
+mod relay;
 mod server;
 mod state_keys;
 mod stdio;

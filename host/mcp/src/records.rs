@@ -40,23 +40,23 @@ impl Records {
             .await
     }
 
-    /// Whether `identity` opened session `id` (on any replica) within
-    /// [`MAX_SESSION_AGE`].
-    pub async fn exists(&self, identity: &Identity, id: &str) -> bool {
+    /// The `initialize` parameters of session `id`, if `identity` opened it
+    /// (on any replica) within [`MAX_SESSION_AGE`].
+    pub async fn opened_by(&self, identity: &Identity, id: &str) -> Option<Value> {
         if !is_session_id(id) {
-            return false;
+            return None;
         }
         let record = match self.store.load_protocol_session(&owner(identity), id).await {
-            Ok(record) => record,
+            Ok(record) => record?,
             Err(error) => {
                 tracing::warn!(%error, "cannot look up an MCP session in the session store");
-                return false;
+                return None;
             }
         };
-        let opened = record
-            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
-            .and_then(|record| record["opened"].as_u64());
-        opened.is_some_and(|opened| unix_now().saturating_sub(opened) <= MAX_SESSION_AGE.as_secs())
+        let mut record = serde_json::from_str::<Value>(&record).ok()?;
+        let opened = record["opened"].as_u64()?;
+        (unix_now().saturating_sub(opened) <= MAX_SESSION_AGE.as_secs())
+            .then(|| record["initialize"].take())
     }
 
     /// Forgets session `id` (the client ended it).

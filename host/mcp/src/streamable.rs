@@ -31,6 +31,7 @@ use super::dispatch::{self, Answer, Dispatcher, Message, Notify};
 use super::elicit::SendMessage;
 use super::identity::Identity;
 use super::records::Records;
+use super::relay::Relay;
 use super::server::McpServer;
 use super::traced::Origin;
 use super::wire::{
@@ -42,6 +43,8 @@ const SESSION_ID: &str = "mcp-session-id";
 /// Messages queued on one event stream; past this a slow reader loses the
 /// notifications (never a response).
 const STREAM_QUEUE: usize = 64;
+/// How much longer than a question's wait its mailbox stays open.
+const RELAY_MARGIN: Duration = Duration::from_secs(10);
 /// Longest a client may take to send a request's body.
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -223,10 +226,13 @@ impl Sessions {
     /// Serves here a session `identity` opened on another replica (or on
     /// this one before it restarted), if the store has its record.
     async fn take_up(&self, id: &str, identity: &Identity) -> Option<Busy> {
-        if self.is_closing() || !self.records.exists(identity, id).await {
+        if self.is_closing() {
             return None;
         }
-        let requests = Dispatcher::new(self.server.for_client(id, identity.clone()));
+        let initialize = self.records.opened_by(identity, id).await?;
+        let requests = self.dispatcher(id, identity);
+        // What the client declared (whether it can be asked, its revision).
+        requests.restore(&initialize);
         let session = Arc::new(Session::new(
             identity.clone(),
             requests,
@@ -320,7 +326,7 @@ impl Sessions {
             return refusal;
         }
         let session_id: Arc<str> = uuid::Uuid::new_v4().simple().to_string().into();
-        let requests = Dispatcher::new(self.server.for_client(&session_id, identity.clone()));
+        let requests = self.dispatcher(&session_id, &identity);
         let id = message.id.clone().unwrap_or(RequestId::Number(0));
         let Answer::Now(answer) = requests.answer(
             id.clone(),
@@ -389,6 +395,19 @@ impl Sessions {
         })
     }
 
+    /// The requests of session `id` of `identity` on this replica; answers
+    /// to its questions may come through any replica.
+    fn dispatcher(&self, id: &str, identity: &Identity) -> Dispatcher {
+        let requests = Dispatcher::new(self.server.for_client(id, identity.clone()));
+        requests.relay_through(Relay::new(
+            self.server.host().session_store().clone(),
+            identity,
+            id,
+            self.server.shared().ask_wait + RELAY_MARGIN,
+        ));
+        requests
+    }
+
     fn now(&self) -> u64 {
         self.started.elapsed().as_millis() as u64
     }
@@ -431,8 +450,8 @@ impl Session {
             return session_not_found();
         }
         let Some(method) = message.method.as_deref() else {
-            // A response to a request of ours (a question to the user); it
-            // must reach the replica that asked (sticky sessions).
+            // A response to a request of ours (a question to the user):
+            // relayed to the replica that asked, if that is another.
             this.requests.responded(message);
             return accepted();
         };

@@ -8,7 +8,8 @@
 // result (made once the tool is listed, by the first listing or a refresh).
 // With ELICIT=DECISION in the environment, the client declares elicitation
 // and answers every question with that decision (`decline` declines); the
-// questions asked are printed too.
+// questions asked are printed too. With MCP_BEARER=TOKEN, HTTP requests carry
+// it as a bearer token.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -43,7 +44,11 @@ if (elicit) {
   });
 }
 const transport = /^https?:\/\//.test(command)
-  ? new StreamableHTTPClientTransport(new URL(command))
+  ? new StreamableHTTPClientTransport(new URL(command), {
+      requestInit: process.env.MCP_BEARER
+        ? { headers: { Authorization: `Bearer ${process.env.MCP_BEARER}` } }
+        : undefined,
+    })
   : new StdioClientTransport({ command, args, env: process.env, stderr: 'inherit' });
 const started = performance.now();
 await client.connect(transport);

@@ -1,0 +1,118 @@
+//! Answers that come back to another replica than the one that asked: a
+//! client's response to our question (an elicitation) is a POST of its
+//! own, which a round-robin balancer may send anywhere. The replica that
+//! asked opens a mailbox in the shared store for it; the replica the
+//! response reaches delivers it there; the asking replica polls its mailbox
+//! while the question is open (the first answer counts, and nobody can
+//! leave mail no question waits for).
+//!
+//! Polling the store, rather than PostgreSQL `LISTEN/NOTIFY` or Redis
+//! pub/sub, works with every store (SQLite files shared by processes too),
+//! holds no connection open, survives a database restart, and costs one
+//! indexed query per open question every half second at most: next to a
+//! person's answer, the delay is noise.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wasm_agent_session::SessionStore;
+
+use super::identity::Identity;
+
+/// Largest response relayed (an elicitation result is a few hundred bytes).
+pub(crate) const MAX_RELAYED: usize = 64 * 1024;
+/// The first wait between looks at the mailbox; it doubles up to [`MAX_POLL`].
+const FIRST_POLL: Duration = Duration::from_millis(25);
+const MAX_POLL: Duration = Duration::from_millis(500);
+
+/// The mailboxes of one client's session, in the shared store.
+pub(crate) struct Relay {
+    store: Arc<dyn SessionStore>,
+    /// Whose session: every address starts with it.
+    prefix: String,
+    /// How long a mailbox stays open at most.
+    ttl: Duration,
+}
+
+impl Relay {
+    /// The mailboxes of session `session` of `identity`.
+    pub fn new(
+        store: Arc<dyn SessionStore>,
+        identity: &Identity,
+        session: &str,
+        ttl: Duration,
+    ) -> Self {
+        let prefix = json!([
+            identity.tenant.as_deref().unwrap_or_default(),
+            identity.principal.as_deref().unwrap_or_default(),
+            session
+        ])
+        .to_string();
+        Self { store, prefix, ttl }
+    }
+
+    fn address(&self, request: &str) -> String {
+        format!("answer:{}:{request}", self.prefix)
+    }
+
+    /// Opens the mailbox for the answer to our request `id`; whether it opened.
+    pub async fn expect(&self, id: &str) -> bool {
+        match self.store.open_mailbox(&self.address(id), self.ttl).await {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::warn!(%error, "cannot open a mailbox: an answer that reaches another replica is lost");
+                false
+            }
+        }
+    }
+
+    /// The answer to our request `id` once another replica delivered it.
+    pub async fn answer(&self, id: &str) -> Value {
+        let address = self.address(id);
+        let mut wait = FIRST_POLL;
+        loop {
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(MAX_POLL);
+            match self.store.collect_mail(&address).await {
+                Ok(Some(mail)) => {
+                    if let Ok(answer) = serde_json::from_str(&mail) {
+                        return answer;
+                    }
+                }
+                Ok(None) => {}
+                Err(error) => tracing::debug!(%error, "cannot read a mailbox"),
+            }
+        }
+    }
+
+    /// Closes the mailbox of request `id` (answered here, or given up).
+    pub fn forget(self: &Arc<Self>, id: &str) {
+        let (relay, address) = (self.clone(), self.address(id));
+        tokio::spawn(async move {
+            let _ = relay.store.close_mailbox(&address).await;
+        });
+    }
+
+    /// Hands the client's response to request `id` (a JSON-RPC `result` or
+    /// `error` object, as `{"result": ..}` / `{"error": ..}`) to the replica
+    /// waiting for it, if one is.
+    pub fn deliver(self: &Arc<Self>, id: &str, response: Value) {
+        let text = response.to_string();
+        if text.len() > MAX_RELAYED {
+            tracing::debug!(
+                bytes = text.len(),
+                "a response too large to relay is dropped"
+            );
+            return;
+        }
+        let (relay, address) = (self.clone(), self.address(id));
+        tokio::spawn(async move {
+            match relay.store.deliver(&address, &text).await {
+                Ok(true) => tracing::debug!("an answer was relayed to the replica that asked"),
+                Ok(false) => tracing::debug!("a response to no open question is dropped"),
+                Err(error) => tracing::warn!(%error, "cannot relay an answer"),
+            }
+        });
+    }
+}
