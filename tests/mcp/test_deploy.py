@@ -1,7 +1,7 @@
 """The deployment examples in deploy/ agree with the real binary: every flag
 the Deployment passes exists, its probes point at the address that serves
 them, the ConfigMap's config loads with the real components, and the Secret's
-token table is one `--tokens` accepts. (HAProxy's example, deploy/haproxy.cfg,
+token table and request-state keys are ones `serve` accepts. (HAProxy's example, deploy/haproxy.cfg,
 runs in test_replicas.py.)"""
 
 from __future__ import annotations
@@ -74,12 +74,14 @@ def test_the_configmap_config_and_the_secret_tokens_load(tmp_path: Path) -> None
     names = {tool["name"] for tool in json.loads(listed.stdout)}
     assert {"calculate", "current_weather", "json_query"} <= names, names
 
-    # The Secret's token table is one the server starts with.
-    tokens = manifests()["Secret"]["stringData"]["tokens.toml"]
-    (tmp_path / "tokens.toml").write_text(tokens)
+    # The Secret's token table and request-state keys are ones the server
+    # starts with.
+    secret = manifests()["Secret"]["stringData"]
+    (tmp_path / "tokens.toml").write_text(secret["tokens.toml"])
+    (tmp_path / "keys.toml").write_text(secret["request-state-keys.toml"])
     server = subprocess.Popen(
         [BIN, "serve", "--tokens", tmp_path / "tokens.toml", "--config", tmp_path / "wasm-agent.toml",
-         "--http", "127.0.0.1:0"],
+         "--request-state-keys", tmp_path / "keys.toml", "--http", "127.0.0.1:0"],
         stderr=subprocess.PIPE,
         text=True,
     )

@@ -22,12 +22,13 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import BIN, SCRUBBED_ENV, approval_config, dump, http_session, text_of
+from conftest import BIN, SCRUBBED_ENV, approval_config, dump, http_session, text_of, wasm
 from servers import HAProxy, Postgres, tokens_file
 from test_elicitation import CALC, TS_CLIENT, Person, audited_calls
 
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 TOKENS = {"alice-token": ("alice", "acme"), "bob-token": ("bob", "acme")}
+WASM_CALCULATOR = wasm("calculator")
 META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
     "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
@@ -286,3 +287,23 @@ async def test_the_sdks_answer_through_round_robin_and_every_call_runs(replicas,
     posts = [line for line in log.splitlines() if '"POST /mcp' in line]
     for backend in ("replicas/r1", "replicas/r2"):
         assert sum(backend in line for line in posts) >= 4, log
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ('[[keys]]\nid = "a"\nsecret = "abcd"\n', 'request-state key "a" has 2 bytes; at least 32 are needed'),
+        ('[[keys]]\nid = "a"\nsecret = "not hex"\n', 'key 1 ("a"): secret must be hex digits'),
+        ("keys = []\n", "no request-state key"),
+    ],
+)
+def test_a_bad_keys_file_stops_the_server_naming_it(tmp_path, text, says):
+    keys = tmp_path / "keys.toml"
+    keys.write_text(text)
+    finished = subprocess.run(
+        [BIN, "serve", "--stdio", "--tools", WASM_CALCULATOR, "--request-state-keys", keys],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+    )
+    assert finished.returncode == 2, finished.stderr
+    assert f"error: {keys}: {says}" in finished.stderr, finished.stderr
+    assert "panicked" not in finished.stderr
