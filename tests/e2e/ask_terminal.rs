@@ -59,3 +59,62 @@ fn without_a_terminal_an_ask_grant_stays_denied() {
         "{text}"
     );
 }
+
+/// `run --mcp` against a server whose tool needs approval: the server asks
+/// (over elicitation), and the user at the terminal answers, shown whose
+/// question it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_servers_question_is_asked_at_the_terminal() {
+    let dir = crate::common::temp_dir();
+    let config = dir.path().join("server.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[tools.calc]\ncomponent = {:?}\n\n[calls.calculate]\nrequires_approval = \"always\"\n",
+            component("calculator")
+        ),
+    )
+    .unwrap();
+    let server = crate::mcp::Server::start(&["--config", &config.to_string_lossy()]);
+    // The run asks first about calling a remote tool at all (its
+    // annotations are the server's claims), then the server asks.
+    for (answer, expected) in [("y\ny", "6"), ("y\nn", "")] {
+        let provider = crate::provider_server::ProviderServer::start(vec![
+            crate::provider_server::openai::tool_calls(&[(
+                "c1",
+                "calculate",
+                r#"{"expression": "2 * 3"}"#,
+            )]),
+            crate::provider_server::openai::text("done"),
+        ])
+        .await;
+        let command = format!(
+            "{} run 'compute' --model openai:m --base-url {} --mcp {} --data-dir {} --json",
+            env!("CARGO_BIN_EXE_wasm-agent"),
+            provider.openai_url(),
+            server.at("/mcp"),
+            dir.path().join("data").display()
+        );
+        let output = on_a_terminal(command, answer).await;
+        let text = stdout(&output);
+        assert!(
+            text.contains("asks: Allow the tool \"calculate\" (component sha256:"),
+            "{text}"
+        );
+        assert!(text.contains("[approval] The MCP server"), "{text}");
+        let start = text.find("{\"run_id\"").expect(&text);
+        let json_line = text[start..].lines().next().unwrap_or_default();
+        let result: serde_json::Value = serde_json::from_str(json_line.trim()).unwrap();
+        let call = &result["tool_calls"][0];
+        if expected.is_empty() {
+            assert!(
+                call["error"]["message"]
+                    .to_string()
+                    .contains("the user did not approve this call"),
+                "{text}"
+            );
+        } else {
+            assert_eq!(call["content"], expected, "{text}");
+        }
+    }
+}

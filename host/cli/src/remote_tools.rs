@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::Args;
 use wasm_agent::agent::config::AgentConfig;
 use wasm_agent::agent::{Agent, AgentTool};
+use wasm_agent::ask::Asking;
 use wasm_agent::mcp_client::spec::distinct_names;
 use wasm_agent::mcp_client::{InStep, RemoteServer, ServerSpec, ToolAdjuster};
 
@@ -32,10 +33,11 @@ pub struct McpFlags {
 }
 
 /// The config's servers (by name), then the command line's, connected to
-/// in parallel.
+/// in parallel; their questions to the person go to `asking`.
 pub async fn connect(
     flags: &McpFlags,
     settings: &AgentConfig,
+    asking: Option<Asking>,
 ) -> anyhow::Result<Vec<RemoteServer>> {
     let mut specs = Vec::new();
     for (name, config) in &settings.mcp {
@@ -67,7 +69,9 @@ pub async fn connect(
     }
     specs.extend(from_flags);
     distinct_names(&mut specs);
-    let connecting = specs.into_iter().map(RemoteServer::connect);
+    let connecting = specs
+        .into_iter()
+        .map(|spec| RemoteServer::connect_asking(spec, asking.clone()));
     Ok(futures::future::try_join_all(connecting).await?)
 }
 

@@ -70,7 +70,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(host)
     };
     let code_mode = code_mode.resolve(host.as_ref())?;
-    let servers = remote_tools::connect(&args.mcp, &settings).await?;
+    // Approvals and `ask` grants, here or from the remote servers, are asked
+    // of the user at the terminal.
+    let answers = Arc::new(SessionAnswers::new(
+        args.host.ask.wait,
+        args.host.ask.offer_session,
+    ));
+    let asker: Arc<dyn Asker> = Arc::new(TerminalAsker::new());
+    let asking = Asking::new(asker.clone(), answers.clone());
+    let servers = remote_tools::connect(&args.mcp, &settings, Some(asking)).await?;
     // Calls of remote tools go to the audit log the host's calls go to.
     let auditor = crate::audit::shared(&args.host.audit, config.as_ref(), "run")?;
     let agent = build_agent(
@@ -91,12 +99,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(id) => load_history(&*store, &owner, id).await,
         None => Vec::new(),
     };
-    // Approvals and `ask` grants are asked of the user at the terminal.
-    let answers = Arc::new(SessionAnswers::new(
-        args.host.ask.wait,
-        args.host.ask.offer_session,
-    ));
-    let asker: Arc<dyn Asker> = Arc::new(TerminalAsker::new());
     let context = || {
         let mut context = CallContext::new()
             .session(session.clone())

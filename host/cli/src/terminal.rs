@@ -52,7 +52,7 @@ impl Asker for TerminalAsker {
             "[y/N]".into()
         };
         let label = match question.subject {
-            Subject::Call { .. } => "approval",
+            Subject::Call { .. } | Subject::Remote { .. } => "approval",
             _ => "ask",
         };
         eprint!("  [{label}] {} {choices} ", question.text());

@@ -7,12 +7,13 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use rmcp::ErrorData;
 use rmcp::model::{
-    ClientCapabilities, Implementation, InitializeRequestParams, ProgressNotificationParam,
-    ProgressToken, ProtocolVersion,
+    ClientCapabilities, ElicitRequestParams, ElicitResult, ElicitationAction, Implementation,
+    InitializeRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion,
 };
 use rmcp::service::{
-    ClientCacheConfig, NotificationContext, Peer, RoleClient, RunningService,
+    ClientCacheConfig, NotificationContext, Peer, RequestContext, RoleClient, RunningService,
     RunningServiceCancellationToken,
 };
 use rmcp::transport::StreamableHttpClientTransport;
@@ -21,6 +22,7 @@ use rmcp::{ClientHandler, ServiceExt};
 use tokio::io::AsyncReadExt;
 use tokio::sync::{Notify, watch};
 use wasm_agent_agent::{Progress, ProgressSink};
+use wasm_agent_sandbox::ask::Asking;
 
 use crate::McpClientError;
 use crate::spec::{INHERITED_ENV, ServerSpec, Transport};
@@ -54,9 +56,23 @@ pub(crate) struct Listener {
     /// taken last follows: the list is stale while they differ.
     pub(crate) changes: std::sync::atomic::AtomicU64,
     pub(crate) listed_through: std::sync::atomic::AtomicU64,
+    /// Who the server's questions go to, if anyone.
+    pub(crate) asking: Option<Asking>,
+    /// The server's name in the config, which its questions are shown under.
+    pub(crate) server: String,
 }
 
 impl Listener {
+    /// For the server named `server` in the config, its questions going to
+    /// `asking`.
+    pub(crate) fn new(server: &str, asking: Option<Asking>) -> Self {
+        Self {
+            asking,
+            server: server.to_string(),
+            ..Self::default()
+        }
+    }
+
     pub(crate) fn follow(&self, key: ProgressKey, sink: ProgressSink) {
         self.progress
             .lock()
@@ -119,9 +135,27 @@ impl ClientHandler for Handler {
         self.listener.list_changed.notify_one();
     }
 
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let Some(asking) = &self.listener.asking else {
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
+        let _ = context;
+        Ok(crate::asking::answer(asking, &self.listener.server, request).await)
+    }
+
     fn get_info(&self) -> InitializeRequestParams {
+        // The server may ask the person only when someone can answer.
+        let capabilities = match self.listener.asking {
+            Some(_) => serde_json::from_value(serde_json::json!({"elicitation": {"form": {}}}))
+                .unwrap_or_default(),
+            None => ClientCapabilities::default(),
+        };
         InitializeRequestParams::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("wasm-agent", env!("CARGO_PKG_VERSION")),
         )
         // Sessions with notifications on them, which every server speaks.

@@ -28,6 +28,7 @@
 #![warn(missing_docs)]
 
 mod agent_tools;
+mod asking;
 mod connection;
 mod listing;
 mod output;

@@ -18,6 +18,8 @@ use wasm_agent_agent::{ProgressSink, ToolOutput};
 use wasm_agent_sandbox::CallContext;
 use wasm_agent_sandbox::result::{CallError, ErrorKind};
 
+use wasm_agent_sandbox::ask::Asking;
+
 use crate::connection::{Connection, Listener, ProgressKey, connect};
 use crate::listing::{RemoteToolInfo, list};
 use crate::spec::ServerSpec;
@@ -62,7 +64,17 @@ impl RemoteServer {
     /// Starts or connects to the server and lists its tools, within the
     /// spec's `connect_timeout`.
     pub async fn connect(spec: ServerSpec) -> Result<Self, McpClientError> {
-        let listener = Arc::new(Listener::default());
+        Self::connect_asking(spec, None).await
+    }
+
+    /// [`connect`](Self::connect), the server's questions (elicitation, or
+    /// input it requires before a call goes on) going to `asking`: declared
+    /// to the server only when there is someone to ask.
+    pub async fn connect_asking(
+        spec: ServerSpec,
+        asking: Option<Asking>,
+    ) -> Result<Self, McpClientError> {
+        let listener = Arc::new(Listener::new(&spec.name, asking));
         let (connection, tools) = connect_and_list(&spec, listener.clone(), 0).await?;
         tracing::info!(
             server = %spec.name,

@@ -246,6 +246,7 @@ fn question_key(question: &Question) -> String {
         } => json!(["call", tool, version, arguments]),
         Subject::Host { destination } => json!(["host", tool, destination]),
         Subject::Folder { grant } => json!(["folder", tool, grant]),
+        Subject::Remote { message } => json!(["remote", tool, message]),
     }
     .to_string()
 }

@@ -47,6 +47,12 @@ pub enum Subject {
         /// The folder grant asked for.
         grant: String,
     },
+    /// A yes-or-no question a remote MCP server asks about a call of one of
+    /// its tools (its own approval): its words, shown as its.
+    Remote {
+        /// What the server asks.
+        message: String,
+    },
 }
 
 /// One question for a person.
@@ -93,6 +99,10 @@ impl Question {
                     text::one_line(host)
                 )
             }
+            Subject::Remote { message } => format!(
+                "The MCP server \"{tool}\" asks: {}",
+                text::one_line(message)
+            ),
         }
     }
 }
@@ -104,6 +114,7 @@ impl Question {
             Subject::Call { .. } => "Allow these exact arguments for this session",
             Subject::Host { .. } => "Allow this destination for this session",
             Subject::Folder { .. } => "Allow this folder for this session",
+            Subject::Remote { .. } => "Allow this for this session",
         }
     }
 }
