@@ -24,7 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from conftest import BIN, SCRUBBED_ENV, approval_config, dump, http_session, text_of, wasm
 from servers import HAProxy, Postgres, tokens_file
-from test_elicitation import CALC, TS_CLIENT, Person, audited_calls
+from test_elicitation import CALC, TS_CLIENT, Person, audited_calls, page  # noqa: F401 (a fixture)
 
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 TOKENS = {"alice-token": ("alice", "acme"), "bob-token": ("bob", "acme")}
@@ -307,3 +307,59 @@ def test_a_bad_keys_file_stops_the_server_naming_it(tmp_path, text, says):
     assert finished.returncode == 2, finished.stderr
     assert f"error: {keys}: {says}" in finished.stderr, finished.stderr
     assert "panicked" not in finished.stderr
+
+
+def held_args(shared: dict[str, Path], postgres: Postgres, page: str, *extra: str) -> tuple:
+    return (
+        "--tools", wasm("fetch"), "--ask", page, "--store", postgres.url, "--tokens", shared["tokens"],
+        "--request-state-keys", shared["keys"], *extra,
+    )
+
+
+@pytest.mark.anyio
+async def test_a_running_calls_question_is_answered_through_the_other_replica(launch_http, postgres, shared, page, tmp_path):
+    """fetch asks for its destination while it runs: the call is held where
+    it paused, and the retry (on the other replica, round-robin) continues
+    it there."""
+    audit = [tmp_path / "held-1.jsonl", tmp_path / "held-2.jsonl"]
+    replicas = [ready(launch_http(*held_args(shared, postgres, page, "--audit", log))) for log in audit]
+    proxy = HAProxy([f"127.0.0.1:{replica.port}" for replica in replicas])
+    person = Person("allow_once")
+    try:
+        async with httpx2.AsyncClient(headers={"Authorization": "Bearer alice-token"}, timeout=30) as http:
+            transport = streamable_http_client(proxy.url, http_client=http)
+            async with Client(transport, mode="2026-07-28", elicitation_callback=person) as client:
+                allowed = await client.call_tool("fetch", {"url": f"{page}/notes.txt"})
+                person.decision = "deny"
+                denied = await client.call_tool("fetch", {"url": f"{page}/notes.txt"})
+    finally:
+        log = proxy.close()
+    assert allowed.is_error is False, dump(allowed)
+    assert "hello from loopback" in text_of(allowed), dump(allowed)
+    assert denied.is_error is True, dump(denied)
+    assert denied.structured_content["error"]["kind"] == "capability_denied", dump(denied)
+    assert [f"connect to {page}" in asked.message for asked in person.asked] == [True, True], person.asked
+    posts = [line for line in log.splitlines() if '"POST /mcp' in line]
+    backends = ["r1" if "replicas/r1" in line else "r2" for line in posts]
+    assert all(a != b for a, b in zip(backends, backends[1:])), log
+    # One record per call, on the replica that ran it, with the answer.
+    records = audited_calls(audit[0], 0) + audited_calls(audit[1], 0)
+    answers = sorted(record["asked"][0]["answer"] for record in records if record.get("asked"))
+    assert answers == ["allowed_once", "denied"], records
+
+
+def test_a_held_call_on_a_killed_replica_is_refused_not_repeated(launch_http, postgres, shared, page):
+    first, second = (ready(launch_http(*held_args(shared, postgres, page))) for _ in range(2))
+    arguments = {"url": f"{page}/notes.txt"}
+    # Here, then there: the retry reaches the holder through the store.
+    state, key, form = asked(call(first.url, "alice-token", arguments, tool="fetch"))
+    assert f"connect to {page}" in form["message"], form
+    done = call(second.url, "alice-token", arguments, tool="fetch", state=state, responses=allow(key))
+    assert "hello from loopback" in done["result"]["content"][0]["text"], done
+    # The holder killed before the answer: refused, saying so.
+    state, key, _ = asked(call(first.url, "alice-token", arguments, tool="fetch"))
+    os.killpg(first.process.pid, signal.SIGKILL)
+    first.process.wait(10)
+    gone = call(second.url, "alice-token", arguments, tool="fetch", state=state, responses=allow(key))
+    refused(gone, "the question expired")
+    assert "call the tool again" in gone["error"]["message"], gone

@@ -5,14 +5,18 @@
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use rmcp::ErrorData;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, InputResponses, ProgressNotificationParam,
-    ProgressToken,
+    CallToolRequestParams, CallToolResponse, CallToolResult, InputResponses,
+    ProgressNotificationParam, ProgressToken,
 };
 use serde_json::Value;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use wasm_agent_pipeline::{CallEvents, PipelineCaller, Progress, ToolCall, ToolSet, question};
+use wasm_agent_pipeline::{
+    CallEvents, Called, PipelineCaller, Progress, ToolCall, ToolSet, question,
+};
 use wasm_agent_sandbox::ask::Asking;
 use wasm_agent_sandbox::budget::RequestBudget;
 use wasm_agent_sandbox::context::CallContext;
@@ -20,9 +24,10 @@ use wasm_agent_sandbox::result::ErrorKind;
 
 use super::cached;
 use super::content;
+use super::held::{Continue, Next, Paused, Running};
 use super::identity::Identity;
 use super::input_required::Binding;
-use super::server::McpServer;
+use super::server::{McpServer, Shared};
 
 /// Who a call's questions go to.
 pub(crate) enum Ask {
@@ -83,27 +88,21 @@ impl McpServer {
         } = call;
         // In flight from here, so a graceful stop waits for it, even while
         // it waits for tools still loading.
-        let Some(_in_flight) = self.shared().drain.begin_call() else {
+        let Some(in_flight) = self.shared().drain.begin_call() else {
             return Err(ErrorData::internal_error(
                 "the server is shutting down; call again once it is back",
                 None,
             ));
         };
         self.tools_loaded().await;
-        let name = request.name.as_ref();
-        let Some(tool) = self.shared().tools.tool(name) else {
-            let unknown = self.shared().tools.unknown(name);
+        let name = request.name.to_string();
+        let Some(tool) = self.shared().tools.tool(&name) else {
+            let unknown = self.shared().tools.unknown(&name);
             return Err(ErrorData::invalid_params(unknown.message, None));
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let version = tool.target.version().unwrap_or_default();
-        let exact = question::exact(&arguments);
-        let binding = Binding {
-            identity,
-            tool: name,
-            version: &version,
-            arguments: &exact,
-        };
+        let binding = Binding::new(identity, &name, version, question::exact(&arguments));
         let (asking, round) = match ask {
             Ask::Nobody => (None, None),
             Ask::Now(asking) => (Some(asking), None),
@@ -113,6 +112,9 @@ impl McpServer {
                     .rounds
                     .open(state.as_deref(), responses.as_ref(), &binding)
                     .await?;
+                if let Some((held, reply)) = round.held() {
+                    return self.shared().holds.resume(held, *reply).await;
+                }
                 (Some(round.asking()), Some(round))
             }
         };
@@ -128,32 +130,115 @@ impl McpServer {
             .budget(RequestBudget::new(calls, runs));
         context.user_id = identity.principal.clone();
         context.tenant_id = identity.tenant.clone();
-        context.cancellation = cancellation;
         if let Some(asking) = asking {
             context = context.asking(asking);
         }
+        let Some(round) = round else {
+            context.cancellation = cancellation;
+            let mut call = ToolCall::new(tool, request_id, arguments, context);
+            if let Some((token, send)) = progress {
+                call = call.events(Arc::new(ProgressTo { token, send }));
+            }
+            let called = self.shared().pipeline.call(call).await;
+            return answer_of(called, &name).map(Into::into);
+        };
+        // A call that may be held outlives this request: it has its own
+        // cancellation, which the request's reaches until it is held.
+        let call_cancellation = CancellationToken::new();
+        context.cancellation = call_cancellation.clone();
         let mut call = ToolCall::new(tool, request_id, arguments, context);
         if let Some((token, send)) = progress {
             call = call.events(Arc::new(ProgressTo { token, send }));
         }
-        let called = self.shared().pipeline.call(call).await;
-        if let Some(round) = round
-            && let Some(input) = self.shared().rounds.input_required(&round, &binding)
-        {
-            return Ok(input.into());
+        let (pauses, questions) = mpsc::channel(1);
+        round.pause_with(pauses);
+        let shared = self.shared_arc();
+        let task = tokio::spawn(async move {
+            let called = shared.pipeline.call(call).await;
+            answer_of(called, &name)
+        });
+        let mut running = Running {
+            task,
+            questions,
+            _in_flight: Some(in_flight),
+        };
+        let next = tokio::select! {
+            next = running.next() => next,
+            () = cancellation.cancelled() => {
+                call_cancellation.cancel();
+                running.next().await
+            }
+        };
+        match next {
+            Next::Ended(answer) => match self.shared().rounds.input_required(&round, &binding) {
+                Some(input) => Ok(input.into()),
+                None => answer.map(Into::into),
+            },
+            Next::Paused(paused) => {
+                let go_on = GoOn {
+                    shared: self.shared_arc(),
+                    binding,
+                    answers: round.answers(),
+                };
+                Ok(go_on.hold(running, paused).await)
+            }
         }
-        if called.error_kind() == Some(ErrorKind::UnknownTool) {
-            // Removed between the lookup and the call.
-            let message = called.result.err().map(|e| e.message).unwrap_or_default();
-            return Err(ErrorData::invalid_params(message, None));
-        }
-        let cached = called.cached;
-        let mut answer = content::call_result(&called.into_result(name));
-        if cached {
-            cached::mark_cached(&mut answer);
-        }
-        Ok(answer.into())
     }
+}
+
+/// What becomes of a held call: held where it paused, and after its answer,
+/// its result or its next question (held again).
+#[derive(Clone)]
+struct GoOn {
+    shared: Arc<Shared>,
+    binding: Binding,
+    /// The answers given before it ran.
+    answers: Vec<(String, String)>,
+}
+
+impl GoOn {
+    /// Holds the call paused at `paused`: the input-required result of its
+    /// question.
+    fn hold(self, running: Running, paused: Paused) -> BoxFuture<'static, CallToolResponse> {
+        Box::pin(async move {
+            let question = paused.question.clone();
+            let then = self.clone();
+            let next: Continue = Arc::new(move |running| then.clone().after(running));
+            let held = self.shared.holds.hold(running, paused, next).await;
+            self.shared
+                .rounds
+                .held(&question, &self.answers, &self.binding, held)
+                .into()
+        })
+    }
+
+    /// What the call did once answered, as the retry's response.
+    fn after(
+        self,
+        mut running: Running,
+    ) -> BoxFuture<'static, Result<CallToolResponse, ErrorData>> {
+        Box::pin(async move {
+            match running.next().await {
+                Next::Ended(answer) => answer.map(Into::into),
+                Next::Paused(paused) => Ok(self.hold(running, paused).await),
+            }
+        })
+    }
+}
+
+/// A finished call as its MCP result.
+fn answer_of(called: Called, name: &str) -> Result<CallToolResult, ErrorData> {
+    if called.error_kind() == Some(ErrorKind::UnknownTool) {
+        // Removed between the lookup and the call.
+        let message = called.result.err().map(|e| e.message).unwrap_or_default();
+        return Err(ErrorData::invalid_params(message, None));
+    }
+    let cached = called.cached;
+    let mut answer = content::call_result(&called.into_result(name));
+    if cached {
+        cached::mark_cached(&mut answer);
+    }
+    Ok(answer)
 }
 
 /// A call's progress as `notifications/progress` with the client's token.

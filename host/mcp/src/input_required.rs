@@ -27,18 +27,35 @@ use serde_json::{Value, json};
 use wasm_agent_sandbox::ask::{Asker, Asking, Question, Reply, SessionAnswers, Subject};
 use wasm_agent_session::SessionStore;
 
+use tokio::sync::{mpsc, oneshot};
+
 use super::elicit;
+use super::held::Paused;
 use super::identity::Identity;
 use super::state_keys::StateKeys;
 
 /// What a request state was issued for: a retry must match all of it.
-pub(crate) struct Binding<'a> {
-    pub identity: &'a Identity,
-    pub tool: &'a str,
+#[derive(Clone)]
+pub(crate) struct Binding {
+    pub principal: String,
+    pub tenant: String,
+    pub tool: String,
     /// The component version that would run.
-    pub version: &'a str,
+    pub version: String,
     /// `sha256:HEX` of the exact arguments.
-    pub arguments: &'a str,
+    pub arguments: String,
+}
+
+impl Binding {
+    pub fn new(identity: &Identity, tool: &str, version: String, arguments: String) -> Self {
+        Self {
+            principal: identity.principal.clone().unwrap_or_default(),
+            tenant: identity.tenant.clone().unwrap_or_default(),
+            tool: tool.to_string(),
+            version,
+            arguments,
+        }
+    }
 }
 
 /// The sealed part of a request state (readable by the client, never
@@ -56,6 +73,9 @@ struct Sealed {
     answers: Vec<(String, String)>,
     /// This round's questions: input request key, question.
     asked: Vec<(String, String)>,
+    /// The hold of the running call that asked them, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    held: Option<String>,
 }
 
 /// The request states of one server.
@@ -78,11 +98,11 @@ impl Rounds {
         &self,
         state: Option<&str>,
         responses: Option<&InputResponses>,
-        binding: &Binding<'_>,
+        binding: &Binding,
     ) -> Result<Round, ErrorData> {
         let mut answers = HashMap::new();
         let Some(state) = state else {
-            return Ok(Round::new(answers, self.wait));
+            return Ok(Round::new(answers, self.wait, None));
         };
         let sealed: Sealed = self.keys.codec().open_json(state).map_err(|error| {
             refused(match error {
@@ -115,29 +135,54 @@ impl Rounds {
         for (question, reply) in &sealed.answers {
             answers.insert(question.clone(), reply_named(reply));
         }
+        let mut held = None;
         for (key, question) in &sealed.asked {
             let reply = responses
                 .and_then(|responses| responses.get(key))
                 .map_or(Reply::NoAnswer, elicit::reply_of);
             answers.insert(question.clone(), reply);
+            held = sealed.held.clone().map(|id| (id, reply));
         }
-        Ok(Round::new(answers, self.wait))
+        Ok(Round::new(answers, self.wait, held))
     }
 
     /// The input-required result when the call stopped for questions the
     /// person must answer first; `None` when it ran (or was refused).
-    pub fn input_required(
-        &self,
-        round: &Round,
-        binding: &Binding<'_>,
-    ) -> Option<InputRequiredResult> {
+    pub fn input_required(&self, round: &Round, binding: &Binding) -> Option<InputRequiredResult> {
         let deferred = round.asker.deferred();
         if deferred.is_empty() {
             return None;
         }
+        Some(self.seal(&deferred, round.answers(), binding, None))
+    }
+
+    /// The input-required result of `question`, asked by a running call
+    /// held as `held`.
+    pub fn held(
+        &self,
+        question: &Question,
+        answers: &[(String, String)],
+        binding: &Binding,
+        held: String,
+    ) -> InputRequiredResult {
+        self.seal(
+            std::slice::from_ref(question),
+            answers.to_vec(),
+            binding,
+            Some(held),
+        )
+    }
+
+    fn seal(
+        &self,
+        questions: &[Question],
+        answers: Vec<(String, String)>,
+        binding: &Binding,
+        held: Option<String>,
+    ) -> InputRequiredResult {
         let mut requests = InputRequests::new();
         let mut asked = Vec::new();
-        for (number, question) in deferred.iter().enumerate() {
+        for (number, question) in questions.iter().enumerate() {
             let key = format!("wasm-agent-{}", number + 1);
             let form = elicit::form(question, &ProtocolVersion::V_2026_07_28);
             let request = json!({"method": "elicitation/create", "params": form});
@@ -148,24 +193,21 @@ impl Rounds {
         }
         let sealed = Sealed {
             once: uuid::Uuid::new_v4().simple().to_string(),
-            principal: binding.identity.principal.clone().unwrap_or_default(),
-            tenant: binding.identity.tenant.clone().unwrap_or_default(),
-            tool: binding.tool.to_string(),
-            version: binding.version.to_string(),
-            arguments: binding.arguments.to_string(),
-            answers: round
-                .answers
-                .iter()
-                .filter_map(|(question, reply)| Some((question.clone(), name_of(*reply)?.into())))
-                .collect(),
+            principal: binding.principal.clone(),
+            tenant: binding.tenant.clone(),
+            tool: binding.tool.clone(),
+            version: binding.version.clone(),
+            arguments: binding.arguments.clone(),
+            answers,
             asked,
+            held,
         };
         let state = self
             .keys
             .codec()
             .seal_json_with(&sealed, &SealOptions::new().ttl(self.wait))
             .expect("the state serializes");
-        Some(InputRequiredResult::new(Some(requests), Some(state)))
+        InputRequiredResult::new(Some(requests), Some(state))
     }
 }
 
@@ -174,19 +216,46 @@ pub(crate) struct Round {
     answers: HashMap<String, Reply>,
     asker: Arc<RoundAsker>,
     wait: Duration,
+    /// The hold whose question this request answers, and the answer.
+    held: Option<(String, Reply)>,
 }
 
 impl Round {
-    fn new(answers: HashMap<String, Reply>, wait: Duration) -> Self {
+    fn new(answers: HashMap<String, Reply>, wait: Duration, held: Option<(String, Reply)>) -> Self {
         let asker = Arc::new(RoundAsker {
             answers: answers.clone(),
             deferred: Mutex::default(),
+            pauses: Mutex::default(),
         });
         Self {
             answers,
             asker,
             wait,
+            held,
         }
+    }
+
+    /// The held call this request answers the question of, and the answer.
+    pub fn held(&self) -> Option<&(String, Reply)> {
+        self.held.as_ref()
+    }
+
+    /// Questions of the call once it runs go to `pauses` (the call is held
+    /// while the person is asked).
+    pub fn pause_with(&self, pauses: mpsc::Sender<Paused>) {
+        *self
+            .asker
+            .pauses
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(pauses);
+    }
+
+    /// The answers given so far, as a state carries them.
+    pub fn answers(&self) -> Vec<(String, String)> {
+        self.answers
+            .iter()
+            .filter_map(|(question, reply)| Some((question.clone(), name_of(*reply)?.into())))
+            .collect()
     }
 
     /// Who the call's questions go to: the answers carried, else the person
@@ -204,6 +273,8 @@ impl Round {
 struct RoundAsker {
     answers: HashMap<String, Reply>,
     deferred: Mutex<Vec<Question>>,
+    /// Where a running call's questions go.
+    pauses: Mutex<Option<mpsc::Sender<Paused>>>,
 }
 
 impl RoundAsker {
@@ -222,8 +293,24 @@ impl Asker for RoundAsker {
             return *reply;
         }
         if question.running {
-            // A running call cannot stop to be made again.
-            return Reply::Unavailable;
+            // A running call cannot stop to be made again: it is held.
+            let pauses = self
+                .pauses
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            let Some(pauses) = pauses else {
+                return Reply::Unavailable;
+            };
+            let (reply, replied) = oneshot::channel();
+            let paused = Paused {
+                question: question.clone(),
+                reply,
+            };
+            if pauses.send(paused).await.is_err() {
+                return Reply::Unavailable;
+            }
+            return replied.await.unwrap_or(Reply::NoAnswer);
         }
         self.deferred
             .lock()
@@ -268,10 +355,8 @@ fn reply_named(name: &str) -> Reply {
     }
 }
 
-fn check_binding(sealed: &Sealed, binding: &Binding<'_>) -> Result<(), ErrorData> {
-    let principal = binding.identity.principal.as_deref().unwrap_or_default();
-    let tenant = binding.identity.tenant.as_deref().unwrap_or_default();
-    let wrong = if sealed.principal != principal || sealed.tenant != tenant {
+fn check_binding(sealed: &Sealed, binding: &Binding) -> Result<(), ErrorData> {
+    let wrong = if sealed.principal != binding.principal || sealed.tenant != binding.tenant {
         "it was issued to another caller"
     } else if sealed.tool != binding.tool || sealed.arguments != binding.arguments {
         "it was issued for another tool or other arguments: send it back with the request \

@@ -20,6 +20,7 @@ mod elicit;
 mod gate;
 mod handler;
 mod health;
+mod held;
 mod http;
 mod identity;
 mod input_required;

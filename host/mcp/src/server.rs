@@ -13,6 +13,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::content;
 use super::drain::{Drain, SHUTDOWN_GRACE};
+use super::held::Holds;
 use super::identity::Identity;
 use super::input_required::Rounds;
 use super::state_keys::StateKeys;
@@ -89,6 +90,8 @@ pub(crate) struct Shared {
     pub(crate) request_budget: (u32, u32),
     /// The request states of questions asked with a call's answer.
     pub(crate) rounds: Rounds,
+    /// Running calls held while their question is asked that way.
+    pub(crate) holds: Arc<Holds>,
 }
 
 /// Tells the clients of an [`McpServer`] that its tool list changed; cheap to
@@ -257,6 +260,7 @@ impl McpServerBuilder {
     /// The server.
     pub fn build(self) -> McpServer {
         let tools = HostTools::new(self.host.clone(), self.settings);
+        let holds = Arc::new(Holds::new(self.host.session_store().clone(), self.ask_wait));
         let rounds = Rounds::new(
             self.state_keys.unwrap_or_else(StateKeys::random),
             self.host.session_store().clone(),
@@ -276,6 +280,7 @@ impl McpServerBuilder {
             offer_session: self.offer_session,
             request_budget: self.request_budget,
             rounds,
+            holds,
         }))
     }
 }
@@ -334,6 +339,10 @@ impl McpServer {
 
     pub(crate) fn shared(&self) -> &Shared {
         &self.shared
+    }
+
+    pub(crate) fn shared_arc(&self) -> Arc<Shared> {
+        self.shared.clone()
     }
 
     /// The host whose tools are served.
