@@ -14,6 +14,7 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use super::call::{Ask, ClientCall, SendProgress};
+use super::handles::{self, SESSION_ARGUMENT};
 use super::identity::Identity;
 use super::server::McpServer;
 use super::traced::{self, Origin};
@@ -40,7 +41,16 @@ impl ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let cursor = request.and_then(|r| r.cursor);
-        self.list_tools_request(cursor.as_deref()).await
+        let mut listing = self.list_tools_request(cursor.as_deref()).await?;
+        // State across calls travels in a handle passed as an argument.
+        listing.tools = std::mem::take(&mut listing.tools)
+            .into_iter()
+            .map(|tool| match self.host().keeps_state(&tool.name) {
+                true => handles::with_session_argument(tool),
+                false => tool,
+            })
+            .collect();
+        Ok(listing)
     }
 
     async fn call_tool(
@@ -75,9 +85,26 @@ impl ServerHandler for McpServer {
             .as_ref()
             .and_then(|meta| meta.get(SESSION_META))
             .or_else(|| context.meta.get(SESSION_META));
-        let session_id = match named_session(named)? {
-            Some(name) => format!("named:{name}"),
-            None => self.session_id.clone(),
+        let named = named_session(named)?;
+        // The tool session: the handle passed (a tool that keeps state), the
+        // name in `_meta`, or a new one whose handle comes with the result.
+        let keeps_state = self.host().keeps_state(&request.name);
+        let passed = match keeps_state {
+            true => request
+                .arguments
+                .as_mut()
+                .and_then(|arguments| arguments.remove(SESSION_ARGUMENT)),
+            false => None,
+        };
+        let sessions = &self.shared().handles;
+        let (session_id, minted) = match (passed, named) {
+            (Some(handle), _) => (sessions.open(&handle, &identity)?, None),
+            (None, Some(name)) => (format!("named:{name}"), None),
+            (None, None) if keeps_state => {
+                let (session, handle) = sessions.mint(&identity);
+                (session, Some(handle))
+            }
+            (None, None) => (self.session_id.clone(), None),
         };
         let cancellation = context.ct.child_token();
         let headers = context
@@ -104,7 +131,7 @@ impl ServerHandler for McpServer {
         } else {
             Ask::Nobody
         };
-        let answer = self
+        let mut answer = self
             .call_tool_as(
                 request,
                 request_id,
@@ -118,6 +145,9 @@ impl ServerHandler for McpServer {
             )
             .instrument(span.clone())
             .await;
+        if let (Some(handle), Ok(CallToolResponse::Complete(result))) = (&minted, &mut answer) {
+            handles::hand_over(result, handle);
+        }
         traced::finish_call(&span, &answer);
         answer
     }

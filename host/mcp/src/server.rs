@@ -13,6 +13,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::content;
 use super::drain::{Drain, SHUTDOWN_GRACE};
+use super::handles::SessionHandles;
 use super::held::Holds;
 use super::identity::Identity;
 use super::input_required::Rounds;
@@ -92,6 +93,8 @@ pub(crate) struct Shared {
     pub(crate) rounds: Rounds,
     /// Running calls held while their question is asked that way.
     pub(crate) holds: Arc<Holds>,
+    /// Tool sessions of sessionless callers, by the handles they pass.
+    pub(crate) handles: SessionHandles,
 }
 
 /// Tells the clients of an [`McpServer`] that its tool list changed; cheap to
@@ -261,11 +264,9 @@ impl McpServerBuilder {
     pub fn build(self) -> McpServer {
         let tools = HostTools::new(self.host.clone(), self.settings);
         let holds = Arc::new(Holds::new(self.host.session_store().clone(), self.ask_wait));
-        let rounds = Rounds::new(
-            self.state_keys.unwrap_or_else(StateKeys::random),
-            self.host.session_store().clone(),
-            self.ask_wait,
-        );
+        let keys = self.state_keys.unwrap_or_else(StateKeys::random);
+        let handles = SessionHandles::new(keys.clone());
+        let rounds = Rounds::new(keys, self.host.session_store().clone(), self.ask_wait);
         McpServer::for_session(Arc::new(Shared {
             host: self.host,
             loaded: self.loaded,
@@ -281,6 +282,7 @@ impl McpServerBuilder {
             request_budget: self.request_budget,
             rounds,
             holds,
+            handles,
         }))
     }
 }

@@ -85,6 +85,15 @@ impl ToolHost {
         })
     }
 
+    /// Whether calls of tool `name` keep something for the next call of
+    /// their session: its component uses session state, or its instance is
+    /// kept (`keep_instance`).
+    pub fn keeps_state(&self, name: &str) -> bool {
+        self.inner.tools.get(name).is_some_and(|entry| {
+            entry.component.loaded.uses_state || entry.component.kept.is_some()
+        })
+    }
+
     /// Every tool the host offers, by name.
     pub fn tools(&self) -> Vec<ToolInfo> {
         self.inner.tools.infos()

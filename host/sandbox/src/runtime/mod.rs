@@ -122,6 +122,9 @@ pub struct LoadedComponent {
     pub load_time: Duration,
     /// SHA-256 of the component's bytes.
     pub digest: [u8; 32],
+    /// Whether it imports session state (`get-state` or `set-state`): its
+    /// calls keep something from one call of a session to the next.
+    pub uses_state: bool,
 }
 
 /// What a successful guest call returned.
@@ -268,6 +271,7 @@ impl Sandbox {
                 cache: CacheOutcome::Hit,
                 load_time: started.elapsed(),
                 digest,
+                uses_state: self.uses_state(&component),
             });
         }
         let mut bytes = Vec::new();
@@ -305,7 +309,24 @@ impl Sandbox {
             cache,
             load_time,
             digest,
+            uses_state: self.uses_state(&component),
         })
+    }
+
+    /// Whether `component` imports the host's session state functions (a
+    /// component imports only the functions it uses).
+    fn uses_state(&self, component: &Component) -> bool {
+        use wasmtime::component::types::ComponentItem;
+        component
+            .component_type()
+            .imports(&self.engine)
+            .filter(|(name, _)| name.starts_with("wasm-agent:tool/host@"))
+            .any(|(_, import)| match import.ty {
+                ComponentItem::ComponentInstance(instance) => instance
+                    .exports(&self.engine)
+                    .any(|(name, _)| name == "get-state" || name == "set-state"),
+                _ => false,
+            })
     }
 
     fn link(&self, component: &Component) -> Result<ToolkitPre<CallState>, LoadError> {
