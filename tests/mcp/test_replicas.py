@@ -239,3 +239,24 @@ def test_results_are_cached_in_redis_across_replicas_per_principal(launch_http, 
     finally:
         if redis.process.poll() is None:
             redis.stop()
+
+
+def test_a_cancellation_posted_to_the_other_replica_stops_the_call(replicas):
+    """The call runs on the second replica; the client's
+    notifications/cancelled reaches the first, which passes it on."""
+    first, second = (replica.url for replica in replicas)
+    with httpx2.Client(timeout=30) as http:
+        session = open_session(http, first, "alice-token")
+        headers = HEADERS | {"Authorization": "Bearer alice-token", "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-06-18"}
+        body = rpc(9, "tools/call", {"name": "sleep", "arguments": {"ms": 20000}, "_meta": {"progressToken": "p9"}})
+        started = time.monotonic()
+        with http.stream("POST", second, json=body, headers=headers) as stream:
+            time.sleep(0.3)
+            cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9, "reason": "changed my mind"}}
+            posted = http.post(first, json=cancel, headers=headers)
+            assert posted.status_code == 202, posted.text
+            events = [line for line in stream.iter_lines() if line.startswith("data: ")]
+        elapsed = time.monotonic() - started
+    assert elapsed < 8, f"the call ran on for {elapsed:.1f} s"
+    # A cancelled request gets no response.
+    assert not any('"result"' in event for event in events), events

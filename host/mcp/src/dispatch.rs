@@ -337,10 +337,31 @@ impl Dispatcher {
         });
         let dispatcher = self.clone();
         Answer::Later(Box::pin(async move {
-            let result = dispatcher
-                .server
-                .call_tool_request(request, id.to_string(), cancellation, progress, asking)
-                .await;
+            let call = dispatcher.server.call_tool_request(
+                request,
+                id.to_string(),
+                cancellation,
+                progress,
+                asking,
+            );
+            let result = match dispatcher.client.relay() {
+                None => call.await,
+                Some(relay) => {
+                    tokio::pin!(call);
+                    tokio::select! {
+                        biased;
+                        result = &mut call => result,
+                        () = relay.cancelled_elsewhere(id.to_string()) => {
+                            // As if the client's notification came here.
+                            let call_token = dispatcher.lock_in_flight().remove(&id);
+                            if let Some((_, token)) = call_token {
+                                token.cancel();
+                            }
+                            call.await
+                        }
+                    }
+                }
+            };
             // Gone from the map (or another call's by now) if the client
             // cancelled this one.
             let cancelled_by_client = {
@@ -370,12 +391,16 @@ impl Dispatcher {
                 let Ok(cancelled) = parse::<CancelledNotificationParam>(params) else {
                     return;
                 };
+                let Some(id) = cancelled.request_id else {
+                    return;
+                };
                 // Removed, so the call knows the client gave it up.
-                let call = cancelled
-                    .request_id
-                    .and_then(|id| self.lock_in_flight().remove(&id));
-                if let Some((_, call)) = call {
-                    call.cancel();
+                let call = self.lock_in_flight().remove(&id);
+                match (call, self.client.relay()) {
+                    (Some((_, call)), _) => call.cancel(),
+                    // Running on another replica, perhaps.
+                    (None, Some(relay)) => relay.cancel(&id.to_string()),
+                    (None, None) => {}
                 }
             }
             _ => {}

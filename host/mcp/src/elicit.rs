@@ -56,6 +56,12 @@ impl ClientRequests {
         let _ = self.relay.set(Arc::new(relay));
     }
 
+    /// Where this client's answers and cancellations that reach another
+    /// replica go, if anywhere.
+    pub fn relay(&self) -> Option<Arc<Relay>> {
+        self.relay.get().cloned()
+    }
+
     /// Whether the client's user can be asked.
     pub fn can_elicit(&self) -> bool {
         self.elicitation.get().is_some_and(Option::is_some)

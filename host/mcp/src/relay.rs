@@ -4,7 +4,9 @@
 //! asked opens a mailbox in the shared store for it; the replica the
 //! response reaches delivers it there; the asking replica polls its mailbox
 //! while the question is open (the first answer counts, and nobody can
-//! leave mail no question waits for).
+//! leave mail no question waits for). A `notifications/cancelled` for a
+//! call running on another replica travels the same way: a call that runs
+//! for more than a second watches a mailbox for it.
 //!
 //! Polling the store, rather than PostgreSQL `LISTEN/NOTIFY` or Redis
 //! pub/sub, works with every store (SQLite files shared by processes too),
@@ -25,6 +27,18 @@ pub(crate) const MAX_RELAYED: usize = 64 * 1024;
 /// The first wait between looks at the mailbox; it doubles up to [`MAX_POLL`].
 const FIRST_POLL: Duration = Duration::from_millis(25);
 const MAX_POLL: Duration = Duration::from_millis(500);
+
+/// A call watches for a cancellation left by another replica once it has
+/// run this long (most calls are over by then, and open no mailbox).
+const WATCH_AFTER: Duration = Duration::from_secs(1);
+/// How often a running call looks for one.
+const WATCH_EVERY: Duration = Duration::from_secs(1);
+/// Longest a call's cancellation mailbox stays open.
+const WATCH_FOR: Duration = Duration::from_secs(6 * 3600);
+/// How long a replica that gets a cancellation for a call it does not run
+/// keeps trying to leave it for the one that does (which opens its mailbox
+/// after [`WATCH_AFTER`]).
+const CANCEL_TRIES_FOR: Duration = Duration::from_millis(1600);
 
 /// The mailboxes of one client's session, in the shared store.
 pub(crate) struct Relay {
@@ -54,6 +68,51 @@ impl Relay {
 
     fn address(&self, request: &str) -> String {
         format!("answer:{}:{request}", self.prefix)
+    }
+
+    fn cancel_address(&self, request: &str) -> String {
+        format!("cancel:{}:{request}", self.prefix)
+    }
+
+    /// Resolves when another replica left a cancellation of the client's
+    /// request `request` (a call running here); watched from its second
+    /// second on.
+    pub async fn cancelled_elsewhere(self: Arc<Self>, request: String) {
+        tokio::time::sleep(WATCH_AFTER).await;
+        let address = self.cancel_address(&request);
+        if let Err(error) = self.store.open_mailbox(&address, WATCH_FOR).await {
+            tracing::debug!(%error, "cannot watch for a cancellation from another replica");
+            return std::future::pending().await;
+        }
+        let _close = Closing(self.clone(), address.clone());
+        loop {
+            tokio::time::sleep(WATCH_EVERY).await;
+            if let Ok(Some(_)) = self.store.collect_mail(&address).await {
+                return;
+            }
+        }
+    }
+
+    /// Passes the client's cancellation of request `request`, which does not
+    /// run here, to the replica running it, if one does.
+    pub fn cancel(self: &Arc<Self>, request: &str) {
+        let (relay, address) = (self.clone(), self.cancel_address(request));
+        tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + CANCEL_TRIES_FOR;
+            loop {
+                match relay.store.deliver(&address, "cancel").await {
+                    Ok(true) => return,
+                    Ok(false) if tokio::time::Instant::now() < deadline => {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    Ok(false) => return,
+                    Err(error) => {
+                        tracing::debug!(%error, "cannot pass a cancellation on");
+                        return;
+                    }
+                }
+            }
+        });
     }
 
     /// Opens the mailbox for the answer to our request `id`; whether it opened.
@@ -113,6 +172,18 @@ impl Relay {
                 Ok(false) => tracing::debug!("a response to no open question is dropped"),
                 Err(error) => tracing::warn!(%error, "cannot relay an answer"),
             }
+        });
+    }
+}
+
+/// Closes a mailbox when dropped.
+struct Closing(Arc<Relay>, String);
+
+impl Drop for Closing {
+    fn drop(&mut self) {
+        let (relay, address) = (self.0.clone(), std::mem::take(&mut self.1));
+        tokio::spawn(async move {
+            let _ = relay.store.close_mailbox(&address).await;
         });
     }
 }
