@@ -7,6 +7,7 @@ runs in test_replicas.py.)"""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -78,7 +79,10 @@ def test_the_configmap_config_and_the_secret_tokens_load(tmp_path: Path) -> None
     # starts with.
     secret = manifests()["Secret"]["stringData"]
     (tmp_path / "tokens.toml").write_text(secret["tokens.toml"])
-    (tmp_path / "keys.toml").write_text(secret["request-state-keys.toml"])
+    # Its key is a placeholder the server refuses; a real one replaces it.
+    keys = secret["request-state-keys.toml"]
+    assert "CHANGE-ME" in keys, keys
+    (tmp_path / "keys.toml").write_text(re.sub(r'secret = "[^"]*"', f'secret = "{os.urandom(32).hex()}"', keys))
     server = subprocess.Popen(
         [BIN, "serve", "--tokens", tmp_path / "tokens.toml", "--config", tmp_path / "wasm-agent.toml",
          "--request-state-keys", tmp_path / "keys.toml", "--http", "127.0.0.1:0"],

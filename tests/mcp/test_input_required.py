@@ -364,3 +364,28 @@ def test_a_held_call_on_a_killed_replica_is_refused_not_repeated(launch_http, po
     gone = call(second.url, "alice-token", arguments, tool="fetch", state=state, responses=allow(key))
     refused(gone, "the question expired")
     assert "call the tool again" in gone["error"]["message"], gone
+
+
+def test_a_held_call_is_cancelled_when_its_question_expires_and_holds_are_bounded(launch_http, postgres, shared, page, tmp_path):
+    audit = tmp_path / "audit.jsonl"
+    server = ready(launch_http(*held_args(shared, postgres, page, "--ask-wait", "1s", "--audit", audit)))
+    arguments = {"url": f"{page}/notes.txt"}
+    state, key, _ = asked(call(server.url, "alice-token", arguments, tool="fetch"))
+    time.sleep(2)
+    refused(call(server.url, "alice-token", arguments, tool="fetch", state=state, responses=allow(key)), "expired")
+    # The call did not go on without its answer: it was cancelled.
+    [record] = audited_calls(audit, 1)
+    assert record["outcome"] == "cancelled", record
+
+    # One caller holds at most 8 calls on a replica; past that, the question
+    # is not asked and the call goes on without it.
+    longer = ready(launch_http(*held_args(shared, postgres, page)))
+    for _ in range(8):
+        asked(call(longer.url, "alice-token", arguments, tool="fetch"))
+    over = call(longer.url, "alice-token", arguments, tool="fetch")
+    assert over["result"]["isError"] is True, over
+    assert over["result"]["structuredContent"]["error"]["kind"] == "capability_denied", over
+    # Another caller is not held back by it.
+    state, key, _ = asked(call(longer.url, "bob-token", arguments, tool="fetch"))
+    done = call(longer.url, "bob-token", arguments, tool="fetch", state=state, responses=allow(key))
+    assert "hello from loopback" in done["result"]["content"][0]["text"], done

@@ -104,3 +104,23 @@ async def test_a_notebook_keeps_its_variables_through_a_handle(launch_http, keys
         assert "3" in first_text(median), dump(median)
         elsewhere = await notebook.call_tool("run_python", {"code": "data"})
         assert "NameError" in "\n".join(b.text for b in elsewhere.content if hasattr(b, "text")), dump(elsewhere)
+
+
+async def test_a_call_asked_about_keeps_the_session_it_started(launch_http, keys, tmp_path):
+    """The calculator keeps `ans` and needs approval: the question's round
+    trip ends in the session the first request started, whose handle comes
+    with the result; the next call, passing it, sees `ans`."""
+    from conftest import approval_config
+    from test_elicitation import Person
+
+    server = ready(launch_http("--config", approval_config(tmp_path), "--request-state-keys", keys))
+    person = Person("allow_once")
+    async with httpx2.AsyncClient(timeout=30) as http:
+        transport = streamable_http_client(server.url, http_client=http)
+        async with Client(transport, mode="2026-07-28", elicitation_callback=person) as calc:
+            first = await calc.call_tool("calculate", {"expression": "2 * 3"})
+            assert first_text(first) == "6", dump(first)
+            handle = handle_of(first)
+            again = await calc.call_tool("calculate", {"expression": "ans + 1", "_session": handle})
+            assert first_text(again) == "7", dump(again)
+    assert len(person.asked) == 2, person.asked

@@ -17,13 +17,14 @@ use tokio_util::sync::CancellationToken;
 use wasm_agent_pipeline::{
     CallEvents, Called, PipelineCaller, Progress, ToolCall, ToolSet, question,
 };
-use wasm_agent_sandbox::ask::Asking;
+use wasm_agent_sandbox::ask::{Asking, Reply};
 use wasm_agent_sandbox::budget::RequestBudget;
 use wasm_agent_sandbox::context::CallContext;
 use wasm_agent_sandbox::result::ErrorKind;
 
 use super::cached;
 use super::content;
+use super::handles;
 use super::held::{Continue, Next, Paused, Running};
 use super::identity::Identity;
 use super::input_required::Binding;
@@ -45,9 +46,13 @@ pub(crate) enum Ask {
 
 /// Whose call it is: its tool session, who asks, and who its questions go to.
 pub(crate) struct ClientCall<'a> {
+    /// Empty for a retry that runs in the session its request state names.
     pub(crate) session_id: &'a str,
     pub(crate) identity: &'a Identity,
     pub(crate) ask: Ask,
+    /// The handle of a session started for this call, handed over with its
+    /// result (sessionless callers).
+    pub(crate) handle: Option<String>,
 }
 
 pub(crate) type SendProgress = Arc<dyn Fn(ProgressNotificationParam) + Send + Sync>;
@@ -66,6 +71,7 @@ impl McpServer {
             session_id: &self.session_id,
             identity: &self.identity,
             ask: asking.map_or(Ask::Nobody, Ask::Now),
+            handle: None,
         };
         self.call_tool_as(request, request_id, cancellation, progress, call)
             .await
@@ -85,6 +91,7 @@ impl McpServer {
             session_id,
             identity,
             ask,
+            handle,
         } = call;
         // In flight from here, so a graceful stop waits for it, even while
         // it waits for tools still loading.
@@ -102,7 +109,9 @@ impl McpServer {
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let version = tool.target.version().unwrap_or_default();
-        let binding = Binding::new(identity, &name, version, question::exact(&arguments));
+        let mut binding = Binding::new(identity, &name, version, question::exact(&arguments));
+        binding.session = session_id.to_string();
+        binding.handle = handle;
         let (asking, round) = match ask {
             Ask::Nobody => (None, None),
             Ask::Now(asking) => (Some(asking), None),
@@ -110,10 +119,11 @@ impl McpServer {
                 let round = self
                     .shared()
                     .rounds
-                    .open(state.as_deref(), responses.as_ref(), &binding)
+                    .open(state.as_deref(), responses.as_ref(), &mut binding)
                     .await?;
                 if let Some((held, reply)) = round.held() {
-                    return self.shared().holds.resume(held, *reply).await;
+                    let resumed = self.shared().holds.resume(held, *reply).await;
+                    return Ok(handed_over(resumed?, &binding));
                 }
                 (Some(round.asking()), Some(round))
             }
@@ -125,7 +135,7 @@ impl McpServer {
         );
         let (calls, runs) = self.shared().request_budget;
         let mut context = CallContext::new()
-            .session(session_id.to_string())
+            .session(binding.session.clone())
             .tool_caller(Arc::new(caller))
             .budget(RequestBudget::new(calls, runs));
         context.user_id = identity.principal.clone();
@@ -140,7 +150,7 @@ impl McpServer {
                 call = call.events(Arc::new(ProgressTo { token, send }));
             }
             let called = self.shared().pipeline.call(call).await;
-            return answer_of(called, &name).map(Into::into);
+            return answer_of(called, &name).map(|answer| handed_over(answer.into(), &binding));
         };
         // A call that may be held outlives this request: it has its own
         // cancellation, which the request's reaches until it is held.
@@ -161,6 +171,7 @@ impl McpServer {
             task,
             questions,
             _in_flight: Some(in_flight),
+            _cancel_on_drop: call_cancellation.clone().drop_guard(),
         };
         let next = tokio::select! {
             next = running.next() => next,
@@ -169,7 +180,7 @@ impl McpServer {
                 running.next().await
             }
         };
-        match next {
+        let response = match next {
             Next::Ended(answer) => match self.shared().rounds.input_required(&round, &binding) {
                 Some(input) => Ok(input.into()),
                 None => answer.map(Into::into),
@@ -177,13 +188,23 @@ impl McpServer {
             Next::Paused(paused) => {
                 let go_on = GoOn {
                     shared: self.shared_arc(),
-                    binding,
+                    binding: binding.clone(),
                     answers: round.answers(),
                 };
-                Ok(go_on.hold(running, paused).await)
+                go_on.hold(running, paused).await
             }
-        }
+        };
+        response.map(|response| handed_over(response, &binding))
     }
+}
+
+/// `response` with the handle of the session its call ran in, when that
+/// session was started for it (a result; not a question).
+fn handed_over(mut response: CallToolResponse, binding: &Binding) -> CallToolResponse {
+    if let (Some(handle), CallToolResponse::Complete(result)) = (&binding.handle, &mut response) {
+        handles::hand_over(result, handle);
+    }
+    response
 }
 
 /// What becomes of a held call: held where it paused, and after its answer,
@@ -198,17 +219,29 @@ struct GoOn {
 
 impl GoOn {
     /// Holds the call paused at `paused`: the input-required result of its
-    /// question.
-    fn hold(self, running: Running, paused: Paused) -> BoxFuture<'static, CallToolResponse> {
+    /// question. A caller holding as many calls as it may is not asked: the
+    /// call goes on without what it asked for.
+    fn hold(
+        self,
+        running: Running,
+        paused: Paused,
+    ) -> BoxFuture<'static, Result<CallToolResponse, ErrorData>> {
         Box::pin(async move {
             let question = paused.question.clone();
             let then = self.clone();
             let next: Continue = Arc::new(move |running| then.clone().after(running));
-            let held = self.shared.holds.hold(running, paused, next).await;
-            self.shared
-                .rounds
-                .held(&question, &self.answers, &self.binding, held)
-                .into()
+            let caller = format!("{}\0{}", self.binding.tenant, self.binding.principal);
+            match self.shared.holds.hold(&caller, running, paused, next).await {
+                Ok(held) => Ok(self
+                    .shared
+                    .rounds
+                    .held(&question, &self.answers, &self.binding, held)
+                    .into()),
+                Err((running, paused)) => {
+                    let _ = paused.reply.send(Reply::Unavailable);
+                    self.after(running).await
+                }
+            }
         })
     }
 
@@ -220,7 +253,7 @@ impl GoOn {
         Box::pin(async move {
             match running.next().await {
                 Next::Ended(answer) => answer.map(Into::into),
-                Next::Paused(paused) => Ok(self.hold(running, paused).await),
+                Next::Paused(paused) => self.hold(running, paused).await,
             }
         })
     }

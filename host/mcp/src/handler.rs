@@ -97,9 +97,13 @@ impl ServerHandler for McpServer {
             false => None,
         };
         let sessions = &self.shared().handles;
+        // A retry runs in the session of the request it retries (its state
+        // says which), unless it names one.
+        let retrying = request.request_state.is_some();
         let (session_id, minted) = match (passed, named) {
             (Some(handle), _) => (sessions.open(&handle, &identity)?, None),
             (None, Some(name)) => (format!("named:{name}"), None),
+            (None, None) if retrying => (String::new(), None),
             (None, None) if keeps_state => {
                 let (session, handle) = sessions.mint(&identity);
                 (session, Some(handle))
@@ -131,7 +135,7 @@ impl ServerHandler for McpServer {
         } else {
             Ask::Nobody
         };
-        let mut answer = self
+        let answer = self
             .call_tool_as(
                 request,
                 request_id,
@@ -141,13 +145,11 @@ impl ServerHandler for McpServer {
                     session_id: &session_id,
                     identity: &identity,
                     ask,
+                    handle: minted,
                 },
             )
             .instrument(span.clone())
             .await;
-        if let (Some(handle), Ok(CallToolResponse::Complete(result))) = (&minted, &mut answer) {
-            handles::hand_over(result, handle);
-        }
         traced::finish_call(&span, &answer);
         answer
     }

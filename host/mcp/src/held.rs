@@ -27,6 +27,10 @@ use super::drain::InFlight;
 
 /// Longest a retry waits for what a held call did next on another replica.
 const MAX_RESUMED: Duration = Duration::from_secs(15 * 60);
+/// Calls one caller (principal and tenant) may have held at once, on one
+/// replica; a running call's question past it is not asked (its call goes
+/// on without what it asked for).
+pub(crate) const MAX_HOLDS_PER_CALLER: usize = 8;
 /// How long a holder may take to pick up a relayed answer before it is
 /// taken to be gone.
 const CLAIM_WAIT: Duration = Duration::from_secs(3);
@@ -40,11 +44,14 @@ pub(crate) struct Paused {
 }
 
 /// A call running as part of a round: its answer, or its questions.
+/// Dropped before it ended (its hold expired, its request went away), the
+/// call is cancelled: a call nobody waits for does not go on.
 pub(crate) struct Running {
     pub task: tokio::task::JoinHandle<Result<CallToolResult, ErrorData>>,
     pub questions: mpsc::Receiver<Paused>,
     /// Counted in flight while held, so a graceful stop waits for it.
     pub _in_flight: Option<InFlight>,
+    pub _cancel_on_drop: tokio_util::sync::DropGuard,
 }
 
 /// What a running call did next.
@@ -90,6 +97,8 @@ pub(crate) type Continue =
 /// The calls this replica holds, by hold id.
 pub(crate) struct Holds {
     local: Mutex<HashMap<String, mpsc::Sender<Resume>>>,
+    /// Holds by caller, within [`MAX_HOLDS_PER_CALLER`].
+    callers: Mutex<HashMap<String, usize>>,
     store: Arc<dyn SessionStore>,
     wait: Duration,
 }
@@ -98,6 +107,7 @@ impl Holds {
     pub fn new(store: Arc<dyn SessionStore>, wait: Duration) -> Self {
         Self {
             local: Mutex::default(),
+            callers: Mutex::default(),
             store,
             wait,
         }
@@ -105,13 +115,18 @@ impl Holds {
 
     /// Holds `running`, paused at `paused`, until the answer comes (here or
     /// relayed) or the question's wait passes; `next` makes what the call
-    /// does after the answer into a response. The hold's id.
+    /// does after the answer into a response. The hold's id; `Err` gives the
+    /// call back when `caller` holds as many calls as it may.
     pub async fn hold(
         self: &Arc<Self>,
+        caller: &str,
         running: Running,
         paused: Paused,
         next: Continue,
-    ) -> String {
+    ) -> Result<String, (Running, Paused)> {
+        let Some(counted) = Counted::take(self.clone(), caller) else {
+            return Err((running, paused));
+        };
         let id = uuid::Uuid::new_v4().simple().to_string();
         let (resumes, resumed) = mpsc::channel(1);
         self.lock().insert(id.clone(), resumes);
@@ -122,11 +137,11 @@ impl Holds {
         {
             tracing::warn!(%error, "cannot open a held call's mailbox: only a retry here can answer it");
         }
-        tokio::spawn(
-            self.clone()
-                .keep(id.clone(), running, paused, resumed, next),
-        );
-        id
+        let kept = self
+            .clone()
+            .keep(id.clone(), running, paused, resumed, next, counted);
+        tokio::spawn(kept);
+        Ok(id)
     }
 
     /// The answer of a held call's question reached this replica: the call
@@ -143,39 +158,43 @@ impl Holds {
             }
             return Err(expired());
         }
-        let next = next_address(id);
-        self.store
-            .open_mailbox(&next, MAX_RESUMED)
-            .await
-            .map_err(unavailable)?;
+        let (next, taken) = (next_address(id), taken_address(id));
+        for address in [&next, &taken] {
+            self.store
+                .open_mailbox(address, MAX_RESUMED)
+                .await
+                .map_err(unavailable)?;
+        }
+        let close = || async {
+            let _ = self.store.close_mailbox(&next).await;
+            let _ = self.store.close_mailbox(&taken).await;
+        };
         let delivered = self
             .store
             .deliver(&answer_address(id), reply_name(reply))
             .await
             .map_err(unavailable)?;
-        if !delivered {
-            let _ = self.store.close_mailbox(&next).await;
+        // A live holder says it took the answer within a poll or two; one
+        // that has not is gone, and the answer is taken back (atomically:
+        // either it took it, or it never will).
+        let took = delivered && poll(&*self.store, &taken, CLAIM_WAIT).await.is_some();
+        if !took {
+            let _ = self.store.collect_mail(&answer_address(id)).await;
+            close().await;
             return Err(expired());
         }
-        // A live holder picks the answer up within a poll or two; one that
-        // has not by then is gone, and the answer is taken back (atomically:
-        // either it took it, or it never will).
-        let mut mail = poll(&*self.store, &next, CLAIM_WAIT).await;
-        if mail.is_none() {
-            if let Ok(Some(_)) = self.store.collect_mail(&answer_address(id)).await {
-                let _ = self.store.close_mailbox(&next).await;
-                return Err(expired());
-            }
-            mail = poll(&*self.store, &next, MAX_RESUMED).await;
-        }
-        let _ = self.store.close_mailbox(&next).await;
+        let mail = poll(&*self.store, &next, MAX_RESUMED).await;
+        close().await;
         match mail.and_then(|mail| serde_json::from_str::<Relayed>(&mail).ok()) {
             Some(Relayed::Complete(result)) => Ok(result.into()),
             Some(Relayed::InputRequired(input)) => Ok(input.into()),
             Some(Relayed::Error(error)) => Err(error),
             None => Err(ErrorData::internal_error(
-                "the replica holding the call did not say how it went on; its result is in \
-                 its audit record",
+                format!(
+                    "the replica holding the call took the answer but did not say how the call \
+                     went on within {} (it may have stopped)",
+                    humantime::format_duration(MAX_RESUMED)
+                ),
                 None,
             )),
         }
@@ -189,6 +208,7 @@ impl Holds {
         paused: Paused,
         mut resumed: mpsc::Receiver<Resume>,
         next: Continue,
+        _counted: Counted,
     ) {
         let address = answer_address(&id);
         let relayed = poll(&*self.store, &address, self.wait);
@@ -198,11 +218,16 @@ impl Holds {
         };
         self.lock().remove(&id);
         let _ = self.store.close_mailbox(&answer_address(&id)).await;
-        // Unanswered: the question's own wait denies it, and the call goes
-        // on without it; its result is in its audit record only.
+        // Unanswered in time: the call is cancelled (dropping it), so that a
+        // retry told it expired is told the truth.
         let Some((reply, respond)) = resume else {
             return;
         };
+        if respond.is_none()
+            && let Err(error) = self.store.deliver(&taken_address(&id), "taken").await
+        {
+            tracing::debug!(%error, "cannot say a relayed answer was taken");
+        }
         let _ = paused.reply.send(reply);
         let response = next(running).await;
         match respond {
@@ -255,6 +280,42 @@ fn next_address(id: &str) -> String {
     format!("held-next:{id}")
 }
 
+fn taken_address(id: &str) -> String {
+    format!("held-taken:{id}")
+}
+
+/// One hold counted against its caller, until dropped.
+struct Counted(Arc<Holds>, String);
+
+impl Counted {
+    fn take(holds: Arc<Holds>, caller: &str) -> Option<Self> {
+        let mut callers = holds.callers.lock().unwrap_or_else(PoisonError::into_inner);
+        let held = callers.entry(caller.to_string()).or_default();
+        if *held >= MAX_HOLDS_PER_CALLER {
+            return None;
+        }
+        *held += 1;
+        drop(callers);
+        Some(Self(holds, caller.to_string()))
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let mut callers = self
+            .0
+            .callers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(held) = callers.get_mut(&self.1) {
+            *held -= 1;
+            if *held == 0 {
+                callers.remove(&self.1);
+            }
+        }
+    }
+}
+
 fn reply_name(reply: Reply) -> &'static str {
     match reply {
         Reply::Once | Reply::Session => "once",
@@ -282,5 +343,9 @@ fn expired() -> ErrorData {
 }
 
 fn unavailable(error: wasm_agent_session::SessionError) -> ErrorData {
-    ErrorData::internal_error(format!("cannot pass the answer on now: {error}"), None)
+    tracing::warn!(%error, "cannot pass a held call's answer on");
+    ErrorData::internal_error(
+        "cannot pass the answer on now: the session store does not answer",
+        None,
+    )
 }

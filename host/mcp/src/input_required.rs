@@ -44,6 +44,10 @@ pub(crate) struct Binding {
     pub version: String,
     /// `sha256:HEX` of the exact arguments.
     pub arguments: String,
+    /// The tool session the call runs in (empty: the one the state names).
+    pub session: String,
+    /// The handle of that session, when it was started for this call.
+    pub handle: Option<String>,
 }
 
 impl Binding {
@@ -54,6 +58,8 @@ impl Binding {
             tool: tool.to_string(),
             version,
             arguments,
+            session: String::new(),
+            handle: None,
         }
     }
 }
@@ -76,6 +82,12 @@ struct Sealed {
     /// The hold of the running call that asked them, if one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     held: Option<String>,
+    /// The tool session the call runs in, and its handle when the session
+    /// was started for the call (so the retry hands over the same one).
+    #[serde(default)]
+    session: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    handle: Option<String>,
 }
 
 /// The request states of one server.
@@ -98,7 +110,7 @@ impl Rounds {
         &self,
         state: Option<&str>,
         responses: Option<&InputResponses>,
-        binding: &Binding,
+        binding: &mut Binding,
     ) -> Result<Round, ErrorData> {
         let mut answers = HashMap::new();
         let Some(state) = state else {
@@ -118,7 +130,12 @@ impl Rounds {
             })
         })?;
         check_binding(&sealed, binding)?;
-        match self.store.use_once(&sealed.once, self.wait).await {
+        if binding.session.is_empty() {
+            binding.session = sealed.session.clone();
+            binding.handle = sealed.handle.clone();
+        }
+        // Marked for twice the wait, so replicas' clocks may disagree.
+        match self.store.use_once(&sealed.once, 2 * self.wait).await {
             Ok(true) => {}
             Ok(false) => {
                 return Err(refused(
@@ -126,8 +143,9 @@ impl Rounds {
                 ));
             }
             Err(error) => {
+                tracing::warn!(%error, "cannot mark a requestState used");
                 return Err(ErrorData::internal_error(
-                    format!("cannot check the requestState now: {error}"),
+                    "cannot check the requestState now: the session store does not answer",
                     None,
                 ));
             }
@@ -201,6 +219,8 @@ impl Rounds {
             answers,
             asked,
             held,
+            session: binding.session.clone(),
+            handle: binding.handle.clone(),
         };
         let state = self
             .keys
@@ -223,7 +243,7 @@ pub(crate) struct Round {
 impl Round {
     fn new(answers: HashMap<String, Reply>, wait: Duration, held: Option<(String, Reply)>) -> Self {
         let asker = Arc::new(RoundAsker {
-            answers: answers.clone(),
+            answers: Mutex::new(answers.clone()),
             deferred: Mutex::default(),
             pauses: Mutex::default(),
         });
@@ -271,7 +291,8 @@ impl Round {
 
 /// Answers from the request, else defers the question to the person.
 struct RoundAsker {
-    answers: HashMap<String, Reply>,
+    /// Answers to questions asked before the call starts; each is used once.
+    answers: Mutex<HashMap<String, Reply>>,
     deferred: Mutex<Vec<Question>>,
     /// Where a running call's questions go.
     pauses: Mutex<Option<mpsc::Sender<Paused>>>,
@@ -289,8 +310,17 @@ impl RoundAsker {
 #[async_trait::async_trait]
 impl Asker for RoundAsker {
     async fn ask(&self, question: &Question) -> Reply {
-        if let Some(reply) = self.answers.get(&question_key(question)) {
-            return *reply;
+        // A running call's questions are never answered from the request
+        // (its own call of the same tool with the same arguments asks anew).
+        if !question.running {
+            let carried = self
+                .answers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&question_key(question));
+            if let Some(reply) = carried {
+                return reply;
+            }
         }
         if question.running {
             // A running call cannot stop to be made again: it is held.
@@ -340,10 +370,10 @@ fn question_key(question: &Question) -> String {
 
 fn name_of(reply: Reply) -> Option<&'static str> {
     match reply {
-        Reply::Once => Some("once"),
+        Reply::Once | Reply::Session => Some("once"),
         Reply::Deny | Reply::Dismissed => Some("deny"),
         Reply::NoAnswer => Some("no_answer"),
-        Reply::Session | Reply::Unavailable | Reply::Later => None,
+        Reply::Unavailable | Reply::Later => None,
     }
 }
 
@@ -361,6 +391,9 @@ fn check_binding(sealed: &Sealed, binding: &Binding) -> Result<(), ErrorData> {
     } else if sealed.tool != binding.tool || sealed.arguments != binding.arguments {
         "it was issued for another tool or other arguments: send it back with the request \
          that received it"
+    } else if !binding.session.is_empty() && sealed.session != binding.session {
+        "it was issued for a call in another tool session: send it back with the session the \
+         request that received it named"
     } else if sealed.version != binding.version {
         "the tool's component changed since the question, and the answer was for the \
          version asked about: call the tool again"
@@ -375,4 +408,35 @@ fn refused(why: String) -> ErrorData {
         format!("requestState refused: {why}"),
         Some(Value::String("request_state".into())),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn question(running: bool) -> Question {
+        Question {
+            tool: "t".into(),
+            subject: Subject::Call {
+                summary: "{}".into(),
+                version: "sha256:00".into(),
+                arguments: "sha256:11".into(),
+            },
+            offer_session: false,
+            running,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_answer_carried_by_the_request_is_used_once_and_never_by_a_running_call() {
+        let answers = HashMap::from([(question_key(&question(false)), Reply::Once)]);
+        let round = Round::new(answers, Duration::from_secs(1), None);
+        // The same question from the running call (a tool calling itself
+        // with the same arguments) is not answered from the request.
+        assert_eq!(round.asker.ask(&question(true)).await, Reply::Unavailable);
+        assert_eq!(round.asker.ask(&question(false)).await, Reply::Once);
+        // Asked again before the call starts: it goes to the person.
+        assert_eq!(round.asker.ask(&question(false)).await, Reply::Later);
+        assert_eq!(round.asker.deferred().len(), 1);
+    }
 }

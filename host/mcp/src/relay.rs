@@ -40,9 +40,15 @@ const WATCH_FOR: Duration = Duration::from_secs(6 * 3600);
 /// after [`WATCH_AFTER`]).
 const CANCEL_TRIES_FOR: Duration = Duration::from_millis(1600);
 
+/// Cancellations one session may have on their way to other replicas at
+/// once; more are dropped.
+const MAX_CANCELS: usize = 8;
+
 /// The mailboxes of one client's session, in the shared store.
 pub(crate) struct Relay {
     store: Arc<dyn SessionStore>,
+    /// Cancellations on their way.
+    cancelling: Arc<std::sync::atomic::AtomicUsize>,
     /// Whose session: every address starts with it.
     prefix: String,
     /// How long a mailbox stays open at most.
@@ -63,7 +69,12 @@ impl Relay {
             session
         ])
         .to_string();
-        Self { store, prefix, ttl }
+        Self {
+            store,
+            prefix,
+            ttl,
+            cancelling: Arc::default(),
+        }
     }
 
     fn address(&self, request: &str) -> String {
@@ -96,8 +107,14 @@ impl Relay {
     /// Passes the client's cancellation of request `request`, which does not
     /// run here, to the replica running it, if one does.
     pub fn cancel(self: &Arc<Self>, request: &str) {
+        use std::sync::atomic::Ordering;
+        if self.cancelling.fetch_add(1, Ordering::AcqRel) >= MAX_CANCELS {
+            self.cancelling.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
         let (relay, address) = (self.clone(), self.cancel_address(request));
         tokio::spawn(async move {
+            let _counted = CountedOut(relay.cancelling.clone());
             let deadline = tokio::time::Instant::now() + CANCEL_TRIES_FOR;
             loop {
                 match relay.store.deliver(&address, "cancel").await {
@@ -185,5 +202,14 @@ impl Drop for Closing {
         tokio::spawn(async move {
             let _ = relay.store.close_mailbox(&address).await;
         });
+    }
+}
+
+/// Counts one cancellation out when dropped.
+struct CountedOut(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for CountedOut {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }
 }

@@ -23,6 +23,15 @@ pub enum StateKeyError {
         /// Its length.
         bytes: usize,
     },
+    /// A key is one byte repeated: a sample value, not a secret.
+    #[error(
+        "request-state key {id:?} is one byte repeated, a placeholder: make a secret with \
+         `openssl rand -hex 32`"
+    )]
+    Placeholder {
+        /// The key's id.
+        id: String,
+    },
     /// The keys do not make a key ring (an empty or repeated id).
     #[error("request-state keys: {0}")]
     Ring(String),
@@ -62,6 +71,12 @@ impl StateKeys {
                 id: id.clone(),
                 bytes: key.len(),
             });
+        }
+        if let Some((id, _)) = keys
+            .iter()
+            .find(|(_, key)| key.iter().all(|b| *b == key[0]))
+        {
+            return Err(StateKeyError::Placeholder { id: id.clone() });
         }
         let codec = RequestStateCodec::new_with_keyring(active, keys)
             .map_err(|error| StateKeyError::Ring(error.to_string()))?;
@@ -132,8 +147,8 @@ mod tests {
     fn keys_files_name_what_is_wrong() {
         let good = format!(
             "[[keys]]\nid = \"new\"\nsecret = \"{}\"\n[[keys]]\nid = \"old\"\nsecret = \"{}\"\n",
-            "ab".repeat(32),
-            "cd".repeat(32)
+            "0123456789abcdef".repeat(4),
+            "fedcba9876543210".repeat(4)
         );
         let (_dir, path) = write(&good);
         StateKeys::load(&path).unwrap();
@@ -150,28 +165,30 @@ mod tests {
             (
                 format!(
                     "[[keys]]\nid = \"k\"\nsecret = \"{0}\"\n[[keys]]\nid = \"k\"\nsecret = \"{0}\"",
-                    "ab".repeat(32)
+                    "0123456789abcdef".repeat(4)
                 ),
                 "duplicate",
             ),
             ("[[keys]]\nid = \"k\"".to_string(), "secret"),
+            (
+                format!("[[keys]]\nid = \"k\"\nsecret = \"{}\"", "0".repeat(64)),
+                "placeholder",
+            ),
         ] {
             let (_dir, path) = write(&text);
             let error = StateKeys::load(&path).unwrap_err().to_string();
             assert!(error.contains(says), "{text}: {error}");
             assert!(error.contains("keys.toml"), "{error}");
-            assert!(!error.contains(&"ab".repeat(32)), "{error}");
+            assert!(!error.contains("0123456789abcdef"), "{error}");
         }
     }
 
     #[test]
     fn an_old_key_still_opens_what_it_sealed() {
-        let old = StateKeys::new(vec![("old".into(), vec![1; 32])]).unwrap();
-        let rotated = StateKeys::new(vec![
-            ("new".into(), vec![2; 32]),
-            ("old".into(), vec![1; 32]),
-        ])
-        .unwrap();
+        let (old_key, new_key): (Vec<u8>, Vec<u8>) = ((0..32).collect(), (32..64).collect());
+        let old = StateKeys::new(vec![("old".into(), old_key.clone())]).unwrap();
+        let rotated =
+            StateKeys::new(vec![("new".into(), new_key), ("old".into(), old_key)]).unwrap();
         let sealed = old.codec().seal(b"state");
         assert_eq!(rotated.codec().open(&sealed).unwrap(), b"state");
         let other = StateKeys::random();
