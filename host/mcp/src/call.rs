@@ -121,6 +121,10 @@ impl McpServer {
                     .rounds
                     .open(state.as_deref(), responses.as_ref(), &mut binding)
                     .await?;
+                if binding.session.is_empty() {
+                    // A state that named no session: one of its own.
+                    binding.session = format!("mcp-{}", uuid::Uuid::new_v4());
+                }
                 if let Some((held, reply)) = round.held() {
                     let resumed = self.shared().holds.resume(held, *reply).await;
                     return Ok(handed_over(resumed?, &binding));
@@ -176,8 +180,16 @@ impl McpServer {
         let next = tokio::select! {
             next = running.next() => next,
             () = cancellation.cancelled() => {
+                // Cancelled: the call ends, and nothing it asks is held.
                 call_cancellation.cancel();
-                running.next().await
+                loop {
+                    match running.next().await {
+                        Next::Paused(paused) => {
+                            let _ = paused.reply.send(Reply::Unavailable);
+                        }
+                        ended => break ended,
+                    }
+                }
             }
         };
         let response = match next {

@@ -174,12 +174,16 @@ impl Holds {
             .deliver(&answer_address(id), reply_name(reply))
             .await
             .map_err(unavailable)?;
-        // A live holder says it took the answer within a poll or two; one
-        // that has not is gone, and the answer is taken back (atomically:
-        // either it took it, or it never will).
-        let took = delivered && poll(&*self.store, &taken, CLAIM_WAIT).await.is_some();
-        if !took {
-            let _ = self.store.collect_mail(&answer_address(id)).await;
+        if !delivered {
+            close().await;
+            return Err(expired());
+        }
+        // A live holder says it took the answer within a poll or two. One
+        // that has not is gone, unless its word is late: the answer is taken
+        // back, atomically (either it is still there, and the holder never
+        // sees it, or the holder took it and the call goes on).
+        let took = poll(&*self.store, &taken, CLAIM_WAIT).await.is_some();
+        if !took && let Ok(Some(_)) = self.store.collect_mail(&answer_address(id)).await {
             close().await;
             return Err(expired());
         }
@@ -208,27 +212,44 @@ impl Holds {
         paused: Paused,
         mut resumed: mpsc::Receiver<Resume>,
         next: Continue,
-        _counted: Counted,
+        counted: Counted,
     ) {
         let address = answer_address(&id);
-        let relayed = poll(&*self.store, &address, self.wait);
+        // Given up a little before the question's own wait runs out (it
+        // started first), so the call never goes on without its answer.
+        let wait = self.wait.mul_f64(0.9);
+        let relayed = poll(&*self.store, &address, wait);
         let resume = tokio::select! {
             resume = resumed.recv() => resume.map(|r| (r.reply, Some(r.respond))),
             mail = relayed => mail.map(|mail| (reply_named(&mail), None)),
         };
         self.lock().remove(&id);
-        let _ = self.store.close_mailbox(&answer_address(&id)).await;
-        // Unanswered in time: the call is cancelled (dropping it), so that a
-        // retry told it expired is told the truth.
+        // One last look: an answer delivered as the wait ran out is taken;
+        // otherwise the mailbox is left to expire (an answer delivered into
+        // it later is taken back by its sender, which then says "expired").
+        let resume = match resume {
+            Some(resume) => Some(resume),
+            None => match self.store.collect_mail(&address).await {
+                Ok(Some(mail)) => Some((reply_named(&mail), None)),
+                _ => None,
+            },
+        };
+        // Unanswered in time: the call is cancelled (before its question is
+        // let go), so that a retry told it expired is told the truth.
         let Some((reply, respond)) = resume else {
+            drop(running);
+            drop(paused);
             return;
         };
+        let _ = self.store.close_mailbox(&address).await;
         if respond.is_none()
             && let Err(error) = self.store.deliver(&taken_address(&id), "taken").await
         {
             tracing::debug!(%error, "cannot say a relayed answer was taken");
         }
         let _ = paused.reply.send(reply);
+        // Not held any more: its next question may be held again.
+        drop(counted);
         let response = next(running).await;
         match respond {
             Some(respond) => {

@@ -110,6 +110,10 @@ impl Relay {
         use std::sync::atomic::Ordering;
         if self.cancelling.fetch_add(1, Ordering::AcqRel) >= MAX_CANCELS {
             self.cancelling.fetch_sub(1, Ordering::AcqRel);
+            tracing::info!(
+                "a cancellation was dropped: {MAX_CANCELS} of this session's are on their way \
+                 to other replicas already"
+            );
             return;
         }
         let (relay, address) = (self.clone(), self.cancel_address(request));
