@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import time
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx2
@@ -104,6 +105,16 @@ def asked(message: dict) -> tuple[str, str, dict]:
     return result["requestState"], key, request["params"]
 
 
+@asynccontextmanager
+async def sessionless(url: str, person: Person, token: str = "alice-token"):
+    """The official client, speaking 2026-07-28 to `url` as `token`'s owner,
+    with `person` answering its questions."""
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+        transport = streamable_http_client(url, http_client=http)
+        async with Client(transport, mode="2026-07-28", elicitation_callback=person) as client:
+            yield client
+
+
 def refused(message: dict, says: str) -> None:
     assert "error" in message, message
     assert "requestState refused" in message["error"]["message"], message
@@ -115,21 +126,19 @@ async def test_the_official_client_is_asked_and_the_retry_runs_on_the_other_repl
     proxy = HAProxy([f"127.0.0.1:{replica.port}" for replica in replicas])
     person = Person("allow_once")
     try:
-        async with httpx2.AsyncClient(headers={"Authorization": "Bearer alice-token"}, timeout=30) as http:
-            transport = streamable_http_client(proxy.url, http_client=http)
-            async with Client(transport, mode="2026-07-28", elicitation_callback=person) as client:
-                for _ in range(3):
-                    result = await client.call_tool("calculate", CALC)
-                    assert result.is_error is False, dump(result)
-                    # The calculator keeps `ans`: its session's handle follows.
-                    assert result.content[0].text == "14", dump(result)
-                person.decision = "deny"
-                denied = await client.call_tool("calculate", CALC)
-                assert denied.is_error is True, dump(denied)
-                assert "did not approve" in text_of(denied), dump(denied)
-                person.decision = None  # declines
-                declined = await client.call_tool("calculate", CALC)
-                assert declined.is_error is True, dump(declined)
+        async with sessionless(proxy.url, person) as client:
+            for _ in range(3):
+                result = await client.call_tool("calculate", CALC)
+                assert result.is_error is False, dump(result)
+                # The calculator keeps `ans`: its session's handle follows.
+                assert result.content[0].text == "14", dump(result)
+            person.decision = "deny"
+            denied = await client.call_tool("calculate", CALC)
+            assert denied.is_error is True, dump(denied)
+            assert "did not approve" in text_of(denied), dump(denied)
+            person.decision = None  # declines
+            declined = await client.call_tool("calculate", CALC)
+            assert declined.is_error is True, dump(declined)
     finally:
         log = proxy.close()
     # The same question as over elicitation, without the session choice.
@@ -327,12 +336,10 @@ async def test_a_running_calls_question_is_answered_through_the_other_replica(la
     proxy = HAProxy([f"127.0.0.1:{replica.port}" for replica in replicas])
     person = Person("allow_once")
     try:
-        async with httpx2.AsyncClient(headers={"Authorization": "Bearer alice-token"}, timeout=30) as http:
-            transport = streamable_http_client(proxy.url, http_client=http)
-            async with Client(transport, mode="2026-07-28", elicitation_callback=person) as client:
-                allowed = await client.call_tool("fetch", {"url": f"{page}/notes.txt"})
-                person.decision = "deny"
-                denied = await client.call_tool("fetch", {"url": f"{page}/notes.txt"})
+        async with sessionless(proxy.url, person) as client:
+            allowed = await client.call_tool("fetch", {"url": f"{page}/notes.txt"})
+            person.decision = "deny"
+            denied = await client.call_tool("fetch", {"url": f"{page}/notes.txt"})
     finally:
         log = proxy.close()
     assert allowed.is_error is False, dump(allowed)

@@ -16,7 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from conftest import REPO_ROOT, dump, wasm
 from servers import HAProxy, tokens_file
-from test_input_required import TOKENS, ready
+from test_input_required import TOKENS, ready, sessionless
 
 pytestmark = pytest.mark.anyio
 
@@ -115,12 +115,10 @@ async def test_a_call_asked_about_keeps_the_session_it_started(launch_http, keys
 
     server = ready(launch_http("--config", approval_config(tmp_path), "--request-state-keys", keys))
     person = Person("allow_once")
-    async with httpx2.AsyncClient(timeout=30) as http:
-        transport = streamable_http_client(server.url, http_client=http)
-        async with Client(transport, mode="2026-07-28", elicitation_callback=person) as calc:
-            first = await calc.call_tool("calculate", {"expression": "2 * 3"})
-            assert first_text(first) == "6", dump(first)
-            handle = handle_of(first)
-            again = await calc.call_tool("calculate", {"expression": "ans + 1", "_session": handle})
-            assert first_text(again) == "7", dump(again)
+    async with sessionless(server.url, person) as calc:
+        first = await calc.call_tool("calculate", {"expression": "2 * 3"})
+        assert first_text(first) == "6", dump(first)
+        handle = handle_of(first)
+        again = await calc.call_tool("calculate", {"expression": "ans + 1", "_session": handle})
+        assert first_text(again) == "7", dump(again)
     assert len(person.asked) == 2, person.asked

@@ -24,6 +24,8 @@ use wasm_agent_sandbox::ask::{Question, Reply};
 use wasm_agent_session::SessionStore;
 
 use super::drain::InFlight;
+use super::input_required::{name_of, reply_named};
+use super::relay::poll_mail;
 
 /// Longest a retry waits for what a held call did next on another replica.
 const MAX_RESUMED: Duration = Duration::from_secs(15 * 60);
@@ -34,8 +36,6 @@ pub(crate) const MAX_HOLDS_PER_CALLER: usize = 8;
 /// How long a holder may take to pick up a relayed answer before it is
 /// taken to be gone.
 const CLAIM_WAIT: Duration = Duration::from_secs(3);
-/// Looks at a mailbox this often at most.
-const MAX_POLL: Duration = Duration::from_millis(250);
 
 /// A running call's question, and where its answer goes.
 pub(crate) struct Paused {
@@ -171,7 +171,7 @@ impl Holds {
         };
         let delivered = self
             .store
-            .deliver(&answer_address(id), reply_name(reply))
+            .deliver(&answer_address(id), name_of(reply).unwrap_or("deny"))
             .await
             .map_err(unavailable)?;
         if !delivered {
@@ -182,12 +182,12 @@ impl Holds {
         // that has not is gone, unless its word is late: the answer is taken
         // back, atomically (either it is still there, and the holder never
         // sees it, or the holder took it and the call goes on).
-        let took = poll(&*self.store, &taken, CLAIM_WAIT).await.is_some();
+        let took = poll_mail(&*self.store, &taken, CLAIM_WAIT).await.is_some();
         if !took && let Ok(Some(_)) = self.store.collect_mail(&answer_address(id)).await {
             close().await;
             return Err(expired());
         }
-        let mail = poll(&*self.store, &next, MAX_RESUMED).await;
+        let mail = poll_mail(&*self.store, &next, MAX_RESUMED).await;
         close().await;
         match mail.and_then(|mail| serde_json::from_str::<Relayed>(&mail).ok()) {
             Some(Relayed::Complete(result)) => Ok(result.into()),
@@ -218,7 +218,7 @@ impl Holds {
         // Given up a little before the question's own wait runs out (it
         // started first), so the call never goes on without its answer.
         let wait = self.wait.mul_f64(0.9);
-        let relayed = poll(&*self.store, &address, wait);
+        let relayed = poll_mail(&*self.store, &address, wait);
         let resume = tokio::select! {
             resume = resumed.recv() => resume.map(|r| (r.reply, Some(r.respond))),
             mail = relayed => mail.map(|mail| (reply_named(&mail), None)),
@@ -275,24 +275,6 @@ impl Holds {
     }
 }
 
-/// The mail at `address`, looking every so often for at most `wait`.
-async fn poll(store: &dyn SessionStore, address: &str, wait: Duration) -> Option<String> {
-    let deadline = tokio::time::Instant::now() + wait;
-    let mut every = Duration::from_millis(25);
-    loop {
-        match store.collect_mail(address).await {
-            Ok(Some(mail)) => return Some(mail),
-            Ok(None) => {}
-            Err(error) => tracing::debug!(%error, "cannot read a mailbox"),
-        }
-        if tokio::time::Instant::now() + every > deadline {
-            return None;
-        }
-        tokio::time::sleep(every).await;
-        every = (every * 2).min(MAX_POLL);
-    }
-}
-
 fn answer_address(id: &str) -> String {
     format!("held-answer:{id}")
 }
@@ -334,22 +316,6 @@ impl Drop for Counted {
                 callers.remove(&self.1);
             }
         }
-    }
-}
-
-fn reply_name(reply: Reply) -> &'static str {
-    match reply {
-        Reply::Once | Reply::Session => "once",
-        Reply::NoAnswer => "no_answer",
-        _ => "deny",
-    }
-}
-
-fn reply_named(name: &str) -> Reply {
-    match name {
-        "once" => Reply::Once,
-        "no_answer" => Reply::NoAnswer,
-        _ => Reply::Deny,
     }
 }
 

@@ -368,7 +368,8 @@ fn question_key(question: &Question) -> String {
     .to_string()
 }
 
-fn name_of(reply: Reply) -> Option<&'static str> {
+/// A reply as a state or a relayed answer names it (`None`: not an answer).
+pub(crate) fn name_of(reply: Reply) -> Option<&'static str> {
     match reply {
         Reply::Once | Reply::Session => Some("once"),
         Reply::Deny | Reply::Dismissed => Some("deny"),
@@ -377,7 +378,8 @@ fn name_of(reply: Reply) -> Option<&'static str> {
     }
 }
 
-fn reply_named(name: &str) -> Reply {
+/// The reply `name` stands for (anything unknown denies).
+pub(crate) fn reply_named(name: &str) -> Reply {
     match name {
         "once" => Reply::Once,
         "no_answer" => Reply::NoAnswer,

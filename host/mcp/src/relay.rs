@@ -24,9 +24,9 @@ use super::identity::Identity;
 
 /// Largest response relayed (an elicitation result is a few hundred bytes).
 pub(crate) const MAX_RELAYED: usize = 64 * 1024;
-/// The first wait between looks at the mailbox; it doubles up to [`MAX_POLL`].
+/// The first wait between looks at a mailbox; it doubles up to [`MAX_POLL`].
 const FIRST_POLL: Duration = Duration::from_millis(25);
-const MAX_POLL: Duration = Duration::from_millis(500);
+const MAX_POLL: Duration = Duration::from_millis(250);
 
 /// A call watches for a cancellation left by another replica once it has
 /// run this long (most calls are over by then, and open no mailbox).
@@ -150,18 +150,10 @@ impl Relay {
     /// The answer to our request `id` once another replica delivered it.
     pub async fn answer(&self, id: &str) -> Value {
         let address = self.address(id);
-        let mut wait = FIRST_POLL;
         loop {
-            tokio::time::sleep(wait).await;
-            wait = (wait * 2).min(MAX_POLL);
-            match self.store.collect_mail(&address).await {
-                Ok(Some(mail)) => {
-                    if let Ok(answer) = serde_json::from_str(&mail) {
-                        return answer;
-                    }
-                }
-                Ok(None) => {}
-                Err(error) => tracing::debug!(%error, "cannot read a mailbox"),
+            let mail = poll_mail(&*self.store, &address, self.ttl).await;
+            if let Some(answer) = mail.and_then(|mail| serde_json::from_str(&mail).ok()) {
+                return answer;
             }
         }
     }
@@ -215,5 +207,28 @@ struct CountedOut(Arc<std::sync::atomic::AtomicUsize>);
 impl Drop for CountedOut {
     fn drop(&mut self) {
         self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+/// The mail at `address`, looking every so often (25 ms, doubling up to
+/// 250 ms) for at most `wait`.
+pub(crate) async fn poll_mail(
+    store: &dyn SessionStore,
+    address: &str,
+    wait: Duration,
+) -> Option<String> {
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut every = FIRST_POLL;
+    loop {
+        match store.collect_mail(address).await {
+            Ok(Some(mail)) => return Some(mail),
+            Ok(None) => {}
+            Err(error) => tracing::debug!(%error, "cannot read a mailbox"),
+        }
+        if tokio::time::Instant::now() + every > deadline {
+            return None;
+        }
+        tokio::time::sleep(every).await;
+        every = (every * 2).min(MAX_POLL);
     }
 }
