@@ -108,14 +108,16 @@ impl McpServer {
             return Err(ErrorData::invalid_params(unknown.message, None));
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
-        let version = tool.target.version().unwrap_or_default();
-        let mut binding = Binding::new(identity, &name, version, question::exact(&arguments));
+        // What a request state is bound to, worked out only for a round.
+        let mut binding = Binding::new(identity, &name, String::new(), String::new());
         binding.session = session_id.to_string();
         binding.handle = handle;
         let (asking, round) = match ask {
             Ask::Nobody => (None, None),
             Ask::Now(asking) => (Some(asking), None),
             Ask::WithTheAnswer { state, responses } => {
+                binding.version = tool.target.version().unwrap_or_default();
+                binding.arguments = question::exact(&arguments);
                 let round = self
                     .shared()
                     .rounds

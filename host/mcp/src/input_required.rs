@@ -51,6 +51,8 @@ pub(crate) struct Binding {
 }
 
 impl Binding {
+    /// The binding of a call of `tool` by `identity` on `version` with the
+    /// arguments whose exact digest is `arguments`.
     pub fn new(identity: &Identity, tool: &str, version: String, arguments: String) -> Self {
         Self {
             principal: identity.principal.clone().unwrap_or_default(),
