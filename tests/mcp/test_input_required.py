@@ -396,3 +396,62 @@ def test_a_held_call_is_cancelled_when_its_question_expires_and_holds_are_bounde
     state, key, _ = asked(call(longer.url, "bob-token", arguments, tool="fetch"))
     done = call(longer.url, "bob-token", arguments, tool="fetch", state=state, responses=allow(key))
     assert "hello from loopback" in done["result"]["content"][0]["text"], done
+
+
+def test_an_answer_for_the_session_is_known_to_every_replica(launch_http, postgres, shared, tmp_path):
+    """With --ask-session: "allow for this session", given on one replica,
+    covers the same call of that session on the other, over both
+    revisions; another session is asked again."""
+    first, second = (
+        ready(launch_http(*serve_args(shared, postgres, tmp_path / f"audit-{n}.jsonl", "--ask-session")))
+        for n in (1, 2)
+    )
+    # Sessionless: the session is the one the first call starts, whose
+    # handle its result hands over.
+    state, key, form = asked(call(first.url, "alice-token", CALC))
+    choices = [option["const"] for option in form["requestedSchema"]["properties"]["decision"]["oneOf"]]
+    assert choices == ["allow_once", "allow_session", "deny"], form
+    done = call(second.url, "alice-token", CALC, state=state, responses=allow(key))
+    handle = done["result"]["_meta"]["io.wasm-agent/session"]
+    in_session = CALC | {"_session": handle}
+    state, key, form = asked(call(first.url, "alice-token", in_session))
+    choices = [option["const"] for option in form["requestedSchema"]["properties"]["decision"]["oneOf"]]
+    assert choices == ["allow_once", "allow_session", "deny"], form
+    done = call(second.url, "alice-token", in_session, state=state, responses=allow(key, "allow_session"))
+    assert done["result"]["content"][0]["text"] == "14", done
+    for url in (first.url, second.url):
+        again = call(url, "alice-token", in_session)
+        assert again["result"].get("resultType") != "input_required", again
+        assert again["result"]["content"][0]["text"] == "14", again
+    # Another session (no handle) is asked again.
+    asked(call(second.url, "alice-token", CALC))
+
+    # Session revision: allowed for the session on the second replica,
+    # remembered on the first.
+    init = {
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {"form": {}}}, "clientInfo": {"name": "raw", "version": "0"}},
+    }
+    with httpx2.Client(timeout=30) as http:
+        session = http.post(first.url, json=init, headers=session_headers()).headers["mcp-session-id"]
+        body = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "calculate", "arguments": CALC}}
+        with http.stream("POST", second.url, json=body, headers=session_headers(session)) as stream:
+            lines = stream.iter_lines()
+            question = next(json.loads(line[6:]) for line in lines if line.startswith("data: "))
+            reply = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept", "content": {"decision": "allow_session"}}}
+            assert http.post(second.url, json=reply, headers=session_headers(session)).status_code == 202
+            result = next(json.loads(line[6:]) for line in lines if line.startswith("data: "))
+        assert result["result"]["content"][0]["text"] == "14", result
+        body["id"] = 4
+        again = http.post(first.url, json=body, headers=session_headers(session))
+        message = answer_of(again)
+        assert message["result"]["content"][0]["text"] == "14", message
+
+
+def answer_of(response: httpx2.Response) -> dict:
+    assert response.status_code == 200, response.text
+    if response.headers["content-type"].startswith("text/event-stream"):
+        data = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
+        assert all('"elicitation/create"' not in line for line in data), data
+        return json.loads(data[-1])
+    return response.json()

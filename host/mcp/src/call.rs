@@ -17,11 +17,12 @@ use tokio_util::sync::CancellationToken;
 use wasm_agent_pipeline::{
     CallEvents, Called, PipelineCaller, Progress, ToolCall, ToolSet, question,
 };
-use wasm_agent_sandbox::ask::{Asking, Reply};
+use wasm_agent_sandbox::ask::{Asking, Reply, SharedAnswers};
 use wasm_agent_sandbox::budget::RequestBudget;
 use wasm_agent_sandbox::context::CallContext;
 use wasm_agent_sandbox::result::ErrorKind;
 
+use super::answers::StoredAnswers;
 use super::cached;
 use super::content;
 use super::handles;
@@ -131,7 +132,19 @@ impl McpServer {
                     let resumed = self.shared().holds.resume(held, *reply).await;
                     return Ok(handed_over(resumed?, &binding));
                 }
-                (Some(round.asking()), Some(round))
+                // "For this session" only in a session that outlives the call.
+                let named = ["named:", "handle:"]
+                    .iter()
+                    .any(|kind| binding.session.starts_with(kind));
+                let shared: Option<Arc<dyn SharedAnswers>> = (self.shared().offer_session && named)
+                    .then(|| {
+                        StoredAnswers::new(
+                            self.host().session_store().clone(),
+                            identity,
+                            &binding.session,
+                        ) as Arc<dyn SharedAnswers>
+                    });
+                (Some(round.asking(shared)), Some(round))
             }
         };
         let caller = PipelineCaller::new(

@@ -24,7 +24,7 @@ use rmcp::model::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use wasm_agent_sandbox::ask::{Asker, Asking, Question, Reply, SessionAnswers, Subject};
+use wasm_agent_sandbox::ask::{Asker, Asking, Question, Reply, SessionAnswers, SharedAnswers};
 use wasm_agent_session::SessionStore;
 
 use tokio::sync::{mpsc, oneshot};
@@ -209,7 +209,7 @@ impl Rounds {
             let request: InputRequest =
                 serde_json::from_value(request).expect("an elicitation request");
             requests.insert(key.clone(), request);
-            asked.push((key, question_key(question)));
+            asked.push((key, question.key()));
         }
         let sealed = Sealed {
             once: uuid::Uuid::new_v4().simple().to_string(),
@@ -281,13 +281,16 @@ impl Round {
     }
 
     /// Who the call's questions go to: the answers carried, else the person
-    /// with the call's answer. "Allow for this session" is not offered: a
-    /// sessionless request has no session to remember it for.
-    pub fn asking(&self) -> Asking {
-        Asking::new(
-            self.asker.clone(),
-            Arc::new(SessionAnswers::new(self.wait, false)),
-        )
+    /// with the call's answer. "Allow for this session" is offered (when
+    /// the server offers it) only in a tool session the caller named or was
+    /// handed, and is kept in `shared` for every replica.
+    pub fn asking(&self, shared: Option<Arc<dyn SharedAnswers>>) -> Asking {
+        let answers = SessionAnswers::new(self.wait, shared.is_some());
+        let answers = match shared {
+            Some(shared) => answers.shared(shared),
+            None => answers,
+        };
+        Asking::new(self.asker.clone(), Arc::new(answers))
     }
 }
 
@@ -319,7 +322,7 @@ impl Asker for RoundAsker {
                 .answers
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .remove(&question_key(question));
+                .remove(&question.key());
             if let Some(reply) = carried {
                 return reply;
             }
@@ -354,20 +357,6 @@ impl Asker for RoundAsker {
     fn who(&self) -> String {
         "the MCP client's user (input required)".into()
     }
-}
-
-/// A question as the state names it: what it is about, exactly.
-fn question_key(question: &Question) -> String {
-    let tool = &question.tool;
-    match &question.subject {
-        Subject::Call {
-            version, arguments, ..
-        } => json!(["call", tool, version, arguments]),
-        Subject::Host { destination } => json!(["host", tool, destination]),
-        Subject::Folder { grant } => json!(["folder", tool, grant]),
-        Subject::Remote { message } => json!(["remote", tool, message]),
-    }
-    .to_string()
 }
 
 /// A reply as a state or a relayed answer names it (`None`: not an answer).
@@ -417,6 +406,7 @@ fn refused(why: String) -> ErrorData {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wasm_agent_sandbox::ask::Subject;
 
     fn question(running: bool) -> Question {
         Question {
@@ -433,7 +423,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_answer_carried_by_the_request_is_used_once_and_never_by_a_running_call() {
-        let answers = HashMap::from([(question_key(&question(false)), Reply::Once)]);
+        let answers = HashMap::from([(question(false).key(), Reply::Once)]);
         let round = Round::new(answers, Duration::from_secs(1), None);
         // The same question from the running call (a tool calling itself
         // with the same arguments) is not answered from the request.

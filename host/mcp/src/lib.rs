@@ -10,6 +10,7 @@
 
 #![warn(missing_docs)]
 
+mod answers;
 mod body;
 mod cached;
 mod call;

@@ -11,6 +11,7 @@ use rmcp::{ErrorData, RoleServer, ServiceExt};
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use super::answers::StoredAnswers;
 use super::content;
 use super::drain::{Drain, SHUTDOWN_GRACE};
 use super::handles::SessionHandles;
@@ -84,7 +85,7 @@ pub(crate) struct Shared {
     pub(crate) pipeline: Pipeline,
     tools_changed: ToolsChanged,
     pub(crate) ask_wait: Duration,
-    offer_session: bool,
+    pub(crate) offer_session: bool,
     /// Calls in flight, for a graceful stop.
     pub(crate) drain: Drain,
     /// Calls and delegated runs one `tools/call` may cause.
@@ -330,6 +331,14 @@ impl McpServer {
     pub(crate) fn for_client(&self, session_id: &str, identity: Identity) -> Self {
         let mut handler = Self::for_session(self.shared.clone());
         handler.session_id = format!("mcp-{session_id}");
+        // Answers for the session are known to every replica serving it.
+        let stored = StoredAnswers::new(
+            self.shared.host.session_store().clone(),
+            &identity,
+            &handler.session_id,
+        );
+        let answers = SessionAnswers::new(self.shared.ask_wait, self.shared.offer_session);
+        handler.answers = Arc::new(answers.shared(stored));
         handler.identity = identity;
         handler
     }

@@ -220,6 +220,39 @@ pub struct Asked {
     pub by: String,
 }
 
+/// Where a session's "allow for this session" answers are kept beyond one
+/// process (the shared session store), so that every replica serving the
+/// session knows them.
+#[async_trait::async_trait]
+pub trait SharedAnswers: Send + Sync + 'static {
+    /// Whether the answer under `key` ([`Question::key`]) allowed it for the
+    /// session.
+    async fn is_allowed(&self, key: &str) -> bool;
+    /// Keeps that the person allowed `key` for the session.
+    async fn allow(&self, key: &str);
+}
+
+impl Question {
+    /// What an answer "for this session" is remembered under: the tool and
+    /// exactly what was asked (never the words shown).
+    pub fn key(&self) -> String {
+        answer_key(&self.tool, &self.subject)
+    }
+}
+
+fn answer_key(tool: &str, subject: &Subject) -> String {
+    let quoted = |text: &str| format!("{text:?}");
+    let parts = match subject {
+        Subject::Call {
+            version, arguments, ..
+        } => ["call", tool, version, arguments].map(quoted).join(","),
+        Subject::Host { destination } => ["host", tool, destination].map(quoted).join(","),
+        Subject::Folder { grant } => ["folder", tool, grant].map(quoted).join(","),
+        Subject::Remote { message } => ["remote", tool, message].map(quoted).join(","),
+    };
+    format!("[{parts}]")
+}
+
 /// The questions of one session (an MCP session, an agent run): how long
 /// each waits, whether "allow for this session" is offered, and the answers
 /// given for the session. Shared by the [`Asking`]s of its calls.
@@ -227,6 +260,8 @@ pub struct SessionAnswers {
     wait: Duration,
     offer_session: bool,
     remembered: Mutex<HashSet<(String, Subject)>>,
+    /// Where the answers are kept for every replica, if anywhere.
+    shared: Option<Arc<dyn SharedAnswers>>,
     /// One question at a time: a person answers them in turn.
     turn: tokio::sync::Mutex<()>,
 }
@@ -254,6 +289,7 @@ impl SessionAnswers {
             wait,
             offer_session,
             remembered: Mutex::default(),
+            shared: None,
             turn: tokio::sync::Mutex::new(()),
         }
     }
@@ -261,6 +297,28 @@ impl SessionAnswers {
     /// The longest a question waits.
     pub fn max_wait(&self) -> Duration {
         self.wait
+    }
+
+    /// Keeps the answers given for the session in `shared` too, and finds
+    /// those given on other replicas there.
+    pub fn shared(mut self, shared: Arc<dyn SharedAnswers>) -> Self {
+        self.shared = Some(shared);
+        self
+    }
+
+    /// Whether `key` was allowed for the session, here or on another replica.
+    async fn allowed_for_session(&self, key: &(String, Subject)) -> bool {
+        if self.remembered().contains(key) {
+            return true;
+        }
+        let Some(shared) = &self.shared else {
+            return false;
+        };
+        let allowed = shared.is_allowed(&answer_key(&key.0, &key.1)).await;
+        if allowed {
+            self.remembered().insert(key.clone());
+        }
+        allowed
     }
 
     fn remembered(&self) -> std::sync::MutexGuard<'_, HashSet<(String, Subject)>> {
@@ -336,7 +394,7 @@ impl Asking {
             offer_session: session.offer_session,
         };
         let by = self.asker.who();
-        if session.remembered().contains(&key) {
+        if session.allowed_for_session(&key).await {
             return Asked {
                 question,
                 outcome: Outcome::Remembered,
@@ -360,6 +418,9 @@ impl Asking {
             reply = answered => match reply {
                 Some(Reply::Once) => Outcome::AllowedOnce,
                 Some(Reply::Session) if session.offer_session => {
+                    if let Some(shared) = &session.shared {
+                        shared.allow(&answer_key(&key.0, &key.1)).await;
+                    }
                     session.remembered().insert(key);
                     Outcome::AllowedForSession
                 }
