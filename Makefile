@@ -3,7 +3,7 @@ CARGO   ?= cargo
 # The host's crates (host/*), tested together so their dependencies build once.
 HOST_CRATES := wasm-agent-redact wasm-agent-policy wasm-agent-session wasm-agent-session-sqlite wasm-agent-session-postgres wasm-agent-cache wasm-agent-cache-redis wasm-agent-sandbox wasm-agent-pipeline wasm-agent-metrics wasm-agent-telemetry \
 	wasm-agent-oci wasm-agent-audit wasm-agent-audit-postgres wasm-agent-agent wasm-agent-mcp wasm-agent-mcp-client wasm-agent wasm-agent-cli
-GUESTS  := calculator files json fetch weather fixture-tool echo-tool compat-tool hostile-tool
+GUESTS  := calculator files json fetch weather run_monty fixture-tool echo-tool compat-tool hostile-tool
 WASM    := target/wasm32-wasip2/release
 BIN     := target/release/wasm-agent
 DEMO    := target/demo

@@ -23,7 +23,7 @@
 // a string or an Output (or a promise of one); throwing a ToolError fails the
 // call with its message, any other exception fails it with "Name: message".
 
-import * as wit from 'wasm-agent:tool/host@0.1.2';
+import * as wit from 'wasm-agent:tool/host@0.1.3';
 
 const NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const LEVELS = ['trace', 'debug', 'info', 'warn', 'error'];

@@ -4,7 +4,7 @@
 //! derives each tool's JSON Schema from the struct, decodes the arguments the
 //! model sent (turning every decode failure into
 //! [`ToolError::InvalidArguments`] with a JSON pointer to the offending
-//! field), and exports the `wasm-agent:tool/tool@0.1.2` interface through
+//! field), and exports the `wasm-agent:tool/tool@0.1.3` interface through
 //! [`export_tools!`]. Tool authors never touch the WIT bindings.
 //!
 //! ```

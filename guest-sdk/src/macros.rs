@@ -1,7 +1,7 @@
 /// Exports tools from this component.
 ///
 /// Takes a comma-separated list of [`Tool`](crate::Tool) expressions, defines
-/// a private type implementing the `wasm-agent:tool/tool@0.1.2` interface and
+/// a private type implementing the `wasm-agent:tool/tool@0.1.3` interface and
 /// exports it. Use it once per crate, at module level:
 ///
 /// ```

@@ -227,11 +227,16 @@ async fn bad_code_mode_input_gets_a_clear_error() {
     let mut args = strings(&base);
     args.push("--code-mode".into());
     let output = run_cli(args).await;
-    assert_clean_failure(&output, 2, "--code-mode needs an interpreter tool");
+    assert_clean_failure(
+        &output,
+        2,
+        "code mode needs an interpreter tool: load run_monty.wasm or run_python.wasm or \
+         run_javascript.wasm with --tools",
+    );
     let mut args = strings(&base);
     args.push("--code-mode=javascript".into());
     let output = run_cli(args).await;
-    assert_clean_failure(&output, 2, "needs the run_javascript tool");
+    assert_clean_failure(&output, 2, "load run_javascript.wasm with --tools");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -257,7 +262,7 @@ async fn cancelling_the_run_stops_the_script_and_its_inner_call() {
     let agent = Agent::builder("cancelled")
         .model(Arc::new(model))
         .tools(AgentTool::all_from(&host))
-        .code_mode(CodeMode::python())
+        .code_mode(CodeMode::cpython())
         .build()
         .unwrap();
     let mut events = host.subscribe();

@@ -100,7 +100,7 @@ pub async fn measure(host: &ToolHost, code_mode: bool) -> Measured {
         .model(Arc::new(model))
         .tools(AgentTool::all_from(host));
     if code_mode {
-        agent = agent.code_mode(CodeMode::python());
+        agent = agent.code_mode(CodeMode::cpython());
     }
     let agent = agent.build().unwrap();
     let output = agent

@@ -52,6 +52,7 @@ mod remote_mcp;
 mod remote_mcp_live;
 mod sandbox;
 mod scaffold;
+mod scripts;
 mod secrets;
 mod shared_cache;
 mod shared_store;

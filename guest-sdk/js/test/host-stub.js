@@ -1,4 +1,4 @@
-// In-memory stand-in for the 'wasm-agent:tool/host@0.1.2' import, shaped the
+// In-memory stand-in for the 'wasm-agent:tool/host@0.1.3' import, shaped the
 // way componentize-js hands WIT functions to JavaScript: kebab-case names
 // become camelCase (get-state -> getState), an enum value is its case name as
 // a string ('info'), option<string> is a string or undefined, and an `err`

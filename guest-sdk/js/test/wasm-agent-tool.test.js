@@ -2,7 +2,7 @@
 //
 //   node --test guest-sdk/js/test/*.test.js
 //
-// The helper imports 'wasm-agent:tool/host@0.1.2', which exists only inside a
+// The helper imports 'wasm-agent:tool/host@0.1.3', which exists only inside a
 // component; ./register.js maps it to the in-memory ./host-stub.js. Static
 // imports are resolved before any module runs, so the helper is loaded with a
 // dynamic import() after register.js has installed the hook.

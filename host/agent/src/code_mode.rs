@@ -1,9 +1,11 @@
 //! Code mode: instead of every tool's schema, the model is offered one
-//! `run_code` tool, a sandboxed interpreter (`run_python` or
+//! `run_code` tool, a sandboxed interpreter (`run_monty`, `run_python` or
 //! `run_javascript`) whose description lists the run's other tools as
-//! functions its code can call (`host.call-tool`). A task of several
-//! dependent steps then takes one model roundtrip instead of one per step,
-//! and every request carries one schema instead of all of them.
+//! functions its code can call. A task of several dependent steps then
+//! takes one model roundtrip instead of one per step, and every request
+//! carries one schema instead of all of them. Python runs on Monty by
+//! default: its scripts pause at each tool call and hold no instance while
+//! the call runs.
 //!
 //! What the code may call is still the interpreter's policy (`call_tools`);
 //! each call it makes takes the path of the model's own calls (validation,
@@ -37,11 +39,43 @@ pub enum Language {
 }
 
 impl Language {
-    /// The interpreter tool of this language among the example tools.
-    pub fn interpreter(self) -> &'static str {
+    /// The interpreter of this language code mode uses by default.
+    pub fn interpreter(self) -> Interpreter {
         match self {
-            Language::Python => "run_python",
-            Language::JavaScript => "run_javascript",
+            Language::Python => Interpreter::Monty,
+            Language::JavaScript => Interpreter::JavaScript,
+        }
+    }
+}
+
+/// An interpreter code mode can run the model's code with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Interpreter {
+    /// Python on Monty (`run_monty`): tools are async functions, and the
+    /// script pauses at each call, holding no instance while it runs.
+    Monty,
+    /// CPython (`run_python`): the full standard library; tools are
+    /// `tools.NAME(...)`, called from inside the running instance.
+    CPython,
+    /// JavaScript (`run_javascript`).
+    JavaScript,
+}
+
+impl Interpreter {
+    /// Its tool among the example tools.
+    pub fn tool(self) -> &'static str {
+        match self {
+            Interpreter::Monty => "run_monty",
+            Interpreter::CPython => "run_python",
+            Interpreter::JavaScript => "run_javascript",
+        }
+    }
+
+    /// The language it runs.
+    pub fn language(self) -> Language {
+        match self {
+            Interpreter::Monty | Interpreter::CPython => Language::Python,
+            Interpreter::JavaScript => Language::JavaScript,
         }
     }
 }
@@ -69,29 +103,39 @@ impl std::fmt::Display for Language {
     }
 }
 
-/// Code mode's settings: the language and the interpreter tool that runs it.
+/// Code mode's settings: the interpreter and the tool that runs it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CodeMode {
-    language: Language,
+    kind: Interpreter,
     interpreter: String,
 }
 
 impl CodeMode {
-    /// Python through the `run_python` tool.
+    /// Python on Monty, through the `run_monty` tool.
     pub fn python() -> Self {
-        Self::new(Language::Python)
+        Self::with(Interpreter::Monty)
+    }
+
+    /// Python on CPython, through the `run_python` tool.
+    pub fn cpython() -> Self {
+        Self::with(Interpreter::CPython)
     }
 
     /// JavaScript through the `run_javascript` tool.
     pub fn javascript() -> Self {
-        Self::new(Language::JavaScript)
+        Self::with(Interpreter::JavaScript)
     }
 
-    /// `language` through its usual interpreter tool.
+    /// `language` through its default interpreter.
     pub fn new(language: Language) -> Self {
+        Self::with(language.interpreter())
+    }
+
+    /// `kind` through its usual tool.
+    pub fn with(kind: Interpreter) -> Self {
         Self {
-            language,
-            interpreter: language.interpreter().to_string(),
+            kind,
+            interpreter: kind.tool().to_string(),
         }
     }
 
@@ -104,7 +148,12 @@ impl CodeMode {
 
     /// The language.
     pub fn language(&self) -> Language {
-        self.language
+        self.kind.language()
+    }
+
+    /// The interpreter.
+    pub fn kind(&self) -> Interpreter {
+        self.kind
     }
 
     /// The interpreter tool's name.
@@ -121,9 +170,10 @@ impl CodeMode {
             .ok_or_else(|| {
                 AgentError::BadTool(format!(
                     "code mode runs {} code with tool {:?}, which this agent does not have; \
-                     load the interpreter component (e.g. run_python.wasm or \
+                     load the interpreter component (run_monty.wasm, run_python.wasm or \
                      run_javascript.wasm)",
-                    self.language, self.interpreter
+                    self.language(),
+                    self.interpreter
                 ))
             })?;
         let Runner::Sandboxed { host, tool } = &interpreter.runner else {
@@ -145,23 +195,33 @@ impl CodeMode {
         }
         let mut run_code = interpreter.clone();
         run_code.name = RUN_CODE.to_string();
-        run_code.description = describe(self.language, &callable);
+        run_code.description = describe(self.kind, &callable);
         Ok(run_code)
     }
 }
 
 /// What the model reads about `run_code`: how to use it, then each tool as
 /// a function with its signature and a short description.
-pub(crate) fn describe(language: Language, tools: &[&AgentTool]) -> String {
-    let mut text = match language {
-        Language::Python => String::from(
+pub(crate) fn describe(kind: Interpreter, tools: &[&AgentTool]) -> String {
+    let mut text = match kind {
+        Interpreter::Monty => String::from(
+            "Run a Python script in a sandbox and get back what it prints and the value of \
+             its last expression. The Python is Monty, a subset: no class inheritance, \
+             generators, match or del; json, re, math, datetime and collections work. Do \
+             whole tasks in one script: the tools below are async functions called with \
+             keyword arguments: `x = await calculate(expression='2+2')`, several at once \
+             with `await asyncio.gather(...)`. Each returns the tool's result text \
+             (json.loads it when it is JSON) and raises RuntimeError when the tool fails. \
+             Print only what you need.",
+        ),
+        Interpreter::CPython => String::from(
             "Run Python 3 code in a sandbox and get back what it prints (stdout, then \
              stderr) and the value of its last expression. Do whole tasks in one script: \
              the tools below are functions of `tools`, called with keyword arguments; \
              each returns the tool's result text (json.loads it when it is JSON) and \
              raises ToolCallError when the tool fails. Print only what you need.",
         ),
-        Language::JavaScript => String::from(
+        Interpreter::JavaScript => String::from(
             "Run JavaScript in a sandbox and get back what it logs (console.log) and the \
              value of its last expression (with top-level await, `return` the value). Do \
              whole tasks in one script: the tools below are functions of `tools`, called \
@@ -179,16 +239,18 @@ pub(crate) fn describe(language: Language, tools: &[&AgentTool]) -> String {
         let _ = write!(
             text,
             "\n- {}\n  {}",
-            signature(language, &tool.name, &tool.parameters),
+            signature(kind, &tool.name, &tool.parameters),
             short(&tool.description)
         );
     }
     text
 }
 
+/// `await calculate(expression: str) -> str`,
 /// `tools.calculate(expression: str) -> str` or
 /// `tools.calculate({ expression: string }) -> string`.
-fn signature(language: Language, name: &str, schema: &Value) -> String {
+fn signature(kind: Interpreter, name: &str, schema: &Value) -> String {
+    let language = kind.language();
     let required: Vec<&str> = schema
         .get("required")
         .and_then(Value::as_array)
@@ -217,12 +279,16 @@ fn signature(language: Language, name: &str, schema: &Value) -> String {
             if odd_names {
                 listed.push("**arguments".into());
             }
-            let function = if is_identifier(name) {
-                format!("tools.{name}")
-            } else {
-                format!("tools[{name:?}]")
-            };
-            format!("{function}({}) -> str", listed.join(", "))
+            match (kind, is_identifier(name)) {
+                (Interpreter::Monty, true) => {
+                    format!("await {name}({}) -> str", listed.join(", "))
+                }
+                (Interpreter::Monty, false) => {
+                    format!("await call_tool({name:?}, {{...}}) -> str")
+                }
+                (_, true) => format!("tools.{name}({}) -> str", listed.join(", ")),
+                (_, false) => format!("tools[{name:?}]({}) -> str", listed.join(", ")),
+            }
         }
         Language::JavaScript => {
             let fields: Vec<String> = parameters
@@ -335,19 +401,27 @@ mod tests {
     #[test]
     fn signatures_follow_the_schema_in_each_language() {
         assert_eq!(
-            signature(Language::Python, "calculate", &schema()),
+            signature(Interpreter::CPython, "calculate", &schema()),
             "tools.calculate(expression: str, precision: int | None = None, **arguments) -> str"
         );
         assert_eq!(
-            signature(Language::JavaScript, "calculate", &schema()),
+            signature(Interpreter::Monty, "calculate", &schema()),
+            "await calculate(expression: str, precision: int | None = None, **arguments) -> str"
+        );
+        assert_eq!(
+            signature(Interpreter::Monty, "json-query", &json!({})),
+            "await call_tool(\"json-query\", {...}) -> str"
+        );
+        assert_eq!(
+            signature(Interpreter::JavaScript, "calculate", &schema()),
             "tools.calculate({ expression: string, precision?: number | null, \"odd-key\"?: boolean }) -> string"
         );
         assert_eq!(
-            signature(Language::Python, "json-query", &json!({})),
+            signature(Interpreter::CPython, "json-query", &json!({})),
             "tools[\"json-query\"]() -> str"
         );
         assert_eq!(
-            signature(Language::JavaScript, "now", &json!({"type": "object"})),
+            signature(Interpreter::JavaScript, "now", &json!({"type": "object"})),
             "tools.now() -> string"
         );
     }

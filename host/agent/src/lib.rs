@@ -45,7 +45,7 @@ mod spans;
 mod tool;
 mod tool_calls;
 
-pub use code_mode::{CodeMode, Language};
+pub use code_mode::{CodeMode, Interpreter, Language};
 pub use context::ToolContext;
 pub use limit::OverflowStrategy;
 pub use remote::{Progress, ProgressSink, RemoteTool};

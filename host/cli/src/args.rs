@@ -309,9 +309,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub parallel: Option<usize>,
     /// Code mode: offer the model one run_code tool whose code calls the
-    /// other tools as functions (--code-mode=python|javascript; alone: the
-    /// interpreter that is loaded). The interpreter may call every tool
-    /// unless its config or --allow-call-tool names which.
+    /// other tools as functions (--code-mode=python|javascript: Python runs
+    /// on Monty (run_monty) when it is loaded, else on CPython (run_python);
+    /// =monty or =cpython picks one; alone: the interpreter that is loaded).
+    /// The interpreter may call every tool unless its config or
+    /// --allow-call-tool names which.
     #[arg(
         long,
         value_name = "LANGUAGE",

@@ -18,3 +18,19 @@ wasmtime::component::bindgen!({
 
 pub use self::wasm_agent::tool::host as imported;
 pub use self::wasm_agent::tool::types;
+
+/// The `interpreter` world (added in 0.1.3): a toolkit whose tools are
+/// scripts run in segments through its `script` export.
+pub mod interpreter {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "interpreter",
+        with: {
+            "wasm-agent:tool/types": super::types,
+            "wasm-agent:tool/host": super::imported,
+        },
+        exports: { default: async },
+    });
+
+    pub use self::exports::wasm_agent::tool::script;
+}

@@ -37,6 +37,10 @@ pub struct CallContext {
     /// How many tool calls deep this call is (0: called by the agent or
     /// client; 1: called by a tool with `host.call-tool`).
     pub(crate) tool_call_depth: u32,
+    /// Whether the call runs in its caller's slot: a call a tool makes while
+    /// it runs (the caller waits for it in a host call, holding its slot).
+    /// A call a paused script makes takes a slot of its own.
+    pub(crate) in_callers_slot: bool,
     /// Who runs `host.call-tool` for sandboxed tools (set by the agent loop,
     /// the MCP server and the CLI).
     pub(crate) tool_caller: Option<ToolCallerHandle>,
@@ -121,6 +125,7 @@ impl Default for CallContext {
             delegation_depth: 0,
             delegator: None,
             tool_call_depth: 0,
+            in_callers_slot: false,
             tool_caller: None,
             asking: None,
             budget: Arc::default(),
@@ -215,9 +220,20 @@ impl CallContext {
         Self {
             cancellation: self.cancellation.child_token(),
             tool_call_depth: self.tool_call_depth.saturating_add(1),
+            in_callers_slot: true,
             approval: None,
             asking: self.asking.as_ref().map(Asking::within_running_call),
             ..self.clone()
+        }
+    }
+
+    /// The context of a call a paused script makes: as
+    /// [`tool_called`](Self::tool_called), but the call takes a slot of
+    /// its own, since the script holds none while it waits.
+    pub(crate) fn script_called(&self) -> Self {
+        Self {
+            in_callers_slot: false,
+            ..self.tool_called()
         }
     }
 

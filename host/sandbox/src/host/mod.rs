@@ -454,6 +454,34 @@ impl ToolHost {
         };
         drop(validating);
         let arguments = text.as_ref();
+        if entry.component.loaded.is_interpreter() {
+            let imports = |time| {
+                self.host_imports(
+                    &entry.component,
+                    &entry.info.name,
+                    context.session_id.clone(),
+                    call_id,
+                    context,
+                )
+                .within(time)
+            };
+            let call = crate::runtime::ScriptCall {
+                name: &entry.guest_name,
+                arguments,
+                context,
+                usage,
+            };
+            return self
+                .inner
+                .sandbox
+                .script(
+                    &entry.component.loaded,
+                    &entry.component.policy,
+                    imports,
+                    call,
+                )
+                .await;
+        }
         let mut imports = self.host_imports(
             &entry.component,
             &entry.info.name,

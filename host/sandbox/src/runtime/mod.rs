@@ -5,6 +5,7 @@ pub(crate) mod accounting;
 mod call;
 mod capability;
 mod engine;
+mod script;
 
 use accounting::{asks, classify, denials, usage};
 use call::{deadline, imports, kept, limits, output, returned, run, store};
@@ -18,7 +19,8 @@ use std::sync::Arc;
 
 use sha2::Digest as _;
 use wasmtime::Engine;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, InstancePre, Linker};
+use wasmtime::{AsContextMut, Store};
 
 pub use admission::raise_open_file_limit;
 use cache::CacheFolder;
@@ -29,10 +31,12 @@ pub use gauges::{HostGauges, PoolUse};
 pub use imports::{CallId, CallScope, HostImports};
 pub use kept::{KeptBudget, KeptInstances};
 pub use output::Captured;
+pub use script::{MAX_SCRIPT_STATE, ScriptCall};
 pub use tool_calls::{MAX_TOOL_CALL_DEPTH, MAX_TOOL_CALLS};
 pub use usage::{CallUsage, UsageSink};
 
-use crate::bindings::{ToolkitPre, types};
+use crate::bindings::interpreter::{Interpreter, InterpreterIndices};
+use crate::bindings::{Toolkit, ToolkitIndices, types};
 use crate::result::{Artifact, CallError, ErrorKind};
 use classify::{
     Interrupted, awaits_answer, cancelled, classify, denied_error, memory_limit, timed_out,
@@ -94,6 +98,13 @@ pub enum LoadError {
     Engine(#[source] Cause),
 }
 
+/// A linked component: its instance-to-be and where its exports are.
+type Linked = (
+    InstancePre<CallState>,
+    ToolkitIndices,
+    Option<InterpreterIndices>,
+);
+
 /// The underlying error of a [`LoadError`].
 pub type Cause = Box<dyn std::error::Error + Send + Sync>;
 
@@ -115,7 +126,12 @@ impl LoadError {
 
 /// A compiled component, ready to be instantiated for each call.
 pub struct LoadedComponent {
-    pre: ToolkitPre<CallState>,
+    pre: InstancePre<CallState>,
+    /// Where its `tool` export's functions are.
+    tool: ToolkitIndices,
+    /// Where its `script` export's functions are, when it is an interpreter
+    /// (world `interpreter`: its tools are scripts run in segments).
+    script: Option<InterpreterIndices>,
     /// Whether it came from the compile cache.
     pub cache: CacheOutcome,
     /// Time spent compiling or loading from the cache.
@@ -125,6 +141,33 @@ pub struct LoadedComponent {
     /// Whether it imports session state (`get-state` or `set-state`): its
     /// calls keep something from one call of a session to the next.
     pub uses_state: bool,
+}
+
+impl LoadedComponent {
+    /// Whether its tools are scripts run in segments (world `interpreter`).
+    pub fn is_interpreter(&self) -> bool {
+        self.script.is_some()
+    }
+
+    /// A new instance in `store`, with its typed exports.
+    async fn instantiate(&self, mut store: &mut Store<CallState>) -> wasmtime::Result<Guest> {
+        let instance = self.pre.instantiate_async(&mut store).await?;
+        let toolkit = self.tool.load(store.as_context_mut(), &instance)?;
+        let interpreter = match &self.script {
+            Some(script) => Some(script.load(store.as_context_mut(), &instance)?),
+            None => None,
+        };
+        Ok(Guest {
+            toolkit,
+            interpreter,
+        })
+    }
+}
+
+/// An instance's typed exports.
+pub(crate) struct Guest {
+    toolkit: Toolkit,
+    interpreter: Option<Interpreter>,
 }
 
 /// What a successful guest call returned.
@@ -265,9 +308,11 @@ impl Sandbox {
             && let Some(digest) = folder.known_digest(&before)
             && let Some(component) = folder.load_cached(&self.engine, &digest)
         {
-            let pre = self.link(&component).map_err(LoadFileError::Load)?;
+            let (pre, tool, script) = self.link(&component).map_err(LoadFileError::Load)?;
             return Ok(LoadedComponent {
                 pre,
+                tool,
+                script,
                 cache: CacheOutcome::Hit,
                 load_time: started.elapsed(),
                 digest,
@@ -304,13 +349,16 @@ impl Sandbox {
         let (component, cache) = cache::load_or_compile(folder, &self.engine, bytes, &digest)
             .map_err(LoadError::invalid)?;
         let load_time = started.elapsed();
-        self.link(&component).map(|pre| LoadedComponent {
-            pre,
-            cache,
-            load_time,
-            digest,
-            uses_state: self.uses_state(&component),
-        })
+        self.link(&component)
+            .map(|(pre, tool, script)| LoadedComponent {
+                pre,
+                tool,
+                script,
+                cache,
+                load_time,
+                digest,
+                uses_state: self.uses_state(&component),
+            })
     }
 
     /// Whether `component` imports the host's session state functions (a
@@ -329,19 +377,32 @@ impl Sandbox {
             })
     }
 
-    fn link(&self, component: &Component) -> Result<ToolkitPre<CallState>, LoadError> {
+    fn link(&self, component: &Component) -> Result<Linked, LoadError> {
         let pre = self
             .linker
             .instantiate_pre(component)
             .map_err(LoadError::missing_import)?;
-        let exports_tool = component
-            .component_type()
-            .exports(&self.engine)
-            .any(|(name, _)| name.starts_with("wasm-agent:tool/tool@0.1."));
-        if !exports_tool {
+        let exports = |prefix: &str| {
+            component
+                .component_type()
+                .exports(&self.engine)
+                .any(|(name, _)| name.starts_with(prefix))
+        };
+        if !exports("wasm-agent:tool/tool@0.1.") {
             return Err(LoadError::MissingExport);
         }
-        ToolkitPre::new(pre).map_err(|_| LoadError::MissingExport)
+        let tool = ToolkitIndices::new(&pre).map_err(|_| LoadError::MissingExport)?;
+        let script = if exports("wasm-agent:tool/script@0.1.") {
+            Some(
+                InterpreterIndices::new(&pre).map_err(|error| LoadError::Invalid {
+                    summary: format!("its script export does not fit the contract: {error}"),
+                    cause: None,
+                })?,
+            )
+        } else {
+            None
+        };
+        Ok((pre, tool, script))
     }
 
     /// Runs `list-tools` under `policy`.
@@ -352,8 +413,12 @@ impl Sandbox {
         host: HostImports,
     ) -> Result<Vec<types::ToolSpec>, CallError> {
         let (specs, _) = self
-            .run(component, policy, host, async |toolkit, store| {
-                toolkit.wasm_agent_tool_tool().call_list_tools(store).await
+            .run(component, policy, host, async |guest, store| {
+                guest
+                    .toolkit
+                    .wasm_agent_tool_tool()
+                    .call_list_tools(store)
+                    .await
             })
             .await?;
         Ok(specs)
@@ -370,45 +435,56 @@ impl Sandbox {
         context: &types::CallContext,
     ) -> Result<GuestOutput, CallError> {
         let (answer, after) = self
-            .run(component, policy, host, async |toolkit, store| {
-                toolkit
+            .run(component, policy, host, async |guest, store| {
+                guest
+                    .toolkit
                     .wasm_agent_tool_tool()
                     .call_call(store, name, arguments, context)
                     .await
             })
             .await?;
-        // A tool that fails after the sandbox refused it something (memory
-        // that could not grow, a capability) failed because of that refusal.
-        let output = answer.map_err(|error| match (after, tool_error(error)) {
-            (
-                After {
-                    memory: Some(asked),
-                    ..
-                },
-                error,
-            ) if error.kind == ErrorKind::Failed => memory_limit(asked, policy),
-            (
-                After {
-                    denied: Some(denied),
-                    ..
-                },
-                error,
-            ) if error.kind == ErrorKind::Failed => denied_error(&denied),
-            (_, error) => returned::check_error(error, policy),
-        })?;
-        returned::check_output(&output, policy)?;
-        Ok(GuestOutput {
-            content: output.content,
-            artifacts: output
-                .artifacts
-                .into_iter()
-                .map(|a| Artifact {
-                    kind: a.kind,
-                    mime_type: a.mime_type,
-                    data: a.data,
-                })
-                .collect(),
-        })
+        let output = answer.map_err(|error| guest_failure(error, after, policy))?;
+        guest_output(output, policy)
+    }
+}
+
+/// A guest's output, once checked against the policy's bounds.
+fn guest_output(output: types::ToolOutput, policy: &CallPolicy) -> Result<GuestOutput, CallError> {
+    returned::check_output(&output, policy)?;
+    Ok(GuestOutput {
+        content: output.content,
+        artifacts: output
+            .artifacts
+            .into_iter()
+            .map(|a| Artifact {
+                kind: a.kind,
+                mime_type: a.mime_type,
+                data: a.data,
+            })
+            .collect(),
+    })
+}
+
+/// The error of a guest that returned `error`: a tool that fails after the
+/// sandbox refused it something (memory that could not grow, a capability)
+/// failed because of that refusal.
+fn guest_failure(error: types::ToolError, after: After, policy: &CallPolicy) -> CallError {
+    match (after, tool_error(error)) {
+        (
+            After {
+                memory: Some(asked),
+                ..
+            },
+            error,
+        ) if error.kind == ErrorKind::Failed => memory_limit(asked, policy),
+        (
+            After {
+                denied: Some(denied),
+                ..
+            },
+            error,
+        ) if error.kind == ErrorKind::Failed => denied_error(&denied),
+        (_, error) => returned::check_error(error, policy),
     }
 }
 

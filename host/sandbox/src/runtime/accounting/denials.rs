@@ -122,6 +122,17 @@ pub struct CallActivity {
     pub asked: Vec<Asked>,
 }
 
+impl CallActivity {
+    /// Adds what a later run of the same call did (a script's next segment).
+    pub fn extend(&mut self, later: CallActivity) {
+        self.denials.extend(later.denials);
+        self.more_denials |= later.more_denials;
+        self.requests.extend(later.requests);
+        self.more_requests += later.more_requests;
+        self.asked.extend(later.asked);
+    }
+}
+
 /// One refusal.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Denial {

@@ -53,7 +53,9 @@ pub struct HostImports {
     state: SessionState,
     emitter: Emitter,
     delegation: Delegation,
-    tool_calls: ToolCalls,
+    tool_calls: Arc<ToolCalls>,
+    /// The fuel the run may use (`None`: the policy's).
+    pub(in crate::runtime) fuel: Option<u64>,
     /// Whether a tool made this call (it then runs in its caller's slot).
     pub(in crate::runtime) called_by_tool: bool,
     dependencies: Arc<BTreeMap<String, String>>,
@@ -104,13 +106,14 @@ impl HostImports {
                 context.delegator.as_ref().map(|handle| &handle.0),
                 context,
             ),
-            tool_calls: ToolCalls::new(
+            tool_calls: Arc::new(ToolCalls::new(
                 call.clone(),
                 policy.call_tools.clone(),
                 context.tool_caller.as_ref().map(|handle| &handle.0),
                 context,
-            ),
-            called_by_tool: context.tool_call_depth > 0,
+            )),
+            fuel: None,
+            called_by_tool: context.in_callers_slot,
             dependencies,
             cancellation: context.cancellation.child_token(),
             deadline,
@@ -119,6 +122,30 @@ impl HostImports {
             usage: None,
             call,
         }
+    }
+
+    /// The calls of other tools this run may make (shared by every segment
+    /// of a script, so their bound holds across them).
+    pub(in crate::runtime) fn tool_calls(&self) -> Arc<ToolCalls> {
+        self.tool_calls.clone()
+    }
+
+    /// A segment of a script: `calls` are the script's, and the run may use
+    /// `fuel` (`None`: unbounded, as the policy has none).
+    pub(in crate::runtime) fn segment(mut self, calls: Arc<ToolCalls>, fuel: Option<u64>) -> Self {
+        self.tool_calls = calls;
+        self.fuel = fuel;
+        self
+    }
+
+    /// The run may take `time` (less than the policy's timeout: what a
+    /// script has left).
+    pub fn within(mut self, time: Duration) -> Self {
+        let deadline =
+            CallDeadline::at(Instant::now().checked_add(time).unwrap_or_else(far_future));
+        self.state.set_deadline(deadline.clone());
+        self.deadline = deadline;
+        self
     }
 
     /// Leaves what the run used and did in `sink` when it ends.

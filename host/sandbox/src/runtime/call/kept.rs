@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::OwnedMutexGuard;
 use wasmtime::Store;
 
-use crate::bindings::Toolkit;
 use crate::context::CallContext;
+use crate::runtime::Guest;
 use crate::runtime::denials::Denials;
 use crate::runtime::output::CappedOutput;
 use crate::runtime::store::CallState;
@@ -206,7 +206,7 @@ impl Slot {
 /// through.
 pub(in crate::runtime) struct KeptParts {
     pub store: Store<CallState>,
-    pub toolkit: Toolkit,
+    pub guest: Guest,
     pub stdout: CappedOutput,
     pub stderr: CappedOutput,
     pub denials: Denials,

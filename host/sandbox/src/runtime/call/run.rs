@@ -7,14 +7,15 @@ use tracing::Instrument;
 use wasmtime::component::ResourceTable;
 use wasmtime::{Store, UpdateDeadline};
 
-use crate::bindings::Toolkit;
 use crate::result::{CallError, ErrorKind};
 use crate::runtime::asks::Asks;
 use crate::runtime::capability;
 use crate::runtime::kept::{KeptParts, Turn};
 use crate::runtime::output::{CappedOutput, Captured};
 use crate::runtime::store::CallState;
-use crate::runtime::{CAPTURE_CAP, CallPolicy, HostImports, LoadedComponent, Sandbox, denials};
+use crate::runtime::{
+    CAPTURE_CAP, CallPolicy, Guest, HostImports, LoadedComponent, Sandbox, denials,
+};
 use crate::runtime::{
     Interrupted, awaits_answer, cancelled, classify, denied_error, limits::CallLimiter, timed_out,
 };
@@ -30,7 +31,7 @@ pub(in crate::runtime) struct After {
 /// and its instance when it was kept from an earlier call.
 struct Ready {
     store: Store<CallState>,
-    toolkit: Option<Toolkit>,
+    guest: Option<Guest>,
     stdout: CappedOutput,
     stderr: CappedOutput,
     denials: denials::Denials,
@@ -46,7 +47,7 @@ impl Sandbox {
         component: &LoadedComponent,
         policy: &CallPolicy,
         mut host: HostImports,
-        body: impl AsyncFnOnce(&Toolkit, &mut Store<CallState>) -> wasmtime::Result<R>,
+        body: impl AsyncFnOnce(&Guest, &mut Store<CallState>) -> wasmtime::Result<R>,
     ) -> Result<(R, After), CallError> {
         let cancellation = host.cancellation.clone();
         let deadline = host.deadline.clone();
@@ -97,7 +98,7 @@ impl Sandbox {
         let log_target = (host.call.tool.clone(), host.call.call_id.clone());
         let Ready {
             mut store,
-            toolkit,
+            guest,
             stdout,
             stderr,
             denials,
@@ -121,20 +122,19 @@ impl Sandbox {
         let outcome = {
             let held_turn = store.data().turn.held();
             let run = held_turn.releasing(async {
-                let toolkit = match toolkit {
-                    Some(toolkit) => toolkit,
+                let guest = match guest {
+                    Some(guest) => guest,
                     None => {
                         component
-                            .pre
-                            .instantiate_async(&mut store)
+                            .instantiate(&mut store)
                             .instrument(crate::spans::instantiate())
                             .await?
                     }
                 };
-                let value = body(&toolkit, &mut store)
+                let value = body(&guest, &mut store)
                     .instrument(crate::spans::guest())
                     .await?;
-                Ok((value, toolkit))
+                Ok((value, guest))
             });
             tokio::select! {
                 // The run first: most calls finish in their first poll, and
@@ -154,7 +154,7 @@ impl Sandbox {
         forward_output(&log_target.0, &log_target.1, "stderr", &stderr_text);
 
         match outcome {
-            Some(Ok((value, toolkit))) => {
+            Some(Ok((value, guest))) => {
                 let after = After {
                     denied: denials.first(),
                     memory: store.data().limiter.refused_growth(),
@@ -162,7 +162,7 @@ impl Sandbox {
                 if let (Some((kept, _)), Some(turn)) = (&keep, turn.as_mut()) {
                     let parts = KeptParts {
                         store,
-                        toolkit,
+                        guest,
                         stdout,
                         stderr,
                         denials: denials.clone(),
@@ -191,7 +191,7 @@ impl Sandbox {
     ) -> Result<Ready, CallError> {
         let KeptParts {
             mut store,
-            toolkit,
+            guest,
             stdout,
             stderr,
             denials,
@@ -204,7 +204,7 @@ impl Sandbox {
         set_fuel(&mut store, policy)?;
         Ok(Ready {
             store,
-            toolkit: Some(toolkit),
+            guest: Some(guest),
             stdout,
             stderr,
             denials,
@@ -271,7 +271,7 @@ impl Sandbox {
         });
         Ok(Ready {
             store,
-            toolkit: None,
+            guest: None,
             stdout,
             stderr,
             denials,
@@ -285,7 +285,7 @@ fn measure(
     policy: &CallPolicy,
     denials: &denials::Denials,
 ) -> crate::runtime::CallUsage {
-    let given = policy.fuel.unwrap_or(u64::MAX);
+    let given = fuel_given(store, policy);
     crate::runtime::CallUsage {
         fuel_used: given.saturating_sub(store.get_fuel().unwrap_or(given)),
         peak_memory: store.data().limiter.peak_memory() as u64,
@@ -293,9 +293,16 @@ fn measure(
     }
 }
 
+/// The fuel the run in `store` was given: its own (a script's segment
+/// gets what its script has left), else the policy's.
+fn fuel_given(store: &Store<CallState>, policy: &CallPolicy) -> u64 {
+    store.data().host.fuel.or(policy.fuel).unwrap_or(u64::MAX)
+}
+
 fn set_fuel(store: &mut Store<CallState>, policy: &CallPolicy) -> Result<(), CallError> {
+    let fuel = fuel_given(store, policy);
     store
-        .set_fuel(policy.fuel.unwrap_or(u64::MAX))
+        .set_fuel(fuel)
         .map_err(|e| CallError::new(ErrorKind::Trap, e.to_string()))
 }
 

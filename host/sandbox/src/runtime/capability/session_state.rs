@@ -83,6 +83,11 @@ impl SessionState {
         .await
     }
 
+    /// Bounds its operations by `deadline` instead.
+    pub fn set_deadline(&mut self, deadline: CallDeadline) {
+        self.deadline = deadline;
+    }
+
     /// Runs a store operation until shortly before the call's deadline.
     async fn bounded<T>(
         &self,

@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::reach::Reach;
 use crate::bindings::imported::ToolCallError;
 use crate::bindings::types;
-use crate::context::ToolCaller;
+use crate::context::{CallContext, ToolCaller};
 use crate::result::ErrorKind;
 use crate::runtime::denials::{DenialKind, Denials};
 use crate::tool::ToolInfo;
@@ -48,13 +48,37 @@ impl ToolCalls {
             .collect()
     }
 
-    /// Calls `name`; a refusal is recorded in `denials` and returned with
-    /// the kind a direct call would have.
+    /// Calls `name` for the running call (in its slot); a refusal is
+    /// recorded in `denials` and returned with the kind a direct call would
+    /// have.
     pub async fn call(
-        &mut self,
+        &self,
         name: String,
         arguments: String,
         denials: &Denials,
+    ) -> Result<types::ToolOutput, ToolCallError> {
+        self.call_as(name, arguments, denials, CallContext::tool_called)
+            .await
+    }
+
+    /// Calls `name` for a paused script (in a slot of its own), as
+    /// [`call`](Self::call).
+    pub async fn call_for_script(
+        &self,
+        name: String,
+        arguments: String,
+        denials: &Denials,
+    ) -> Result<types::ToolOutput, ToolCallError> {
+        self.call_as(name, arguments, denials, CallContext::script_called)
+            .await
+    }
+
+    async fn call_as(
+        &self,
+        name: String,
+        arguments: String,
+        denials: &Denials,
+        context_of: fn(&CallContext) -> CallContext,
     ) -> Result<types::ToolOutput, ToolCallError> {
         if !tool_call_allowed(&self.allowed, &name) {
             let reason = format!(
@@ -109,7 +133,7 @@ impl ToolCalls {
             tool = %self.call.tool, call_id = %self.call.call_id, called = %name, "calling a tool"
         );
         let output = caller
-            .call_tool(&name, arguments, &context.tool_called())
+            .call_tool(&name, arguments, &context_of(context))
             .await
             .map_err(|error| refusal(error.kind, error.message))?;
         Ok(types::ToolOutput {
