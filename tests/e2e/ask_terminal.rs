@@ -66,15 +66,7 @@ fn without_a_terminal_an_ask_grant_stays_denied() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_servers_question_is_asked_at_the_terminal() {
     let dir = crate::common::temp_dir();
-    let config = dir.path().join("server.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[tools.calc]\ncomponent = {:?}\n\n[calls.calculate]\nrequires_approval = \"always\"\n",
-            component("calculator")
-        ),
-    )
-    .unwrap();
+    let config = crate::common::calculator_needing_approval(dir.path());
     let server = crate::mcp::Server::start(&["--config", &config.to_string_lossy()]);
     // The run asks first about calling a remote tool at all (its
     // annotations are the server's claims), then the server asks.

@@ -96,6 +96,18 @@ pub fn assert_clean_failure(output: &Output, code: i32, needle: &str) {
     );
 }
 
+/// A config in `dir` with the calculator as `calc`, its `calculate`
+/// needing approval every time.
+pub fn calculator_needing_approval(dir: &Path) -> PathBuf {
+    let config = dir.join("wasm-agent.toml");
+    let text = format!(
+        "[tools.calc]\ncomponent = {:?}\n\n[calls.calculate]\nrequires_approval = \"always\"\n",
+        component("calculator")
+    );
+    std::fs::write(&config, text).expect("config written");
+    config
+}
+
 /// A fresh temporary folder.
 pub fn temp_dir() -> tempfile::TempDir {
     tempfile::tempdir().expect("temp dir")

@@ -285,3 +285,27 @@ async fn run_code_mode_runs_python_on_monty_by_default() {
     );
     assert!(description.contains("Monty"), "{description}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scripts_call_that_needs_approval_is_asked_at_the_terminal() {
+    let dir = temp_dir();
+    let config = crate::common::calculator_needing_approval(dir.path());
+    let code = "try:\n    print(await calculate(expression=\"6 * 7\"))\nexcept RuntimeError as e:\n    print(\"refused:\", e)";
+    let arguments = json!({ "code": code }).to_string();
+    for (answer, printed) in [
+        ("y", "stdout:\\n42"),
+        ("n", "stdout:\\nrefused: tool call failed (denied)"),
+    ] {
+        let command = format!(
+            "{} call {} run_monty '{arguments}' --config {} --with calc \
+             --allow-call-tool calculate --json",
+            env!("CARGO_BIN_EXE_wasm-agent"),
+            component("run_monty").display(),
+            config.display(),
+        );
+        let output = crate::common::on_a_terminal(command, answer).await;
+        let text = stdout(&output);
+        assert!(text.contains("calculate"), "{text}");
+        assert!(text.contains(printed), "{answer}: {text}");
+    }
+}

@@ -20,6 +20,7 @@ use wasm_agent_pipeline::{
 use wasm_agent_sandbox::ask::{Asking, Reply, SharedAnswers};
 use wasm_agent_sandbox::budget::RequestBudget;
 use wasm_agent_sandbox::context::CallContext;
+use wasm_agent_sandbox::pause::ScriptPauses;
 use wasm_agent_sandbox::result::ErrorKind;
 
 use super::answers::StoredAnswers;
@@ -171,6 +172,13 @@ impl McpServer {
             let called = self.shared().pipeline.call(call).await;
             return answer_of(called, &name).map(|answer| handed_over(answer.into(), &binding));
         };
+        // A script may stop for the answer, and the retry goes on with it.
+        let script_pauses = Arc::new(ScriptPauses::default());
+        if let Some(id) = round.script() {
+            let pause = self.shared().paused.take(id, &binding).await?;
+            script_pauses.resume_with(pause);
+        }
+        context = context.pausing(script_pauses.clone());
         // A call that may be held outlives this request: it has its own
         // cancellation, which the request's reaches until it is held.
         let call_cancellation = CancellationToken::new();
@@ -182,9 +190,10 @@ impl McpServer {
         let (pauses, questions) = mpsc::channel(1);
         round.pause_with(pauses);
         let shared = self.shared_arc();
+        let tool_name = name.clone();
         let task = tokio::spawn(async move {
             let called = shared.pipeline.call(call).await;
-            answer_of(called, &name)
+            answer_of(called, &tool_name)
         });
         let mut running = Running {
             task,
@@ -208,10 +217,23 @@ impl McpServer {
             }
         };
         let response = match next {
-            Next::Ended(answer) => match self.shared().rounds.input_required(&round, &binding) {
-                Some(input) => Ok(input.into()),
-                None => answer.map(Into::into),
-            },
+            Next::Ended(answer) => {
+                let script = match script_pauses.take_paused() {
+                    Some(pause) => match self.shared().paused.keep(&pause, &binding).await {
+                        Ok(id) => Some(id),
+                        Err(error) => return Ok(refused(&name, error).into()),
+                    },
+                    None => None,
+                };
+                match self
+                    .shared()
+                    .rounds
+                    .input_required(&round, &binding, script)
+                {
+                    Some(input) => Ok(input.into()),
+                    None => answer.map(Into::into),
+                }
+            }
             Next::Paused(paused) => {
                 let go_on = GoOn {
                     shared: self.shared_arc(),
@@ -284,6 +306,12 @@ impl GoOn {
             }
         })
     }
+}
+
+/// The result of a call of `name` refused with `error`.
+fn refused(name: &str, error: wasm_agent_sandbox::result::CallError) -> CallToolResult {
+    let called = Called::new(Err(error), String::new());
+    content::call_result(&called.into_result(name))
 }
 
 /// A finished call as its MCP result.

@@ -90,6 +90,9 @@ struct Sealed {
     session: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     handle: Option<String>,
+    /// The pause of the script that asked them, if a script did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    script: Option<String>,
 }
 
 /// The request states of one server.
@@ -116,7 +119,7 @@ impl Rounds {
     ) -> Result<Round, ErrorData> {
         let mut answers = HashMap::new();
         let Some(state) = state else {
-            return Ok(Round::new(answers, self.wait, None));
+            return Ok(Round::new(answers, self.wait, None, None));
         };
         let sealed: Sealed = self.keys.codec().open_json(state).map_err(|error| {
             refused(match error {
@@ -163,17 +166,31 @@ impl Rounds {
             answers.insert(question.clone(), reply);
             held = sealed.held.clone().map(|id| (id, reply));
         }
-        Ok(Round::new(answers, self.wait, held))
+        Ok(Round::new(answers, self.wait, held, sealed.script))
     }
 
     /// The input-required result when the call stopped for questions the
-    /// person must answer first; `None` when it ran (or was refused).
-    pub fn input_required(&self, round: &Round, binding: &Binding) -> Option<InputRequiredResult> {
+    /// person must answer first; `None` when it ran (or was refused). A
+    /// script that stopped for them goes on from its pause `script`: only
+    /// the answers it has not used yet are carried (the calls that used
+    /// them are not made again).
+    pub fn input_required(
+        &self,
+        round: &Round,
+        binding: &Binding,
+        script: Option<String>,
+    ) -> Option<InputRequiredResult> {
         let deferred = round.asker.deferred();
         if deferred.is_empty() {
             return None;
         }
-        Some(self.seal(&deferred, round.answers(), binding, None))
+        let answers = match script {
+            Some(_) => round.unused_answers(),
+            None => round.answers(),
+        };
+        let mut sealed = self.sealed(&deferred, answers, binding, None);
+        sealed.1.script = script;
+        Some(self.finish(sealed))
     }
 
     /// The input-required result of `question`, asked by a running call
@@ -185,21 +202,23 @@ impl Rounds {
         binding: &Binding,
         held: String,
     ) -> InputRequiredResult {
-        self.seal(
+        let sealed = self.sealed(
             std::slice::from_ref(question),
             answers.to_vec(),
             binding,
             Some(held),
-        )
+        );
+        self.finish(sealed)
     }
 
-    fn seal(
+    /// The requests for `questions`, and the state to seal with them.
+    fn sealed(
         &self,
         questions: &[Question],
         answers: Vec<(String, String)>,
         binding: &Binding,
         held: Option<String>,
-    ) -> InputRequiredResult {
+    ) -> (InputRequests, Sealed) {
         let mut requests = InputRequests::new();
         let mut asked = Vec::new();
         for (number, question) in questions.iter().enumerate() {
@@ -223,7 +242,12 @@ impl Rounds {
             held,
             session: binding.session.clone(),
             handle: binding.handle.clone(),
+            script: None,
         };
+        (requests, sealed)
+    }
+
+    fn finish(&self, (requests, sealed): (InputRequests, Sealed)) -> InputRequiredResult {
         let state = self
             .keys
             .codec()
@@ -240,10 +264,17 @@ pub(crate) struct Round {
     wait: Duration,
     /// The hold whose question this request answers, and the answer.
     held: Option<(String, Reply)>,
+    /// The pause of the script this request goes on with.
+    script: Option<String>,
 }
 
 impl Round {
-    fn new(answers: HashMap<String, Reply>, wait: Duration, held: Option<(String, Reply)>) -> Self {
+    fn new(
+        answers: HashMap<String, Reply>,
+        wait: Duration,
+        held: Option<(String, Reply)>,
+        script: Option<String>,
+    ) -> Self {
         let asker = Arc::new(RoundAsker {
             answers: Mutex::new(answers.clone()),
             deferred: Mutex::default(),
@@ -254,7 +285,24 @@ impl Round {
             asker,
             wait,
             held,
+            script,
         }
+    }
+
+    /// The pause of the script this request goes on with, if any.
+    pub fn script(&self) -> Option<&str> {
+        self.script.as_deref()
+    }
+
+    /// The answers the call has not used (yet), as a state carries them.
+    pub fn unused_answers(&self) -> Vec<(String, String)> {
+        self.asker
+            .answers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter_map(|(question, reply)| Some((question.clone(), name_of(*reply)?.into())))
+            .collect()
     }
 
     /// The held call this request answers the question of, and the answer.
@@ -424,7 +472,7 @@ mod tests {
     #[tokio::test]
     async fn an_answer_carried_by_the_request_is_used_once_and_never_by_a_running_call() {
         let answers = HashMap::from([(question(false).key(), Reply::Once)]);
-        let round = Round::new(answers, Duration::from_secs(1), None);
+        let round = Round::new(answers, Duration::from_secs(1), None, None);
         // The same question from the running call (a tool calling itself
         // with the same arguments) is not answered from the request.
         assert_eq!(round.asker.ask(&question(true)).await, Reply::Unavailable);

@@ -28,6 +28,7 @@ mod identity;
 mod input_required;
 mod oauth;
 mod options;
+mod paused_scripts;
 mod records;
 mod relay;
 mod server;

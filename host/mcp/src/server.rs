@@ -18,6 +18,7 @@ use super::handles::SessionHandles;
 use super::held::Holds;
 use super::identity::Identity;
 use super::input_required::Rounds;
+use super::paused_scripts::PausedScripts;
 use super::state_keys::StateKeys;
 use wasm_agent_cache::ResultCache;
 use wasm_agent_pipeline::{CallSettings, HostTools, Pipeline, PipelineBuilder, ToolSet};
@@ -94,6 +95,8 @@ pub(crate) struct Shared {
     pub(crate) rounds: Rounds,
     /// Running calls held while their question is asked that way.
     pub(crate) holds: Arc<Holds>,
+    /// Scripts stopped while their question is asked that way.
+    pub(crate) paused: PausedScripts,
     /// Tool sessions of sessionless callers, by the handles they pass.
     pub(crate) handles: SessionHandles,
 }
@@ -267,6 +270,11 @@ impl McpServerBuilder {
         let holds = Arc::new(Holds::new(self.host.session_store().clone(), self.ask_wait));
         let keys = self.state_keys.unwrap_or_else(StateKeys::random);
         let handles = SessionHandles::new(keys.clone());
+        let paused = PausedScripts::new(
+            keys.codec().clone(),
+            self.host.session_store().clone(),
+            self.ask_wait,
+        );
         let rounds = Rounds::new(keys, self.host.session_store().clone(), self.ask_wait);
         McpServer::for_session(Arc::new(Shared {
             host: self.host,
@@ -283,6 +291,7 @@ impl McpServerBuilder {
             request_budget: self.request_budget,
             rounds,
             holds,
+            paused,
             handles,
         }))
     }

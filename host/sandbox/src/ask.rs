@@ -328,6 +328,10 @@ impl SessionAnswers {
     }
 }
 
+/// Set once a question of a call was taken "with the answer" (its reply
+/// comes with a later request).
+pub type Deferred = Arc<std::sync::atomic::AtomicBool>;
+
 /// Who a call's questions go to ([`Asker`]), within its session's answers.
 #[derive(Clone)]
 pub struct Asking {
@@ -335,6 +339,8 @@ pub struct Asking {
     session: Arc<SessionAnswers>,
     /// Whether its questions come from a call that has started.
     running: bool,
+    /// Told when a question is taken with the answer.
+    deferred: Option<Deferred>,
 }
 
 impl std::fmt::Debug for Asking {
@@ -354,7 +360,21 @@ impl Asking {
             asker,
             session,
             running: false,
+            deferred: None,
         }
+    }
+
+    /// The same person, for the questions of a call a paused script makes:
+    /// asked as before a call starts (the script can stop and go on later),
+    /// with the flag that tells whether one was taken with the answer.
+    pub fn deferring(&self) -> (Self, Deferred) {
+        let flag = Deferred::default();
+        let asking = Self {
+            running: false,
+            deferred: Some(flag.clone()),
+            ..self.clone()
+        };
+        (asking, flag)
     }
 
     /// The same person, for questions of work a running call does (a tool
@@ -432,6 +452,11 @@ impl Asking {
                 Some(Reply::Later) => Outcome::Pending,
             },
         };
+        if outcome == Outcome::Pending
+            && let Some(flag) = &self.deferred
+        {
+            flag.store(true, std::sync::atomic::Ordering::Release);
+        }
         Asked {
             question,
             outcome,

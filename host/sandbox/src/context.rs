@@ -5,9 +5,10 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use crate::ask::Asking;
+use crate::ask::{Asking, Deferred};
 use crate::bindings::types;
 use crate::budget::RequestBudget;
+use crate::pause::ScriptPauses;
 use crate::result::CallError;
 pub use crate::result::ToolOutput;
 use crate::tool::ToolInfo;
@@ -51,6 +52,9 @@ pub struct CallContext {
     /// What the root request this call serves may still cause; shared by
     /// every context made from this one.
     pub(crate) budget: Arc<RequestBudget>,
+    /// Where a script this call runs leaves its pause for an answer that
+    /// comes with a later request, and finds it again (the entry point's).
+    pub(crate) script_pauses: Option<Arc<ScriptPauses>>,
 }
 
 /// Runs the calls sandboxed tools make of other tools (`host.call-tool`),
@@ -129,6 +133,7 @@ impl Default for CallContext {
             tool_caller: None,
             asking: None,
             budget: Arc::default(),
+            script_pauses: None,
         }
     }
 }
@@ -190,6 +195,19 @@ impl CallContext {
         self
     }
 
+    /// Lets a script this call runs stop where a question's answer comes
+    /// with a later request, leaving its pause in `pauses` (and go on from
+    /// the pause put back there).
+    pub fn pausing(mut self, pauses: Arc<ScriptPauses>) -> Self {
+        self.script_pauses = Some(pauses);
+        self
+    }
+
+    /// Where a script this call runs leaves its pause, if anywhere.
+    pub fn script_pauses(&self) -> Option<&Arc<ScriptPauses>> {
+        self.script_pauses.as_ref()
+    }
+
     /// Makes this the root of a request with `budget` (contexts made from
     /// it share it); a new context has [`RequestBudget::default`].
     pub fn budget(mut self, budget: RequestBudget) -> Self {
@@ -223,18 +241,31 @@ impl CallContext {
             in_callers_slot: true,
             approval: None,
             asking: self.asking.as_ref().map(Asking::within_running_call),
+            script_pauses: None,
             ..self.clone()
         }
     }
 
     /// The context of a call a paused script makes: as
     /// [`tool_called`](Self::tool_called), but the call takes a slot of
-    /// its own, since the script holds none while it waits.
-    pub(crate) fn script_called(&self) -> Self {
-        Self {
+    /// its own, since the script holds none while it waits. Where the
+    /// script can stop for an answer that comes later, its call's
+    /// questions are asked as before a call starts, and `Deferred` tells
+    /// whether one was.
+    pub(crate) fn script_called(&self) -> (Self, Option<Deferred>) {
+        let mut called = Self {
             in_callers_slot: false,
             ..self.tool_called()
+        };
+        let mut deferred = None;
+        if self.script_pauses.is_some()
+            && let Some(asking) = &self.asking
+        {
+            let (asking, flag) = asking.deferring();
+            called.asking = Some(asking);
+            deferred = Some(flag);
         }
+        (called, deferred)
     }
 
     /// A context for work done on behalf of this one: a new run id, the same

@@ -29,6 +29,7 @@ pub mod context;
 pub mod events;
 pub mod host;
 pub mod observe;
+pub mod pause;
 pub mod registry;
 pub mod report;
 pub mod result;

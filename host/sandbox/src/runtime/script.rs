@@ -15,14 +15,16 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::bindings::interpreter::script::{Step, ToolResponse};
+use crate::bindings::imported::ToolCallError;
+use crate::bindings::interpreter::script::{Pause, Step, ToolRequest, ToolResponse};
 use crate::bindings::types;
 use crate::context::CallContext;
+use crate::pause::{self, PausedAnswer, PausedCall, ScriptPause};
 use crate::result::{CallError, ErrorKind};
 use crate::runtime::tool_calls::{MAX_TOOL_CALLS, ToolCalls};
 use crate::runtime::{
     CallPolicy, CallUsage, GuestOutput, HostImports, LoadedComponent, Sandbox, UsageSink,
-    cancelled, denials, guest_failure, guest_output,
+    cancelled, denials, guest_failure, guest_output, timed_out,
 };
 
 /// The largest state a script may leave its instance with at a pause.
@@ -91,61 +93,51 @@ impl Sandbox {
     ) -> Result<GuestOutput, CallError> {
         let first = imports(spent.time_left);
         let calls = first.tool_calls();
-        let tools = calls.callable();
-        let mut step = self
-            .segment(
-                component,
-                policy,
-                first,
-                &calls,
-                spent,
-                (call, Input::Start(tools)),
-            )
-            .await?;
+        let pauses = call.context.script_pauses().cloned();
+        let resumed = pauses.as_ref().and_then(|pauses| pauses.take_resume());
+        let mut batch = match resumed {
+            Some(pause) => {
+                spent.resume(&pause.spent, policy);
+                calls.resume_count(pause.spent.calls);
+                Batch::resumed(pause)
+            }
+            None => {
+                let tools = calls.callable();
+                let input = (call, Input::Start(tools));
+                let step = self
+                    .segment(component, policy, first, &calls, spent, input)
+                    .await?;
+                match step {
+                    Step::Done(output) => return guest_output(output, policy),
+                    Step::Paused(pause) => Batch::of(pause)?,
+                }
+            }
+        };
         loop {
-            let pause = match step {
-                Step::Done(output) => return guest_output(output, policy),
-                Step::Paused(pause) => pause,
-            };
-            if pause.state.len() > MAX_SCRIPT_STATE {
-                return Err(CallError::new(
-                    ErrorKind::OutputTooLarge,
-                    format!(
-                        "the script paused with a state of {} bytes; a script may keep at most \
-                         {MAX_SCRIPT_STATE} bytes while its tool calls run (hold less data \
-                         across calls)",
-                        pause.state.len()
-                    ),
-                ));
-            }
-            if pause.calls.len() > MAX_TOOL_CALLS as usize {
-                return Err(CallError::new(
-                    ErrorKind::CapabilityDenied,
-                    format!(
-                        "the script waits for {} tool calls at once; a call may call other \
-                         tools at most {MAX_TOOL_CALLS} times",
-                        pause.calls.len()
-                    ),
-                ));
-            }
-            let responses = answer(&calls, pause.calls, refusals).await;
+            let deferred = batch.answer(&calls, refusals).await;
             if call.context.cancellation.is_cancelled() {
                 return Err(cancelled());
             }
-            if spent.time_left.is_zero() {
-                return Err(crate::runtime::timed_out(policy.timeout));
+            if !deferred.is_empty()
+                && let Some(pauses) = &pauses
+            {
+                let waits_for = deferred[0].name.clone();
+                let made = calls.uses().saturating_sub(deferred.len() as u32);
+                pauses.pause(batch.pause(deferred, spent.paused(policy, made)));
+                return Err(waits_for_answer(&waits_for));
             }
+            if spent.time_left.is_zero() {
+                return Err(timed_out(policy.timeout));
+            }
+            let input = (call, Input::Resume(batch.state, batch.answered));
             let next = imports(spent.time_left);
-            step = self
-                .segment(
-                    component,
-                    policy,
-                    next,
-                    &calls,
-                    spent,
-                    (call, Input::Resume(pause.state, responses)),
-                )
+            let step = self
+                .segment(component, policy, next, &calls, spent, input)
                 .await?;
+            batch = match step {
+                Step::Done(output) => return guest_output(output, policy),
+                Step::Paused(pause) => Batch::of(pause)?,
+            };
         }
     }
 
@@ -197,22 +189,150 @@ impl Sandbox {
     }
 }
 
-/// Runs the calls a script waits for, all at once; a refused or failed call
-/// is an error the script sees (and may catch).
-async fn answer(
-    calls: &ToolCalls,
-    requests: Vec<crate::bindings::interpreter::script::ToolRequest>,
-    refusals: &denials::Denials,
-) -> Vec<ToolResponse> {
-    let answers = requests.into_iter().map(|request| async move {
-        let output = calls
-            .call_for_script(request.name, request.arguments, refusals)
-            .await
-            .map(|output| output.content);
-        ToolResponse {
-            id: request.id,
-            output,
+/// A script stopped at its calls: its state, the calls it waits for, and
+/// the answers of those made.
+struct Batch {
+    state: Vec<u8>,
+    waiting: Vec<ToolRequest>,
+    answered: Vec<ToolResponse>,
+}
+
+impl Batch {
+    /// The calls of a segment's pause, within the bounds of a script.
+    fn of(pause: Pause) -> Result<Self, CallError> {
+        if pause.state.len() > MAX_SCRIPT_STATE {
+            return Err(CallError::new(
+                ErrorKind::OutputTooLarge,
+                format!(
+                    "the script paused with a state of {} bytes; a script may keep at most \
+                     {MAX_SCRIPT_STATE} bytes while its tool calls run (hold less data across \
+                     calls)",
+                    pause.state.len()
+                ),
+            ));
         }
-    });
-    futures::future::join_all(answers).await
+        if pause.calls.len() > MAX_TOOL_CALLS as usize {
+            return Err(CallError::new(
+                ErrorKind::CapabilityDenied,
+                format!(
+                    "the script waits for {} tool calls at once; a call may call other tools \
+                     at most {MAX_TOOL_CALLS} times",
+                    pause.calls.len()
+                ),
+            ));
+        }
+        Ok(Self {
+            state: pause.state,
+            waiting: pause.calls,
+            answered: Vec::new(),
+        })
+    }
+
+    /// The batch a script stopped at for an answer, given back.
+    fn resumed(pause: ScriptPause) -> Self {
+        Self {
+            state: pause.state,
+            waiting: pause
+                .waiting
+                .into_iter()
+                .map(|call| ToolRequest {
+                    id: call.id,
+                    name: call.name,
+                    arguments: call.arguments,
+                })
+                .collect(),
+            answered: pause
+                .answered
+                .into_iter()
+                .map(|answer| ToolResponse {
+                    id: answer.id,
+                    output: answer
+                        .output
+                        .map_err(|(kind, message)| ToolCallError { kind, message }),
+                })
+                .collect(),
+        }
+    }
+
+    /// Makes the calls it waits for, all at once (a refused or failed call
+    /// is an error the script sees, and may catch); the calls whose answer
+    /// is for the person, given with a later request.
+    async fn answer(&mut self, calls: &ToolCalls, refusals: &denials::Denials) -> Vec<ToolRequest> {
+        let waiting = std::mem::take(&mut self.waiting);
+        let made = waiting.into_iter().map(|request| async move {
+            let (output, deferred) = calls
+                .call_for_script(request.name.clone(), request.arguments.clone(), refusals)
+                .await;
+            let response = ToolResponse {
+                id: request.id,
+                output: output.map(|output| output.content),
+            };
+            (request, response, deferred)
+        });
+        let mut deferred = Vec::new();
+        for (request, response, waits) in futures::future::join_all(made).await {
+            if waits {
+                deferred.push(request);
+            } else {
+                self.answered.push(response);
+            }
+        }
+        deferred
+    }
+
+    /// The pause to keep until the answer comes: `deferred` are made again.
+    fn pause(self, deferred: Vec<ToolRequest>, spent: pause::Spent) -> ScriptPause {
+        ScriptPause {
+            state: self.state,
+            waiting: deferred
+                .into_iter()
+                .map(|request| PausedCall {
+                    id: request.id,
+                    name: request.name,
+                    arguments: request.arguments,
+                })
+                .collect(),
+            answered: self
+                .answered
+                .into_iter()
+                .map(|response| PausedAnswer {
+                    id: response.id,
+                    output: response.output.map_err(|error| (error.kind, error.message)),
+                })
+                .collect(),
+            spent,
+        }
+    }
+}
+
+impl Spent {
+    /// What a pause records of this.
+    fn paused(&self, policy: &CallPolicy, calls: u32) -> pause::Spent {
+        pause::Spent {
+            millis: policy.timeout.saturating_sub(self.time_left).as_millis() as u64,
+            fuel: self.used.fuel_used,
+            calls,
+        }
+    }
+
+    /// Takes up what a pause recorded.
+    fn resume(&mut self, spent: &pause::Spent, policy: &CallPolicy) {
+        self.time_left = policy
+            .timeout
+            .saturating_sub(Duration::from_millis(spent.millis));
+        self.fuel_left = policy.fuel.map(|fuel| fuel.saturating_sub(spent.fuel));
+        self.used.fuel_used = spent.fuel;
+    }
+}
+
+/// The error of a script stopped for the person's answer about its call of
+/// `tool`.
+fn waits_for_answer(tool: &str) -> CallError {
+    CallError::new(
+        ErrorKind::Denied,
+        format!(
+            "the script waits for the user's answer about its call of {tool:?}; it goes on \
+             from there when the request is made again with that answer"
+        ),
+    )
 }

@@ -38,6 +38,16 @@ impl<T: ?Sized> Reach<T> {
         }
     }
 
+    /// Uses counted so far.
+    pub fn uses(&self) -> u32 {
+        self.made.load(Ordering::Relaxed)
+    }
+
+    /// Counts `uses` made before (by the earlier run of a script resumed).
+    pub fn resume_count(&self, uses: u32) {
+        self.made.store(uses, Ordering::Relaxed);
+    }
+
     /// Counts one more use; whether it is within `max`.
     pub(super) fn one_more(&self, max: u32) -> bool {
         let before = self

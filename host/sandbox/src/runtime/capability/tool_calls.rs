@@ -62,15 +62,24 @@ impl ToolCalls {
     }
 
     /// Calls `name` for a paused script (in a slot of its own), as
-    /// [`call`](Self::call).
+    /// [`call`](Self::call); and whether a question of the call was taken
+    /// with the answer (the script then stops until it comes).
     pub async fn call_for_script(
         &self,
         name: String,
         arguments: String,
         denials: &Denials,
-    ) -> Result<types::ToolOutput, ToolCallError> {
-        self.call_as(name, arguments, denials, CallContext::script_called)
-            .await
+    ) -> (Result<types::ToolOutput, ToolCallError>, bool) {
+        let mut deferred = None;
+        let result = self
+            .call_as(name, arguments, denials, |context: &CallContext| {
+                let (called, flag) = context.script_called();
+                deferred = flag;
+                called
+            })
+            .await;
+        let deferred = deferred.is_some_and(|flag| flag.load(std::sync::atomic::Ordering::Acquire));
+        (result, deferred)
     }
 
     async fn call_as(
@@ -78,7 +87,7 @@ impl ToolCalls {
         name: String,
         arguments: String,
         denials: &Denials,
-        context_of: fn(&CallContext) -> CallContext,
+        context_of: impl FnOnce(&CallContext) -> CallContext,
     ) -> Result<types::ToolOutput, ToolCallError> {
         if !tool_call_allowed(&self.allowed, &name) {
             let reason = format!(
