@@ -86,6 +86,25 @@ fn a_script_calls_three_tools_each_down_the_pipeline() {
 }
 
 #[test]
+fn an_interpreter_may_not_ask_delegate_or_keep_its_instance() {
+    let monty = component("run_monty").display().to_string();
+    for flags in [
+        &["--ask", "http://127.0.0.1:9"][..],
+        &["--allow-delegate", "helper"],
+        &["--keep-instance"],
+    ] {
+        let mut args = vec!["call", &monty, "run_monty", "{\"code\": \"1\"}"];
+        args.extend_from_slice(flags);
+        let output = run(&args);
+        crate::common::assert_clean_failure(
+            &output,
+            2,
+            "it is an interpreter, whose scripts run in segments, so its policy may not",
+        );
+    }
+}
+
+#[test]
 fn gathered_calls_run_at_once() {
     let code = "import asyncio\n\
                 a, b, c = await asyncio.gather(sleep(ms=1500), sleep(ms=1500), sleep(ms=1500))\n\

@@ -174,3 +174,34 @@ def test_an_answer_allows_one_call_and_the_other_calls_of_the_batch_are_not_made
     assert len(calls_of("json_query", audit)) == 1, records(audit)
     answers = [r["approval"]["answer"] for r in calls_of("calculate", audit) if r["approval"]["decision"] != "pending"]
     assert answers == ["allowed_once", "allowed_once"], records(audit)
+
+
+def test_a_script_needing_approval_itself_goes_on_without_being_asked_again(launch_http, postgres, shared, tmp_path):
+    # The interpreter's own call needs approval too: the person approves
+    # the script once; its pause goes on as that approved call.
+    config = shared["config"]
+    config.write_text(config.read_text() + '\n[calls.run_monty]\nrequires_approval = "always"\n')
+    audit = tmp_path / "audit.jsonl"
+    server = ready(launch_http(*serve_args(shared, postgres, audit))).url
+    state, key, form = start_script(server)
+    assert "run_monty" in form["message"], form
+    state, key, form = asked(call(server, "alice-token", SCRIPT, tool="run_monty", state=state, responses=allow(key)))
+    assert "calculate" in form["message"], form
+    done = call(server, "alice-token", SCRIPT, tool="run_monty", state=state, responses=allow(key))
+    assert done["result"]["content"][0]["text"] == "value:\n'ada 42'", done
+    assert len(calls_of("json_query", audit)) == 1, records(audit)
+
+
+def test_gathered_identical_calls_are_one_question_and_one_answer_allows_one(launch_http, postgres, shared, tmp_path):
+    audit = tmp_path / "audit.jsonl"
+    server = ready(launch_http(*serve_args(shared, postgres, audit))).url
+    script = {"code": "import asyncio\nawait asyncio.gather(calculate(expression='6 * 7'), calculate(expression='6 * 7'))"}
+    message = call(server, "alice-token", script, tool="run_monty")
+    assert len(message["result"]["inputRequests"]) == 1, message
+    state, key, _ = asked(message)
+    # One answer, one call: the other is asked about again.
+    state, key, _ = asked(call(server, "alice-token", script, tool="run_monty", state=state, responses=allow(key)))
+    done = call(server, "alice-token", script, tool="run_monty", state=state, responses=allow(key))
+    assert done["result"]["content"][0]["text"] == "value:\n['42', '42']", done
+    ran = [r for r in calls_of("calculate", audit) if r["approval"]["decision"] != "pending"]
+    assert [r["approval"]["answer"] for r in ran] == ["allowed_once", "allowed_once"], records(audit)

@@ -202,6 +202,8 @@ pub struct ServeArgs {
     /// of this process alone).
     #[arg(long, value_name = "FILE", env = "WASM_AGENT_REQUEST_STATE_KEYS")]
     pub request_state_keys: Option<PathBuf>,
+    #[command(flatten)]
+    pub code_mode: CodeModeFlag,
     /// HTTP: accept bearer JWTs this OAuth issuer signed (keys from its
     /// metadata's jwks_uri); the principal is `sub`.
     #[arg(long, value_name = "URL")]
@@ -308,20 +310,8 @@ pub struct RunArgs {
     /// Tool calls of one turn run in parallel batches of N (default 5).
     #[arg(long, value_name = "N")]
     pub parallel: Option<usize>,
-    /// Code mode: offer the model one run_code tool whose code calls the
-    /// other tools as functions (--code-mode=python|javascript: Python runs
-    /// on Monty (run_monty) when it is loaded, else on CPython (run_python);
-    /// =monty or =cpython picks one; alone: the interpreter that is loaded).
-    /// The interpreter may call every tool unless its config or
-    /// --allow-call-tool names which.
-    #[arg(
-        long,
-        value_name = "LANGUAGE",
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "auto"
-    )]
-    pub code_mode: Option<String>,
+    #[command(flatten)]
+    pub code_mode: CodeModeFlag,
     /// Print the whole run (text, tool calls, usage) as one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -567,4 +557,23 @@ mod tests {
             "policy keys without a flag: {missing:?}"
         );
     }
+}
+
+/// `--code-mode[=LANGUAGE]` of `run` and `serve`.
+#[derive(Debug, Clone, Args)]
+pub struct CodeModeFlag {
+    /// Code mode: offer one tool, run_code, the interpreter, whose
+    /// description lists the other tools as functions its code may call
+    /// (=python: Monty's run_monty if loaded, else CPython's run_python;
+    /// =monty, =cpython, =javascript; alone: whichever is loaded). The
+    /// interpreter may call every tool unless its config or
+    /// --allow-call-tool names which.
+    #[arg(
+        long = "code-mode",
+        value_name = "LANGUAGE",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "auto"
+    )]
+    pub language: Option<String>,
 }

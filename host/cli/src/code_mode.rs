@@ -52,6 +52,45 @@ impl CodeModeChoice {
         }
     }
 
+    /// The interpreters, with their tools, in order of preference.
+    pub fn interpreters(self) -> Vec<(String, Interpreter)> {
+        self.candidates()
+            .iter()
+            .map(|kind| (kind.tool().to_string(), *kind))
+            .collect()
+    }
+
+    /// Grants the interpreters among `targets` calls of every tool, unless
+    /// the flags (`grant_all` false) or their config name which.
+    pub fn grant(self, targets: &mut [crate::components::Target], grant_all: bool) {
+        for target in targets {
+            if grant_all && target.policy.call_tools.is_empty() && self.may_run_with(&target.name) {
+                target.policy.call_tools.push("*".into());
+            }
+        }
+    }
+
+    /// Refuses a choice none of `targets` can run with, naming the files.
+    pub fn check(self, targets: &[crate::components::Target]) -> anyhow::Result<()> {
+        if self == Self::Off || targets.iter().any(|t| self.may_run_with(&t.name)) {
+            return Ok(());
+        }
+        Err(self.missing())
+    }
+
+    fn missing(self) -> anyhow::Error {
+        let files: Vec<String> = self
+            .candidates()
+            .iter()
+            .map(|kind| format!("{}.wasm", kind.tool()))
+            .collect();
+        anyhow::anyhow!(
+            "code mode needs an interpreter tool: load {} with --tools (make setup builds \
+             run_monty.wasm into target/wasm32-wasip2/release, the others into target/polyglot)",
+            files.join(" or ")
+        )
+    }
+
     /// Whether the component (or config alias) called `name` may be the interpreter.
     pub fn may_run_with(self, name: &str) -> bool {
         self.candidates().iter().any(|kind| kind.tool() == name)
@@ -66,16 +105,7 @@ impl CodeModeChoice {
         if let Some(kind) = self.candidates().iter().find(loaded) {
             return Ok(Some(CodeMode::with(*kind)));
         }
-        let files: Vec<String> = self
-            .candidates()
-            .iter()
-            .map(|kind| format!("{}.wasm", kind.tool()))
-            .collect();
-        anyhow::bail!(
-            "code mode needs an interpreter tool: load {} with --tools (make setup builds \
-             run_monty.wasm into target/wasm32-wasip2/release, the others into target/polyglot)",
-            files.join(" or ")
-        )
+        Err(self.missing())
     }
 }
 

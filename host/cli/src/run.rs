@@ -44,7 +44,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let spec: ModelSpec = model.parse()?;
     let provider = provider_for(&spec, base_url.as_deref())?;
 
-    let code_mode = CodeModeChoice::of(args.code_mode.as_deref(), settings.code_mode)?;
+    let code_mode = CodeModeChoice::of(args.code_mode.language.as_deref(), settings.code_mode)?;
 
     let store = open_store(&args.host, config.as_ref()).await?;
     let cache = open_cache(args.cache.as_deref(), config.as_ref())?;

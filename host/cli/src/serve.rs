@@ -8,6 +8,8 @@ use anyhow::{Context, bail};
 use tokio::net::TcpListener;
 use wasm_agent::agent::ApproveTools;
 use wasm_agent::agent::config::call_settings;
+
+use crate::code_mode::CodeModeChoice;
 use wasm_agent::host::DEFAULT_CONCURRENCY;
 use wasm_agent::mcp::{self, HttpOptions, McpServer, McpServerBuilder};
 use wasm_agent::metrics::{MeteredCache, MeteredStore, Metrics};
@@ -76,7 +78,12 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         Some(watcher) => Some(watcher.pinned(Pins::open(&args.host, config.as_ref())?)),
         None => None,
     };
-    let resolved = resolve_targets(&args.tools, config.as_ref(), args.watch)?;
+    let code_mode = CodeModeChoice::of(args.code_mode.language.as_deref(), None)?;
+    let mut resolved = resolve_targets(&args.tools, config.as_ref(), args.watch)?;
+    code_mode.check(&resolved)?;
+    // Code mode's interpreter may call the served tools, unless the config
+    // or the flags say which.
+    code_mode.grant(&mut resolved, args.host.policy.call_tools.is_empty());
     let components = components::load_list(resolved, &args.host, config.as_ref()).await?;
     let host = host_builder(&args.host, config.as_ref(), store, Some("serve"))?
         .observer(metrics.clone())
@@ -90,7 +97,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         open_cache(args.cache.as_deref(), config.as_ref())?,
         metrics.clone(),
     );
-    let mut builder = server_builder(&host, &args, config.as_ref())?.result_cache(cache);
+    let mut builder = server_builder(&host, &args, config.as_ref())?
+        .result_cache(cache)
+        .code_mode(code_mode.interpreters());
     match state_keys {
         Some(keys) => builder = builder.request_state_keys(keys),
         None if host.session_store().location().starts_with("postgres") && args.http.is_some() => {

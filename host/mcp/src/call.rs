@@ -14,9 +14,7 @@ use rmcp::model::{
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use wasm_agent_pipeline::{
-    CallEvents, Called, PipelineCaller, Progress, ToolCall, ToolSet, question,
-};
+use wasm_agent_pipeline::{CallEvents, Called, PipelineCaller, Progress, ToolCall, question};
 use wasm_agent_sandbox::ask::{Asking, Reply, SharedAnswers};
 use wasm_agent_sandbox::budget::RequestBudget;
 use wasm_agent_sandbox::context::CallContext;
@@ -29,7 +27,7 @@ use super::content;
 use super::handles;
 use super::held::{Continue, Next, Paused, Running};
 use super::identity::Identity;
-use super::input_required::Binding;
+use super::input_required::{Binding, Round};
 use super::server::{McpServer, Shared};
 
 /// Who a call's questions go to.
@@ -105,8 +103,8 @@ impl McpServer {
         };
         self.tools_loaded().await;
         let name = request.name.to_string();
-        let Some(tool) = self.shared().tools.tool(&name) else {
-            let unknown = self.shared().tools.unknown(&name);
+        let Some(tool) = self.shared().offered(&name) else {
+            let unknown = self.shared().not_offered(&name);
             return Err(ErrorData::invalid_params(unknown.message, None));
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
@@ -216,32 +214,18 @@ impl McpServer {
                 }
             }
         };
+        let go_on = GoOn {
+            shared: self.shared_arc(),
+            binding: binding.clone(),
+            answers: round.answers(),
+            interpreter: self.host().is_interpreter(self.shared().host_name(&name)),
+            round: Arc::new(round),
+            script_pauses,
+            name,
+        };
         let response = match next {
-            Next::Ended(answer) => {
-                let script = match script_pauses.take_paused() {
-                    Some(pause) => match self.shared().paused.keep(&pause, &binding).await {
-                        Ok(id) => Some(id),
-                        Err(error) => return Ok(refused(&name, error).into()),
-                    },
-                    None => None,
-                };
-                match self
-                    .shared()
-                    .rounds
-                    .input_required(&round, &binding, script)
-                {
-                    Some(input) => Ok(input.into()),
-                    None => answer.map(Into::into),
-                }
-            }
-            Next::Paused(paused) => {
-                let go_on = GoOn {
-                    shared: self.shared_arc(),
-                    binding: binding.clone(),
-                    answers: round.answers(),
-                };
-                go_on.hold(running, paused).await
-            }
+            Next::Ended(answer) => go_on.ended(answer).await,
+            Next::Paused(paused) => go_on.hold(running, paused).await,
         };
         response.map(|response| handed_over(response, &binding))
     }
@@ -256,17 +240,45 @@ fn handed_over(mut response: CallToolResponse, binding: &Binding) -> CallToolRes
     response
 }
 
-/// What becomes of a held call: held where it paused, and after its answer,
-/// its result or its next question (held again).
+/// What becomes of a call of a round: its result, the questions it stopped
+/// for (a script's kept pause named with them), or, for a running call,
+/// held where it paused and, after its answer, any of these again.
 #[derive(Clone)]
 struct GoOn {
     shared: Arc<Shared>,
     binding: Binding,
     /// The answers given before it ran.
     answers: Vec<(String, String)>,
+    round: Arc<Round>,
+    /// Where a script leaves its pause.
+    script_pauses: Arc<ScriptPauses>,
+    /// The tool's name as the client called it.
+    name: String,
+    /// Whether the tool is an interpreter's (its calls are scripts).
+    interpreter: bool,
 }
 
 impl GoOn {
+    /// The response of the call once it ended: the questions it stopped
+    /// for, if it did (a script's pause kept for the retry), else `answer`.
+    async fn ended(
+        &self,
+        answer: Result<CallToolResult, ErrorData>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let script = match self.script_pauses.take_paused() {
+            Some(pause) => match self.shared.paused.keep(&pause, &self.binding).await {
+                Ok(id) => Some(id),
+                Err(error) => return Ok(refused(&self.name, error).into()),
+            },
+            None => None,
+        };
+        let rounds = &self.shared.rounds;
+        match rounds.input_required(&self.round, &self.binding, script, self.interpreter) {
+            Some(input) => Ok(input.into()),
+            None => answer.map(Into::into),
+        }
+    }
+
     /// Holds the call paused at `paused`: the input-required result of its
     /// question. A caller holding as many calls as it may is not asked: the
     /// call goes on without what it asked for.
@@ -301,7 +313,7 @@ impl GoOn {
     ) -> BoxFuture<'static, Result<CallToolResponse, ErrorData>> {
         Box::pin(async move {
             match running.next().await {
-                Next::Ended(answer) => answer.map(Into::into),
+                Next::Ended(answer) => self.ended(answer).await,
                 Next::Paused(paused) => self.hold(running, paused).await,
             }
         })

@@ -171,22 +171,25 @@ impl Rounds {
 
     /// The input-required result when the call stopped for questions the
     /// person must answer first; `None` when it ran (or was refused). A
-    /// script that stopped for them goes on from its pause `script`: only
-    /// the answers it has not used yet are carried (the calls that used
-    /// them are not made again).
+    /// script that stopped for them goes on from its pause `script`. For an
+    /// interpreter's call (a script), only the answers it has not used yet
+    /// are carried, and the answer about the call itself (the script goes
+    /// on as the call approved): the calls that used the others are not
+    /// made again.
     pub fn input_required(
         &self,
         round: &Round,
         binding: &Binding,
         script: Option<String>,
+        interpreter: bool,
     ) -> Option<InputRequiredResult> {
         let deferred = round.asker.deferred();
         if deferred.is_empty() {
             return None;
         }
-        let answers = match script {
-            Some(_) => round.unused_answers(),
-            None => round.answers(),
+        let answers = match interpreter {
+            true => round.unused_answers_and(&top_level(binding)),
+            false => round.answers(),
         };
         let mut sealed = self.sealed(&deferred, answers, binding, None);
         sealed.1.script = script;
@@ -294,13 +297,19 @@ impl Round {
         self.script.as_deref()
     }
 
-    /// The answers the call has not used (yet), as a state carries them.
-    pub fn unused_answers(&self) -> Vec<(String, String)> {
-        self.asker
+    /// The answers the call has not used (yet), and the one to question
+    /// `kept` whether used or not, as a state carries them.
+    pub fn unused_answers_and(&self, kept: &str) -> Vec<(String, String)> {
+        let unused = self
+            .asker
             .answers
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner);
+        let kept = self.answers.get_key_value(kept);
+        unused
             .iter()
+            .filter(|(question, _)| kept.is_none_or(|(key, _)| key != *question))
+            .chain(kept)
             .filter_map(|(question, reply)| Some((question.clone(), name_of(*reply)?.into())))
             .collect()
     }
@@ -395,10 +404,13 @@ impl Asker for RoundAsker {
             }
             return replied.await.unwrap_or(Reply::NoAnswer);
         }
-        self.deferred
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(question.clone());
+        // One form per question, however many calls ask it (a script's
+        // gathered identical calls): one answer, one call, the others asked
+        // again.
+        let mut deferred = self.deferred.lock().unwrap_or_else(PoisonError::into_inner);
+        if !deferred.iter().any(|asked| asked.key() == question.key()) {
+            deferred.push(question.clone());
+        }
         Reply::Later
     }
 
@@ -424,6 +436,22 @@ pub(crate) fn reply_named(name: &str) -> Reply {
         "no_answer" => Reply::NoAnswer,
         _ => Reply::Deny,
     }
+}
+
+/// The key of the question about the call `binding` names itself (its
+/// approval).
+fn top_level(binding: &Binding) -> String {
+    Question {
+        tool: binding.tool.clone(),
+        subject: wasm_agent_sandbox::ask::Subject::Call {
+            summary: String::new(),
+            version: binding.version.clone(),
+            arguments: binding.arguments.clone(),
+        },
+        offer_session: false,
+        running: false,
+    }
+    .key()
 }
 
 fn check_binding(sealed: &Sealed, binding: &Binding) -> Result<(), ErrorData> {

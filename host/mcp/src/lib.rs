@@ -14,6 +14,7 @@ mod answers;
 mod body;
 mod cached;
 mod call;
+mod code_mode;
 mod content;
 mod dispatch;
 mod drain;

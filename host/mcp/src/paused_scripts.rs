@@ -6,19 +6,20 @@
 //! pause (once: it is deleted when taken) and the script goes on from the
 //! call it stopped at; no call before it runs again.
 //!
-//! A kept pause is sealed with the request-state keys and bound to the
+//! A kept pause is authenticated (an HMAC with the request-state keys, not
+//! encrypted: the store's readers see it) and bound to its id and the
 //! caller, tool, component version and exact arguments the state was
-//! issued for: one altered in the store, or taken up by another caller or
-//! for another script, is refused. It expires with the question. Each
-//! caller may have [`MAX_PAUSES_PER_CALLER`] kept by one replica at once,
-//! each at most [`MAX_KEPT_PAUSE`] bytes.
+//! issued for: one altered or swapped in the store, or taken up by another
+//! caller or for another script, is refused. It expires with the question.
+//! Each caller may have [`MAX_PAUSES_PER_CALLER`] kept by one replica at
+//! once (counted by that replica), each at most [`MAX_KEPT_PAUSE`] bytes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rmcp::ErrorData;
-use rmcp::model::{RequestStateCodec, SealOptions};
+use rmcp::model::{RequestStateCodec, RequestStateError, SealOptions};
 use wasm_agent_sandbox::pause::ScriptPause;
 use wasm_agent_sandbox::result::{CallError, ErrorKind};
 use wasm_agent_session::SessionStore;
@@ -75,7 +76,20 @@ impl PausedScripts {
             }
             mine.push((id.clone(), now + self.wait));
         }
-        let associated = associated(binding);
+        let size = pause.state.len()
+            + pause
+                .answered
+                .iter()
+                .map(|answer| match &answer.output {
+                    Ok(text) => text.len(),
+                    Err((kind, message)) => kind.len() + message.len(),
+                })
+                .sum::<usize>();
+        if size > MAX_KEPT_PAUSE / 2 {
+            self.forget(binding, &id);
+            return Err(too_large(size));
+        }
+        let associated = associated(binding, &id);
         let options = SealOptions::new()
             .ttl(self.wait)
             .associated_data(&associated);
@@ -84,14 +98,7 @@ impl PausedScripts {
         })?;
         if sealed.len() > MAX_KEPT_PAUSE {
             self.forget(binding, &id);
-            return Err(CallError::new(
-                ErrorKind::OutputTooLarge,
-                format!(
-                    "the script's pause is {} bytes; at most {MAX_KEPT_PAUSE} are kept while \
-                     the person is asked",
-                    sealed.len()
-                ),
-            ));
+            return Err(too_large(sealed.len()));
         }
         let address = address(&id);
         let kept = async {
@@ -132,13 +139,19 @@ impl PausedScripts {
             }
         };
         self.codec
-            .open_json_with(&sealed, &associated(binding))
-            .map_err(|_| {
-                ErrorData::invalid_params(
-                    "requestState refused: the kept script does not belong to this request \
-                     (changed, or issued to another caller or call)",
-                    None,
-                )
+            .open_json_with(&sealed, &associated(binding, id))
+            .map_err(|error| {
+                let why = match error {
+                    RequestStateError::Expired => {
+                        "the kept script expired with its question: \
+                         call the tool again"
+                    }
+                    _ => {
+                        "the kept script does not belong to this request (changed, or \
+                         issued to another caller or call)"
+                    }
+                };
+                ErrorData::invalid_params(format!("requestState refused: {why}"), None)
             })
     }
 
@@ -158,15 +171,31 @@ fn address(id: &str) -> String {
     format!("script-pause/{id}")
 }
 
-/// What a pause is bound to: who, which tool and version, which arguments.
-fn associated(binding: &Binding) -> Vec<u8> {
-    [
-        binding.principal.as_str(),
+fn too_large(size: usize) -> CallError {
+    CallError::new(
+        ErrorKind::OutputTooLarge,
+        format!(
+            "the script's pause is {size} bytes (its state and the answers of the calls made \
+             beside the one waiting); at most {MAX_KEPT_PAUSE} are kept while the person is \
+             asked"
+        ),
+    )
+}
+
+/// What a pause is bound to: which pause, who, which tool and version,
+/// which arguments (each field's length first, so none runs into the next).
+fn associated(binding: &Binding, id: &str) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for field in [
+        id,
+        &binding.principal,
         &binding.tenant,
         &binding.tool,
         &binding.version,
         &binding.arguments,
-    ]
-    .join("\0")
-    .into_bytes()
+    ] {
+        bytes.extend_from_slice(&(field.len() as u64).to_be_bytes());
+        bytes.extend_from_slice(field.as_bytes());
+    }
+    bytes
 }

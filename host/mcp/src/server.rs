@@ -21,6 +21,7 @@ use super::input_required::Rounds;
 use super::paused_scripts::PausedScripts;
 use super::state_keys::StateKeys;
 use wasm_agent_cache::ResultCache;
+use wasm_agent_code_mode::Interpreter;
 use wasm_agent_pipeline::{CallSettings, HostTools, Pipeline, PipelineBuilder, ToolSet};
 use wasm_agent_sandbox::approval::{Approval, ApprovalHandler};
 use wasm_agent_sandbox::ask::{Asker, Asking, DEFAULT_WAIT, SessionAnswers};
@@ -80,6 +81,8 @@ pub(crate) struct Shared {
     listed_early: Arc<AtomicBool>,
     /// The host's tools with their call settings.
     pub(crate) tools: HostTools,
+    /// Code mode's interpreters, in order of preference (empty: off).
+    pub(crate) code_mode: Vec<(String, Interpreter)>,
     /// The same, as tools' own calls of tools see them.
     pub(crate) callable: Arc<dyn ToolSet>,
     /// The steps of every call.
@@ -154,9 +157,19 @@ pub struct McpServerBuilder {
     offer_session: bool,
     request_budget: (u32, u32),
     state_keys: Option<StateKeys>,
+    code_mode: Vec<(String, Interpreter)>,
 }
 
 impl McpServerBuilder {
+    /// Code mode: clients see one tool, `run_code`, the first of
+    /// `interpreters` (tool name and kind) that is loaded, described with
+    /// the tools its policy lets it call; those are called from its code
+    /// only.
+    pub fn code_mode(mut self, interpreters: Vec<(String, Interpreter)>) -> Self {
+        self.code_mode = interpreters;
+        self
+    }
+
     /// The keys that seal the `requestState` of questions asked with a
     /// call's answer (the sessionless revision). Replicas must share them;
     /// by default a key of this process alone.
@@ -283,6 +296,7 @@ impl McpServerBuilder {
             listed_early: self.listed_early,
             callable: Arc::new(tools.clone()),
             tools,
+            code_mode: self.code_mode,
             pipeline: self.pipeline.build(),
             tools_changed: self.tools_changed,
             drain: Drain::default(),
@@ -313,6 +327,7 @@ impl McpServer {
             offer_session: false,
             request_budget: (DEFAULT_REQUEST_CALLS, DEFAULT_REQUEST_RUNS),
             state_keys: None,
+            code_mode: Vec::new(),
         }
     }
 
@@ -379,6 +394,7 @@ impl McpServer {
     /// it needs approval, its policy asks or lets it call other tools, or the
     /// tools are still loading (not known yet).
     pub(crate) fn may_ask(&self, tool: &str) -> bool {
+        let tool = self.shared.host_name(tool);
         !self.tools_are_loaded()
             || self
                 .shared
@@ -492,7 +508,7 @@ impl McpServer {
                  notifications/tools/list_changed follows once they are"
             );
         }
-        let tools = self.shared.host.tools();
+        let tools = self.shared.listing();
         Ok(ListToolsResult::with_all_items(
             tools.iter().map(content::tool).collect(),
         ))

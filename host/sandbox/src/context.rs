@@ -275,6 +275,7 @@ impl CallContext {
             run_id: uuid::Uuid::new_v4().to_string(),
             cancellation: self.cancellation.child_token(),
             approval: None,
+            script_pauses: None,
             ..self.clone()
         }
     }

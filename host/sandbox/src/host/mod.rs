@@ -201,6 +201,9 @@ impl ToolHost {
                 actual,
             });
         }
+        if loaded.is_interpreter() {
+            check_interpreter_policy(&id, &policy)?;
+        }
         let sandbox = &self.inner.sandbox;
         let (cache, load_time) = (loaded.cache, loaded.load_time);
         let state_scope: Arc<str> = match &options.state_scope {
@@ -551,6 +554,26 @@ impl Arguments<'_> {
             _ => true,
         }
     }
+}
+
+/// Refuses what an interpreter's policy cannot keep across its scripts'
+/// segments: questions to the person (each segment would ask again, and a
+/// script's calls are where the person is asked), delegation, and an
+/// instance kept between calls (a script keeps no instance).
+fn check_interpreter_policy(id: &str, policy: &ValidPolicy) -> Result<(), HostError> {
+    let what = if !policy.ask.is_empty() {
+        "have `ask` grants (grant the folders and hosts, or leave them out)"
+    } else if !policy.delegate.is_empty() {
+        "delegate to agents"
+    } else if policy.keep_instance {
+        "keep its instance between calls (keep_instance)"
+    } else {
+        return Ok(());
+    };
+    Err(HostError::Interpreter {
+        component: id.to_string(),
+        what,
+    })
 }
 
 /// The refusal of a call pinned to a component version that was replaced.

@@ -74,6 +74,15 @@ impl ToolHost {
             })
     }
 
+    /// Whether tool `name` is an interpreter's: its calls are scripts run in
+    /// segments (world `interpreter`).
+    pub fn is_interpreter(&self, name: &str) -> bool {
+        self.inner
+            .tools
+            .get(name)
+            .is_some_and(|entry| entry.component.loaded.is_interpreter())
+    }
+
     /// Whether a call of tool `name` may itself ask the person something:
     /// its policy has `ask` grants, or lets it call other tools (whose
     /// approval its entry point asks about). An entry point opens a channel

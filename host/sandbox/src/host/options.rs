@@ -72,6 +72,18 @@ pub enum HostError {
         /// The content's digest.
         actual: String,
     },
+    /// An interpreter (world `interpreter`) under a policy its scripts
+    /// cannot keep across their segments.
+    #[error(
+        "component {component}: it is an interpreter, whose scripts run in segments, so its \
+         policy may not {what}"
+    )]
+    Interpreter {
+        /// The component's name.
+        component: String,
+        /// What the policy may not have.
+        what: &'static str,
+    },
     /// The async runtime is shutting down, so the component was not loaded.
     #[error("component {0}: not loaded, the runtime is shutting down")]
     ShuttingDown(String),

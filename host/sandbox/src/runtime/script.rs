@@ -6,11 +6,14 @@
 //! own), and the next segment goes on from the state with their answers. A
 //! script waiting for its calls holds no instance and no slot.
 //!
-//! The policy's limits hold for the whole script: its `timeout` and `fuel`
-//! are what all its segments may use together (time spent waiting for the
-//! calls is theirs, bounded by their own policies), it makes at most
-//! [`MAX_TOOL_CALLS`] calls, and its state is at most [`MAX_SCRIPT_STATE`]
-//! bytes at any pause.
+//! Across its segments (and the requests it paused in), a script's
+//! `timeout` and `fuel` are what all of them may use together (time spent
+//! waiting for the calls is theirs, bounded by their own policies), it
+//! makes at most [`MAX_TOOL_CALLS`] calls, and its state is at most
+//! [`MAX_SCRIPT_STATE`] bytes at any pause. The policy's other limits
+//! (`memory`, and the network and write budgets of an interpreter that has
+//! them) hold in each segment; an interpreter may not have `ask` grants,
+//! delegate or keep its instance (refused at load).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -48,11 +51,13 @@ enum Input {
     Resume(Vec<u8>, Vec<ToolResponse>),
 }
 
-/// What a script may still use, and what it used.
+/// What a script may still use, and what it used (in this request, and
+/// in the requests before it that it paused in).
 struct Spent {
     time_left: Duration,
     fuel_left: Option<u64>,
     used: CallUsage,
+    fuel_before: u64,
 }
 
 impl Sandbox {
@@ -69,6 +74,7 @@ impl Sandbox {
             time_left: policy.timeout,
             fuel_left: policy.fuel,
             used: CallUsage::default(),
+            fuel_before: 0,
         };
         let refusals = denials::Denials::new(self.denials.clone());
         let result = self
@@ -114,6 +120,9 @@ impl Sandbox {
             }
         };
         loop {
+            if spent.time_left.is_zero() {
+                return Err(timed_out(policy.timeout));
+            }
             let deferred = batch.answer(&calls, refusals).await;
             if call.context.cancellation.is_cancelled() {
                 return Err(cancelled());
@@ -200,6 +209,12 @@ struct Batch {
 impl Batch {
     /// The calls of a segment's pause, within the bounds of a script.
     fn of(pause: Pause) -> Result<Self, CallError> {
+        if pause.calls.is_empty() {
+            return Err(CallError::new(
+                ErrorKind::Trap,
+                "the interpreter paused its script without a tool call to wait for",
+            ));
+        }
         if pause.state.len() > MAX_SCRIPT_STATE {
             return Err(CallError::new(
                 ErrorKind::OutputTooLarge,
@@ -310,7 +325,7 @@ impl Spent {
     fn paused(&self, policy: &CallPolicy, calls: u32) -> pause::Spent {
         pause::Spent {
             millis: policy.timeout.saturating_sub(self.time_left).as_millis() as u64,
-            fuel: self.used.fuel_used,
+            fuel: self.fuel_before.saturating_add(self.used.fuel_used),
             calls,
         }
     }
@@ -321,7 +336,7 @@ impl Spent {
             .timeout
             .saturating_sub(Duration::from_millis(spent.millis));
         self.fuel_left = policy.fuel.map(|fuel| fuel.saturating_sub(spent.fuel));
-        self.used.fuel_used = spent.fuel;
+        self.fuel_before = spent.fuel;
     }
 }
 

@@ -48,14 +48,12 @@ impl<T: ?Sized> Reach<T> {
         self.made.store(uses, Ordering::Relaxed);
     }
 
-    /// Counts one more use; whether it is within `max`.
+    /// Counts one more use if it is within `max`; whether it was.
     pub(super) fn one_more(&self, max: u32) -> bool {
-        let before = self
-            .made
+        self.made
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |made| {
-                Some(made.saturating_add(1))
+                (made < max).then_some(made + 1)
             })
-            .unwrap_or(u32::MAX);
-        before < max
+            .is_ok()
     }
 }
