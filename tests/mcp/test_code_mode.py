@@ -61,3 +61,16 @@ def test_code_mode_without_its_interpreter_is_refused_at_start():
     assert done.returncode == 2, done.stderr
     assert "code mode needs an interpreter tool: load run_python.wasm with --tools" in done.stderr, done.stderr
     assert "panicked" not in done.stderr, done.stderr
+
+
+def test_a_hidden_tool_is_unknown_whatever_the_request_carries(launch_http):
+    from test_input_required import call
+
+    server = launch_http("--code-mode", *TOOLS)
+    # The calculator keeps state: a hidden one must not be told apart from
+    # a tool that does not exist, not even by a `_session` handle.
+    for arguments in ({"expression": "1", "_session": "made-up"}, {"expression": "1"}):
+        message = call(server.url, "any", arguments, tool="calculate")
+        assert "error" in message, message
+        assert "there is no tool named \"calculate\"" in message["error"]["message"], message
+        assert "run_code" in message["error"]["message"], message

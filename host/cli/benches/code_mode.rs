@@ -106,7 +106,11 @@ async fn call_script(host: &ToolHost, tool: &str, code: String) -> Duration {
     let result = host.call(tool, &arguments, &context).await;
     let took = started.elapsed();
     assert!(result.is_ok(), "{tool}: {result:?}");
-    assert!(result.content.contains("done"), "{tool}: {}", result.content);
+    assert!(
+        result.content.contains("done"),
+        "{tool}: {}",
+        result.content
+    );
     took
 }
 

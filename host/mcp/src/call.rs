@@ -108,6 +108,8 @@ impl McpServer {
             return Err(ErrorData::invalid_params(unknown.message, None));
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
+        // Known now, of the version the call runs on.
+        let interpreter = self.host().is_interpreter(self.shared().host_name(&name));
         // What a request state is bound to, worked out only for a round.
         let mut binding = Binding::new(identity, &name, String::new(), String::new());
         binding.session = session_id.to_string();
@@ -217,8 +219,7 @@ impl McpServer {
         let go_on = GoOn {
             shared: self.shared_arc(),
             binding: binding.clone(),
-            answers: round.answers(),
-            interpreter: self.host().is_interpreter(self.shared().host_name(&name)),
+            interpreter: interpreter || round.script().is_some(),
             round: Arc::new(round),
             script_pauses,
             name,
@@ -247,8 +248,6 @@ fn handed_over(mut response: CallToolResponse, binding: &Binding) -> CallToolRes
 struct GoOn {
     shared: Arc<Shared>,
     binding: Binding,
-    /// The answers given before it ran.
-    answers: Vec<(String, String)>,
     round: Arc<Round>,
     /// Where a script leaves its pause.
     script_pauses: Arc<ScriptPauses>,
@@ -270,6 +269,9 @@ impl GoOn {
                 Ok(id) => Some(id),
                 Err(error) => return Ok(refused(&self.name, error).into()),
             },
+            // A script that ran and kept no pause (it was cancelled) must
+            // not start again under the answers given: its answer stands.
+            None if self.script_pauses.started() => return answer.map(Into::into),
             None => None,
         };
         let rounds = &self.shared.rounds;
@@ -296,7 +298,12 @@ impl GoOn {
                 Ok(held) => Ok(self
                     .shared
                     .rounds
-                    .held(&question, &self.answers, &self.binding, held)
+                    .held(
+                        &question,
+                        &self.round.carried(&self.binding, self.interpreter),
+                        &self.binding,
+                        held,
+                    )
                     .into()),
                 Err((running, paused)) => {
                     let _ = paused.reply.send(Reply::Unavailable);

@@ -88,7 +88,12 @@ impl ServerHandler for McpServer {
         let named = named_session(named)?;
         // The tool session: the handle passed (a tool that keeps state), the
         // name in `_meta`, or a new one whose handle comes with the result.
-        let keeps_state = self.host().keeps_state(&request.name);
+        // Only a tool offered to clients may keep state for them (in code
+        // mode, `run_code` is its interpreter; the others are not offered).
+        let keeps_state = self.shared().offered(&request.name).is_some()
+            && self
+                .host()
+                .keeps_state(self.shared().host_name(&request.name));
         let passed = match keeps_state {
             true => request
                 .arguments

@@ -187,10 +187,7 @@ impl Rounds {
         if deferred.is_empty() {
             return None;
         }
-        let answers = match interpreter {
-            true => round.unused_answers_and(&top_level(binding)),
-            false => round.answers(),
-        };
+        let answers = round.carried(binding, interpreter);
         let mut sealed = self.sealed(&deferred, answers, binding, None);
         sealed.1.script = script;
         Some(self.finish(sealed))
@@ -297,9 +294,19 @@ impl Round {
         self.script.as_deref()
     }
 
+    /// The answers a state carries to the retry: all of them, or, for an
+    /// interpreter's call (a script, which goes on rather than starting
+    /// again), those it has not used and the one about the call itself.
+    pub fn carried(&self, binding: &Binding, interpreter: bool) -> Vec<(String, String)> {
+        match interpreter {
+            true => self.unused_answers_and(&top_level(binding)),
+            false => self.answers(),
+        }
+    }
+
     /// The answers the call has not used (yet), and the one to question
     /// `kept` whether used or not, as a state carries them.
-    pub fn unused_answers_and(&self, kept: &str) -> Vec<(String, String)> {
+    fn unused_answers_and(&self, kept: &str) -> Vec<(String, String)> {
         let unused = self
             .asker
             .answers

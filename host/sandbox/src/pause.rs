@@ -66,9 +66,21 @@ pub struct Spent {
 pub struct ScriptPauses {
     paused: Mutex<Option<ScriptPause>>,
     resume: Mutex<Option<ScriptPause>>,
+    started: std::sync::atomic::AtomicBool,
 }
 
 impl ScriptPauses {
+    /// Whether a script started (or went on) in the call: its calls may
+    /// have run, so it must not start again from the beginning.
+    pub fn started(&self) -> bool {
+        self.started.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    pub(crate) fn start(&self) {
+        self.started
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
     /// The pause the script stopped at, if it did.
     pub fn take_paused(&self) -> Option<ScriptPause> {
         self.paused

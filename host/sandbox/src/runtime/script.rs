@@ -100,6 +100,9 @@ impl Sandbox {
         let first = imports(spent.time_left);
         let calls = first.tool_calls();
         let pauses = call.context.script_pauses().cloned();
+        if let Some(pauses) = &pauses {
+            pauses.start();
+        }
         let resumed = pauses.as_ref().and_then(|pauses| pauses.take_resume());
         let mut batch = match resumed {
             Some(pause) => {
