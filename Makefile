@@ -60,6 +60,7 @@ $(POLY)/textstats.wasm: example-tools/textstats/app.py $(PY_SDK) $(PY_VENV)/.ins
 $(POLY)/fixture-py.wasm: tests/fixture-py/app.py $(PY_SDK) $(PY_VENV)/.installed
 	$(call componentize-py,tests/fixture-py)
 $(POLY)/run_python.wasm: example-tools/run_python/app.py example-tools/run_python/wasi_fetch.py \
+		example-tools/run_python/wasi_requests.py \
 		$(PY_SDK) $(PY_VENV)/.installed $(PY_WIT)/.assembled
 	@mkdir -p $(POLY)
 	$(PY_VENV)/bin/componentize-py -d $(PY_WIT) -w py-interpreter componentize app \
@@ -78,6 +79,7 @@ $(POLY)/mdtable.wasm: example-tools/mdtable/app.js $(JS_SDK) $(JS_DEPS)/node_mod
 $(POLY)/fixture-js.wasm: tests/fixture-js/app.js $(JS_SDK) $(JS_DEPS)/node_modules/.installed
 	$(call componentize-js,tests/fixture-js/app.js)
 $(POLY)/run_javascript.wasm: example-tools/run_javascript/app.js example-tools/run_javascript/fs.js \
+		example-tools/run_javascript/node.js \
 		$(JS_SDK) $(JS_WIT)/.assembled
 	@mkdir -p $(POLY)
 	$(JS_DEPS)/node_modules/.bin/componentize-js --wit $(JS_WIT) --world-name js-interpreter \

@@ -16,7 +16,8 @@
 import {
   defineTool, exportTools, host, Output, ToolCallError, ToolError,
 } from '../../guest-sdk/js/wasm-agent-tool.js';
-import { fs, scratchListing } from './fs.js';
+import { scratchListing } from './fs.js';
+import { nodeFs, process, require } from './node.js';
 
 /** Characters of stdout and of stderr kept (the rest is counted). */
 const STDOUT_KEPT = 32 * 1024;
@@ -168,7 +169,10 @@ async function evaluate(code) {
   const AsyncFunction = (async () => {}).constructor;
   let body;
   try {
-    body = new AsyncFunction(`${PRAGMA}${code}`);
+    // Its last expression is its value, as for a script, when it is one.
+    const returning = returningLast(code);
+    body = returning && compiles(AsyncFunction, returning);
+    body ??= new AsyncFunction(`${PRAGMA}${code}`);
   } catch (error) {
     throw new Failure(error, ASYNC_SHIFT);
   }
@@ -176,6 +180,27 @@ async function evaluate(code) {
     return await body();
   } catch (error) {
     throw new Failure(error, ASYNC_SHIFT);
+  }
+}
+
+/** `code` with its last line returned, when that line looks like an
+ * expression (the same lines, so stacks keep their line numbers). */
+function returningLast(code) {
+  const lines = code.replace(/\s+$/, '').split('\n');
+  const last = lines[lines.length - 1].trim();
+  if (!last || /^(return|const|let|var|if|else|for|while|do|switch|case|default|try|catch|finally|function|async\s+function|class|throw|break|continue|import|export|[}\])]|\/\/|\/\*)/.test(last)) {
+    return null;
+  }
+  lines[lines.length - 1] = `return (${last.replace(/;$/, '')});`;
+  return lines.join('\n');
+}
+
+/** The async function of `source`, or null when it does not compile. */
+function compiles(AsyncFunction, source) {
+  try {
+    return new AsyncFunction(`${PRAGMA}${source}`);
+  } catch {
+    return null;
   }
 }
 
@@ -236,12 +261,13 @@ function toolFunctions() {
 const runJavascript = defineTool({
   name: 'run_javascript',
   description: 'Run JavaScript in a sandbox and return what it logged (console.log) and the value '
-    + 'of its last expression. Top-level await works (then return the value). Standard '
-    + 'built-ins (JSON, Math, Date, RegExp, Map, Set, typed arrays, BigInt) are available; '
-    + 'fetch reaches only the hosts the policy grants; `fs` (readFile, writeFile, appendFile, '
-    + 'readdir, stat, exists, mkdir, rm) sees only granted folders and /scratch, the working '
-    + 'folder, whose new files come back with the result; there is no Intl and no require or '
-    + 'import. The host\'s tools '
+    + 'of its last expression (top-level await works). Standard built-ins (JSON, Math, Date, '
+    + 'RegExp, Map, Set, typed arrays, BigInt) are available; fetch reaches only the hosts the '
+    + 'policy grants; `fs` (also require(\'fs\'), \'fs/promises\', \'path\'), with Node\'s '
+    + 'names (readFileSync, writeFileSync, existsSync, readdirSync, statSync, mkdirSync, '
+    + 'fs.promises) and ours (readFile, writeFile, ...), sees only granted folders and '
+    + '/scratch, the working folder, whose new files come back with the result; no other '
+    + 'modules, no Intl, no processes. The host\'s tools '
     + 'granted to it are functions of `tools` (`tools.calculate({expression: "2+2"})` returns the '
     + 'tool\'s text; a failure throws ToolCallError). An exception or a syntax error fails the '
     + 'call with its message and stack.',
@@ -269,7 +295,9 @@ const runJavascript = defineTool({
     globalThis.stdin = stdin;
     globalThis.tools = toolFunctions();
     globalThis.ToolCallError = ToolCallError;
-    globalThis.fs = fs;
+    globalThis.fs = nodeFs;
+    globalThis.require = require;
+    globalThis.process = process;
     const before = scratchListing();
     let value;
     try {
@@ -301,7 +329,7 @@ function withFiles(output, before) {
   let returned = 0;
   for (const [name, key] of [...scratchListing()].sort(([a], [b]) => (a < b ? -1 : 1))) {
     if (before.get(name) === key) continue;
-    const data = returned < MAX_FILES ? fs.readFile(name, null) : null;
+    const data = returned < MAX_FILES ? nodeFs.readFile(name, null) : null;
     if (data === null || total + data.length > MAX_FILE_BYTES) {
       lines.push(`- ${name} (not returned: over ${MAX_FILES} files or ${MAX_FILE_BYTES / 1024} KiB)`);
       continue;

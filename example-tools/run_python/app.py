@@ -72,6 +72,7 @@ from typing import Annotated
 import inspect
 
 from wasi_fetch import FetchError, Response, fetch
+import wasi_requests
 from wasm_agent_tool import Output, ToolCallError, ToolError, host, tool, Toolkit
 
 #: Characters of stdout and of stderr kept (the rest is counted).
@@ -329,8 +330,9 @@ def run_python(
     datetime, collections, itertools, decimal, csv and random are available;
     ``fetch(url, method="GET", headers=None, body=None)`` reaches only the hosts
     the policy grants (returns a Response with ``status``, ``headers``,
-    ``text()``, ``json()``); there is no subprocess and no file outside granted
-    folders.
+    ``text()``, ``json()``), and so do ``requests`` (get, post, ..., Session;
+    ``status_code``, ``text``, ``json()``) and ``urllib.request.urlopen``; there
+    is no subprocess and no file outside granted folders.
     The host's tools granted to it are functions of ``tools``
     (``tools.calculate(expression="2+2")`` returns the tool's text; a failure
     raises ToolCallError). An exception or a syntax error fails the call with
@@ -374,5 +376,7 @@ def run_python(
         sys.stdin, sys.stdout, sys.stderr = saved
     return _with_files(Output(_report(stdout, stderr, value) or "(no output)"), before)
 
+
+wasi_requests.install()
 
 Tool = Toolkit.export()

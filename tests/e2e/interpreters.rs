@@ -214,10 +214,16 @@ const PYTHON_CASES: &[Case] = &[
         Some(ErrorKind::Failed),
         "No module named 'socket'",
     ),
+    // What models reach for: the sandbox's own, refused where not granted.
     (
-        "import urllib.request",
-        Some(ErrorKind::Failed),
-        "No module named 'urllib.request'",
+        "import urllib.request\nurllib.request.urlopen('http://127.0.0.1:9/')",
+        Some(ErrorKind::CapabilityDenied),
+        "--allow-host http://127.0.0.1:9",
+    ),
+    (
+        "import requests\nrequests.post('http://127.0.0.1:9/', json={})",
+        Some(ErrorKind::CapabilityDenied),
+        "--allow-host http://127.0.0.1:9",
     ),
     (
         "import subprocess",
@@ -283,9 +289,9 @@ const JAVASCRIPT_CASES: &[Case] = &[
     (
         "require('child_process')",
         Some(ErrorKind::Failed),
-        "ReferenceError",
+        "Cannot find module 'child_process'",
     ),
-    ("process.env", Some(ErrorKind::Failed), "ReferenceError"),
+    ("process.env", None, "{}"),
     ("typeof WebAssembly", None, "\"undefined\""),
     ("eval('6 * 7')", None, "42"),
     ("new Function('return 6 * 7')()", None, "42"),

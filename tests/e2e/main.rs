@@ -56,3 +56,4 @@ mod scripts;
 mod secrets;
 mod shared_cache;
 mod shared_store;
+mod what_models_write;
