@@ -175,6 +175,23 @@ fn tool_errors_reach_the_script_and_unknown_names_list_the_tools() {
 }
 
 #[test]
+fn a_script_that_defines_a_tool_of_its_own_is_told_to_call_it() {
+    // What a small model wrote, seen with a real one: stubs of the tools.
+    let code = "def calculate(expression):\n    return str(eval(expression))\n\ncalculate('1 + 1')";
+    let result = json_of(&script(code, &["calculate"], &["--json"]));
+    assert_eq!(result["error"]["kind"], "failed", "{result}");
+    let message = result["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("defines calculate(), which is a tool the host provides"),
+        "{message}"
+    );
+    // Other functions of its own are fine.
+    let code = "def double(x):\n    return x * 2\ndouble(await calculate(expression='21'))";
+    let result = json_of(&script(code, &["calculate"], &["--json"]));
+    assert_eq!(result["content"], "value:\n'2121'", "{result}");
+}
+
+#[test]
 fn budgets_hold_across_pauses() {
     // Calls: at most 64 in all, whatever the segments.
     let code = "n = 0\nfor i in range(70):\n    try:\n        await calculate(expression='1')\n        n += 1\n    except RuntimeError as e:\n        print(e)\n        break\nn";

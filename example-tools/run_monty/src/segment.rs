@@ -27,6 +27,12 @@ const CALL_TOOL: &str = "call_tool";
 
 /// Starts `code` with `tools` to call.
 pub fn start(code: String, tools: &[ToolSpec]) -> Result<Step, ToolError> {
+    if let Some(name) = redefined(&code, tools) {
+        return Err(ToolError::Failed(format!(
+            "the script defines {name}(), which is a tool the host provides: do not define \
+             the tools, call them: `result = await {name}(...)`"
+        )));
+    }
     let mut segment = Segment {
         printed: Printed::default(),
         tools: tools.iter().map(callable).collect(),
@@ -96,6 +102,22 @@ pub fn resume(state: &[u8], responses: Vec<ToolResponse>) -> Result<Step, ToolEr
         }
     };
     segment.drive(progress)
+}
+
+/// The first tool the script defines a function of its own for (models
+/// write stubs of the tools they were shown, which would shadow them).
+fn redefined<'a>(code: &str, tools: &'a [ToolSpec]) -> Option<&'a str> {
+    code.lines().find_map(|line| {
+        let line = line.trim_start();
+        let defined = line
+            .strip_prefix("async def ")
+            .or_else(|| line.strip_prefix("def "))?;
+        let name = defined.split('(').next()?.trim();
+        tools
+            .iter()
+            .find(|tool| tool.name == name)
+            .map(|tool| tool.name.as_str())
+    })
 }
 
 /// No limits of Monty's own: wasmtime bounds time, fuel, memory and stack.

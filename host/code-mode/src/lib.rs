@@ -119,7 +119,7 @@ pub fn describe(kind: Interpreter, tools: &[Listed<'_>]) -> String {
              generators, match or del; json, re, math, datetime and collections work. Do \
              whole tasks in one script: the tools below are async functions called with \
              keyword arguments: `x = await calculate(expression='2+2')`, several at once \
-             with `await asyncio.gather(...)`. Each returns the tool's result text \
+             with `await asyncio.gather(...)`. They exist already: never define them. Each returns the tool's result text \
              (json.loads it when it is JSON) and raises RuntimeError when the tool fails. \
              Print only what you need.",
         ),
