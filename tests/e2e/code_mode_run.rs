@@ -56,7 +56,7 @@ async fn a_multi_step_task_takes_two_model_requests_in_code_mode() {
 }
 
 /// `wasm-agent run ARGS` with an OpenAI key set and `stdin` piped in (not a terminal).
-async fn run_cli(args: Vec<String>) -> std::process::Output {
+pub(crate) async fn run_cli(args: Vec<String>) -> std::process::Output {
     tokio::task::spawn_blocking(move || {
         crate::common::wasm_agent()
             .arg("run")

@@ -2,6 +2,7 @@
 //!
 //! They need the built components (`make setup`); `make test` builds them.
 
+mod access;
 mod agent;
 mod agent_cli;
 mod agent_routers;

@@ -62,6 +62,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use crate::provider::{Provider, ProviderError};
+use wasm_agent_access::AccessRules;
 pub use wasm_agent_cache::{CacheError, CacheKey, MemoryCache, ResultCache};
 use wasm_agent_pipeline::Pipeline;
 use wasm_agent_sandbox::context::CallContext;
@@ -174,6 +175,7 @@ pub struct AgentBuilder {
     code_mode: Option<CodeMode>,
     approval: Arc<dyn ApprovalHandler>,
     auditor: Option<Arc<dyn CallAuditor>>,
+    access: Arc<AccessRules>,
     cache_capacity: usize,
     cache: Option<Arc<dyn ResultCache>>,
     sessions: Option<Arc<dyn SessionStore>>,
@@ -248,6 +250,13 @@ impl AgentBuilder {
     /// Give the host the same one: its runs record themselves.
     pub fn auditor(mut self, auditor: Arc<dyn CallAuditor>) -> Self {
         self.auditor = Some(auditor);
+        self
+    }
+    /// Holds every run to `rules`: a run is offered, and may call, only the
+    /// tools they let its caller (its context's user, tenant and
+    /// credentials) see; default: no rules.
+    pub fn access(mut self, rules: Arc<AccessRules>) -> Self {
+        self.access = rules;
         self
     }
     /// Model/tool roundtrips per run before it stops (default 10).
@@ -339,6 +348,7 @@ impl AgentBuilder {
                     .auditor(self.auditor)
                     .approval_handler(self.approval)
                     .result_cache(cache.clone())
+                    .access(self.access)
                     .build(),
                 cache,
                 sessions: self
@@ -367,6 +377,7 @@ impl Agent {
             code_mode: None,
             approval: Arc::new(DenyAll),
             auditor: None,
+            access: Arc::default(),
             cache_capacity: 1024,
             cache: None,
             sessions: None,

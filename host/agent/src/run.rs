@@ -380,7 +380,12 @@ impl Agent {
 
     /// The run's tools: the resolver's choice, or all of them.
     fn tools_for(&self, context: &CallContext) -> Vec<AgentTool> {
-        let all = self.tools();
+        let mut all = self.tools();
+        let access = self.inner.pipeline.access();
+        if access.is_configured() {
+            let who = context.who();
+            all.retain(|tool| access.allows(&who, &tool.name));
+        }
         match &self.inner.resolver {
             Some(resolve) => resolve(context, &all),
             None => all,

@@ -262,8 +262,15 @@ impl AgentTool {
                 agent: agent.clone(),
             }),
         };
+        // A sandboxed tool goes down the pipeline by its name in the host
+        // (code mode's `run_code` is its interpreter's), so access rules,
+        // approvals and records name the tool that runs.
+        let name = match &self.runner {
+            Runner::Sandboxed { tool, .. } => tool.clone(),
+            _ => self.name.clone(),
+        };
         Tool {
-            name: self.name.clone(),
+            name,
             target,
             settings: self.settings.call_settings(),
         }

@@ -44,7 +44,8 @@ struct RunToolCaller {
 
 #[async_trait::async_trait]
 impl ToolCaller for RunToolCaller {
-    fn tools(&self) -> Vec<ToolInfo> {
+    fn tools(&self, _context: &CallContext) -> Vec<ToolInfo> {
+        // The run's tools are those its caller may call already.
         self.tools
             .iter()
             .map(|tool| ToolInfo {

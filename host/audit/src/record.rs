@@ -104,6 +104,8 @@ struct CallRecord<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     arguments_omitted: Option<String>,
     approval: Option<ApprovalRecord<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    decided_by: Option<&'a str>,
     denials: Vec<DenialRecord<'a>>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     more_denials: bool,
@@ -209,6 +211,7 @@ impl<'a> CallRecord<'a> {
                 by: &a.by,
                 answer: a.asked.map(|outcome| outcome.as_str()),
             }),
+            decided_by: report.decided_by.as_deref(),
             denials: usage
                 .map(|u| {
                     u.activity

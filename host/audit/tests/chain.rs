@@ -27,6 +27,7 @@ fn report(n: usize, arguments: &str) -> CallReport {
         duration: Duration::from_micros(n as u64),
         depth: 0,
         cached: false,
+        decided_by: None,
     }
 }
 

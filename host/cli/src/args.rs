@@ -87,6 +87,11 @@ pub enum Command {
         #[command(flatten)]
         registry: RegistryFlags,
     },
+    /// Access rules: `access explain` shows what an identity may see and call.
+    Access {
+        #[command(subcommand)]
+        command: crate::access::AccessCommand,
+    },
     /// Audit logs: `audit verify FILE`.
     Audit {
         #[command(subcommand)]

@@ -13,7 +13,7 @@ use wasm_agent::agent::config::call_settings;
 use wasm_agent::approval::{ApprovalHandler, ApprovalRequest, ApproveTools};
 use wasm_agent::ask::{Asking, SessionAnswers};
 use wasm_agent::pipeline::{
-    CallEvents, Called, HostTools, Pipeline, PipelineCaller, Progress, ToolCall, ToolSet,
+    CallEvents, Called, HostTools, Pipeline, PipelineCaller, Progress, ToolCall,
 };
 use wasm_agent::{CallContext, CallError, ErrorKind};
 
@@ -59,6 +59,7 @@ pub async fn call(args: CallArgs) -> anyhow::Result<ExitCode> {
     };
     let tools = HostTools::new(tool_host, settings);
     let pipeline = Pipeline::builder()
+        .access(crate::access::rules(config.as_ref())?)
         .result_cache(store::open_cache(None, config.as_ref())?)
         .approval_handler(Arc::new(CommandLine {
             named: tool.clone(),
@@ -74,10 +75,10 @@ pub async fn call(args: CallArgs) -> anyhow::Result<ExitCode> {
     });
     let caller = PipelineCaller::new(pipeline.clone(), Arc::new(tools.clone()), "call");
     let context = context.tool_caller(Arc::new(caller));
-    let called = match (tools.tool(&tool), parse(&arguments)) {
-        (None, _) => Called::new(Err(tools.unknown(&tool)), "call"),
+    let called = match (pipeline.tool(&tools, &tool, &context), parse(&arguments)) {
+        (Err(unknown), _) => Called::new(Err(unknown), "call"),
         (_, Err(error)) => Called::new(Err(error), "call"),
-        (Some(found), Ok(arguments)) => {
+        (Ok(found), Ok(arguments)) => {
             let call = ToolCall::new(found, "call", arguments, context);
             pipeline.call(call.events(Arc::new(Terminal))).await
         }

@@ -1,5 +1,6 @@
 //! The `wasm-agent` command line.
 
+mod access;
 mod args;
 mod audit;
 mod audit_verify;
@@ -205,6 +206,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => oci_commands::sign(&references, &key, cache_dir.as_deref(), &registry).await,
         Command::Run(args) => run::run(*args).await,
         Command::Serve(args) => serve::serve(*args).await,
+        Command::Access {
+            command: access::AccessCommand::Explain(args),
+        } => access::explain(*args).await,
         Command::Audit {
             command:
                 audit::AuditCommand::Verify {

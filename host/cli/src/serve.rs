@@ -97,7 +97,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         open_cache(args.cache.as_deref(), config.as_ref())?,
         metrics.clone(),
     );
+    let access = crate::access::rules(config.as_ref())?;
     let mut builder = server_builder(&host, &args, config.as_ref())?
+        .access(access.clone())
         .result_cache(cache)
         .code_mode(code_mode.interpreters());
     match state_keys {
@@ -121,6 +123,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         async move {
             host.load_all(components).await?;
             loading.done();
+            let names: Vec<String> = host.tools().into_iter().map(|tool| tool.name).collect();
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            for unmatched in access.unmatched(&names) {
+                tracing::warn!("[access] {unmatched} matches no loaded tool");
+            }
             // Once the threads that compiled have ended.
             tokio::time::sleep(std::time::Duration::from_millis(500)).await;
             crate::return_freed_memory();

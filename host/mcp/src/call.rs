@@ -103,13 +103,16 @@ impl McpServer {
         };
         self.tools_loaded().await;
         let name = request.name.to_string();
-        let Some(tool) = self.shared().offered(&name) else {
-            let unknown = self.shared().not_offered(&name);
+        let who = identity.who();
+        let Some(tool) = self.shared().offered(&name, &who) else {
+            let unknown = self.shared().not_offered(&name, &who);
             return Err(ErrorData::invalid_params(unknown.message, None));
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         // Known now, of the version the call runs on.
-        let interpreter = self.host().is_interpreter(self.shared().host_name(&name));
+        let interpreter = self
+            .host()
+            .is_interpreter(self.shared().host_name(&name, &who));
         // What a request state is bound to, worked out only for a round.
         let mut binding = Binding::new(identity, &name, String::new(), String::new());
         binding.session = session_id.to_string();
@@ -160,6 +163,7 @@ impl McpServer {
             .budget(RequestBudget::new(calls, runs));
         context.user_id = identity.principal.clone();
         context.tenant_id = identity.tenant.clone();
+        context.credentials = Some(identity.credentials.clone());
         if let Some(asking) = asking {
             context = context.asking(asking);
         }

@@ -263,7 +263,7 @@ impl Dispatcher {
             tokio::select! {
                 // Nobody is left to read it.
                 () = closed.cancelled() => None,
-                listed = server.list_tools_request(cursor.as_deref()) => {
+                listed = server.list_tools_request(cursor.as_deref(), &server.identity) => {
                     Some(listed.map(ServerResult::ListToolsResult))
                 }
             }

@@ -38,10 +38,11 @@ impl ServerHandler for McpServer {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let cursor = request.and_then(|r| r.cursor);
-        let mut listing = self.list_tools_request(cursor.as_deref()).await?;
+        let identity = self.identity_of(&context);
+        let mut listing = self.list_tools_request(cursor.as_deref(), identity).await?;
         // State across calls travels in a handle passed as an argument.
         listing.tools = std::mem::take(&mut listing.tools)
             .into_iter()
@@ -74,12 +75,7 @@ impl ServerHandler for McpServer {
         // This handler serves the sessionless revision: who is calling comes
         // with each request (the gate put it there), and so does the tool
         // session, if the client names one.
-        let identity = context
-            .extensions
-            .get::<http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<Identity>())
-            .unwrap_or(&self.identity)
-            .clone();
+        let identity = self.identity_of(&context).clone();
         let named = request
             .meta
             .as_ref()
@@ -90,10 +86,11 @@ impl ServerHandler for McpServer {
         // name in `_meta`, or a new one whose handle comes with the result.
         // Only a tool offered to clients may keep state for them (in code
         // mode, `run_code` is its interpreter; the others are not offered).
-        let keeps_state = self.shared().offered(&request.name).is_some()
+        let who = identity.who();
+        let keeps_state = self.shared().offered(&request.name, &who).is_some()
             && self
                 .host()
-                .keeps_state(self.shared().host_name(&request.name));
+                .keeps_state(self.shared().host_name(&request.name, &who));
         let passed = match keeps_state {
             true => request
                 .arguments
@@ -185,6 +182,19 @@ impl ServerHandler for McpServer {
             _ = forward => {}
         }
         Ok(())
+    }
+}
+
+impl McpServer {
+    /// Who sent the request of `context`: the sessionless revision's
+    /// identity comes with each request (the gate put it there); other
+    /// transports have the connection's.
+    fn identity_of<'a>(&'a self, context: &'a RequestContext<RoleServer>) -> &'a Identity {
+        context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Identity>())
+            .unwrap_or(&self.identity)
     }
 }
 

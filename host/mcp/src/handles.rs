@@ -121,10 +121,7 @@ mod tests {
     use super::*;
 
     fn identity(principal: &str) -> Identity {
-        Identity {
-            principal: Some(principal.into()),
-            tenant: Some("acme".into()),
-        }
+        Identity::from_tokens(principal.into(), Some("acme".into()))
     }
 
     #[test]

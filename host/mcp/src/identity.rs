@@ -4,21 +4,75 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
+use wasm_agent_access::{Credentials, Source, Who};
 
 use super::oauth::ISSUER_PRINCIPAL_PREFIX;
 use sha2::{Digest, Sha256};
 
 /// The principal and tenant of a request; both `None` when the server has no
-/// per-caller credentials (no token, or the single `--token`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+/// per-caller credentials (no token, or the single `--token`). Two
+/// identities are the same caller when principal and tenant are; the
+/// credentials say how this request proved it (a refreshed token's claims
+/// differ, its caller does not).
+#[derive(Clone, Debug)]
 pub struct Identity {
     /// The user or client: `principal` of a tokens-file entry, or `oauth:`
     /// and the `sub` of a JWT, so the two never name the same identity.
     pub principal: Option<String>,
     /// The tenant its data belongs to.
     pub tenant: Option<String>,
+    /// How it proved who it is, with an OAuth token's scopes and claims
+    /// (what access rules match).
+    pub credentials: Arc<Credentials>,
+}
+
+impl Identity {
+    /// The caller as access rules see it.
+    pub fn who(&self) -> Who<'_> {
+        Who {
+            principal: self.principal.as_deref(),
+            tenant: self.tenant.as_deref(),
+            credentials: Some(&self.credentials),
+        }
+    }
+
+    /// The identity of a tokens-file entry.
+    pub fn from_tokens(principal: String, tenant: Option<String>) -> Self {
+        Self {
+            principal: Some(principal),
+            tenant,
+            credentials: Arc::new(Credentials::new(Source::Tokens)),
+        }
+    }
+}
+
+impl Default for Identity {
+    /// A caller of a server without per-caller credentials.
+    fn default() -> Self {
+        Self {
+            principal: None,
+            tenant: None,
+            credentials: Arc::new(Credentials::new(Source::Shared)),
+        }
+    }
+}
+
+impl PartialEq for Identity {
+    fn eq(&self, other: &Self) -> bool {
+        self.principal == other.principal && self.tenant == other.tenant
+    }
+}
+
+impl Eq for Identity {}
+
+impl std::hash::Hash for Identity {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.principal.hash(state);
+        self.tenant.hash(state);
+    }
 }
 
 /// Bearer tokens by their SHA-256 digest, each with its identity. The file
@@ -107,10 +161,8 @@ impl TokenTable {
                     ),
                 ));
             }
-            let identity = Identity {
-                principal: Some(entry.principal),
-                tenant: entry.tenant.filter(|t| !t.is_empty()),
-            };
+            let identity =
+                Identity::from_tokens(entry.principal, entry.tenant.filter(|t| !t.is_empty()));
             if by_digest.insert(digest, identity).is_some() {
                 return Err(error(
                     Some(span),

@@ -71,6 +71,18 @@ pub struct McpServer {
     _close_on_drop: DropGuard,
 }
 
+impl Shared {
+    /// A digest of the tools `identity` sees (names, descriptions, schemas,
+    /// annotations): a tool-list change is told only to callers whose view
+    /// it changed.
+    fn view(&self, identity: &Identity) -> [u8; 32] {
+        use sha2::Digest;
+        let listing = self.listing(&identity.who());
+        let text = serde_json::to_vec(&listing).unwrap_or_default();
+        sha2::Sha256::digest(&text).into()
+    }
+}
+
 pub(crate) struct Shared {
     pub(crate) host: ToolHost,
     /// False while the host's first components are still loading.
@@ -226,6 +238,13 @@ impl McpServerBuilder {
     /// refused as `rate_limited` (see `PipelineBuilder::tenant_calls`).
     pub fn tenant_calls(mut self, calls: Option<usize>) -> Self {
         self.pipeline = self.pipeline.tenant_calls(calls);
+        self
+    }
+
+    /// Holds every caller to `rules`: it lists, and may call, only the
+    /// tools they let it (default: no rules, every tool).
+    pub fn access(mut self, rules: Arc<wasm_agent_access::AccessRules>) -> Self {
+        self.pipeline = self.pipeline.access(rules);
         self
     }
 
@@ -394,7 +413,7 @@ impl McpServer {
     /// it needs approval, its policy asks or lets it call other tools, or the
     /// tools are still loading (not known yet).
     pub(crate) fn may_ask(&self, tool: &str) -> bool {
-        let tool = self.shared.host_name(tool);
+        let tool = self.shared.host_name(tool, &self.identity.who());
         !self.tools_are_loaded()
             || self
                 .shared
@@ -456,6 +475,9 @@ impl McpServer {
     {
         let mut changes = self.shared.tools_changed.subscribe();
         let closed = self.closed.clone();
+        // Only a change of what this caller sees is its to hear of.
+        let (shared, identity) = (self.shared.clone(), self.identity.clone());
+        let mut seen = shared.view(&identity);
         async move {
             loop {
                 tokio::select! {
@@ -463,6 +485,11 @@ impl McpServer {
                     change = changes.recv() => match change {
                         // Missed changes are still one change to report.
                         Ok(()) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                            let view = shared.view(&identity);
+                            if view == seen {
+                                continue;
+                            }
+                            seen = view;
                             if !send().await {
                                 return;
                             }
@@ -488,10 +515,11 @@ impl McpServer {
         )
     }
 
-    /// A `tools/list`: every tool in one page.
+    /// A `tools/list` of `identity`: every tool it may call, in one page.
     pub(crate) async fn list_tools_request(
         &self,
         cursor: Option<&str>,
+        identity: &Identity,
     ) -> Result<ListToolsResult, ErrorData> {
         // Every tool comes in one page, so no cursor was ever handed out.
         if let Some(cursor) = cursor {
@@ -508,7 +536,7 @@ impl McpServer {
                  notifications/tools/list_changed follows once they are"
             );
         }
-        let tools = self.shared.listing();
+        let tools = self.shared.listing(&identity.who());
         Ok(ListToolsResult::with_all_items(
             tools.iter().map(content::tool).collect(),
         ))

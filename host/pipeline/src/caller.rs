@@ -47,8 +47,8 @@ impl PipelineCaller {
 
 #[async_trait::async_trait]
 impl ToolCaller for PipelineCaller {
-    fn tools(&self) -> Vec<ToolInfo> {
-        self.tools.infos()
+    fn tools(&self, context: &CallContext) -> Vec<ToolInfo> {
+        self.pipeline.visible(&*self.tools, context)
     }
 
     async fn call_tool(
@@ -57,9 +57,7 @@ impl ToolCaller for PipelineCaller {
         arguments: Value,
         context: &CallContext,
     ) -> Result<ToolOutput, CallError> {
-        let Some(tool) = self.tools.tool(name) else {
-            return Err(self.tools.unknown(name));
-        };
+        let tool = self.pipeline.tool(&*self.tools, name, context)?;
         let number = self.made.fetch_add(1, Ordering::Relaxed) + 1;
         let id = format!("{}/tool-call-{number}", self.parent);
         let mut call = ToolCall::new(tool, id, arguments, context.clone());

@@ -8,17 +8,19 @@
 //!
 //! 1. `audit`: nothing is answered while a fail-closed audit log cannot be
 //!    written; every answer is recorded (ran, cached, refused, failed);
-//! 2. `check`: the arguments against the tool's schema, and the version the
+//! 2. `access`: the access rules ([`PipelineBuilder::access`]): a tool the
+//!    caller may not call is answered as one that does not exist;
+//! 3. `check`: the arguments against the tool's schema, and the version the
 //!    call may run on;
-//! 3. layers an embedder adds ([`PipelineBuilder::layer`]: access rules,
-//!    quotas), in the order added;
-//! 4. `approve`: the operator's approvals, then the person, for exactly this
+//! 4. layers an embedder adds ([`PipelineBuilder::layer`]: quotas), in
+//!    the order added;
+//! 5. `approve`: the operator's approvals, then the person, for exactly this
 //!    tool, version and arguments;
-//! 5. `progress`: how long the call has run, every second, to an entry
+//! 6. `progress`: how long the call has run, every second, to an entry
 //!    point that listens;
-//! 6. `cache`: the result cache, per tool, version, arguments, tenant and
+//! 7. `cache`: the result cache, per tool, version, arguments, tenant and
 //!    principal;
-//! 7. the call itself, on the version checked and approved ([`Target`]).
+//! 8. the call itself, on the version checked and approved ([`Target`]).
 //!
 //! ```no_run
 //! # async fn demo(host: wasm_agent_sandbox::ToolHost) {
@@ -39,6 +41,7 @@
 
 #![warn(missing_docs)]
 
+mod access;
 mod admit;
 pub mod approve;
 mod audit;
@@ -57,9 +60,13 @@ mod tools;
 use std::sync::Arc;
 use std::time::Instant;
 
+use wasm_agent_access::AccessRules;
 use wasm_agent_cache::{MemoryCache, ResultCache};
 use wasm_agent_sandbox::approval::{ApprovalHandler, DenyAll};
+use wasm_agent_sandbox::context::CallContext;
+use wasm_agent_sandbox::registry::ToolInfo;
 use wasm_agent_sandbox::report::CallAuditor;
+use wasm_agent_sandbox::result::CallError;
 
 pub use call::{CallSettings, Called, Tool, ToolCall};
 pub use caller::PipelineCaller;
@@ -73,6 +80,7 @@ pub use tools::{HostTools, ToolSet};
 #[derive(Clone)]
 pub struct Pipeline {
     layers: Arc<[Arc<dyn Layer>]>,
+    access: Arc<AccessRules>,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -103,6 +111,44 @@ impl Pipeline {
         called.duration = started.elapsed();
         called
     }
+
+    /// The access rules every call is held to.
+    pub fn access(&self) -> &AccessRules {
+        &self.access
+    }
+
+    /// The tools of `tools` the caller of `context` may see and call: what
+    /// an entry point lists to it.
+    pub fn visible(&self, tools: &dyn ToolSet, context: &CallContext) -> Vec<ToolInfo> {
+        let mut infos = tools.infos();
+        if self.access.is_configured() {
+            let who = context.who();
+            infos.retain(|info| self.access.allows(&who, &info.name));
+        }
+        infos
+    }
+
+    /// The tool `name` of `tools` for the caller of `context`: a tool it
+    /// may not call is answered as one that does not exist, with the names
+    /// it may call.
+    pub fn tool(
+        &self,
+        tools: &dyn ToolSet,
+        name: &str,
+        context: &CallContext,
+    ) -> Result<Tool, CallError> {
+        if !self.access.is_configured() {
+            return tools.tool(name).ok_or_else(|| tools.unknown(name));
+        }
+        match tools.tool(name) {
+            Some(tool) if self.access.allows(&context.who(), name) => Ok(tool),
+            _ => {
+                let visible = self.visible(tools, context);
+                let names = visible.iter().map(|info| info.name.as_str());
+                Err(wasm_agent_sandbox::specs::unknown_tool(name, names))
+            }
+        }
+    }
 }
 
 /// Settings of a [`Pipeline`].
@@ -113,6 +159,7 @@ pub struct PipelineBuilder {
     extra: Vec<Arc<dyn Layer>>,
     progress_every: std::time::Duration,
     tenant_calls: Option<usize>,
+    access: Arc<AccessRules>,
 }
 
 impl Default for PipelineBuilder {
@@ -124,6 +171,7 @@ impl Default for PipelineBuilder {
             extra: Vec::new(),
             progress_every: PROGRESS_EVERY,
             tenant_calls: None,
+            access: Arc::default(),
         }
     }
 }
@@ -150,6 +198,13 @@ impl PipelineBuilder {
     /// process's memory, 1024 entries).
     pub fn result_cache(mut self, cache: Arc<dyn ResultCache>) -> Self {
         self.cache = cache;
+        self
+    }
+
+    /// Holds every call to `rules`: a caller sees and calls only the tools
+    /// they let it (default: no rules, every tool).
+    pub fn access(mut self, rules: Arc<AccessRules>) -> Self {
+        self.access = rules;
         self
     }
 
@@ -181,6 +236,9 @@ impl PipelineBuilder {
             Arc::new(audit::Audit {
                 auditor: self.auditor,
             }),
+            Arc::new(access::Access {
+                rules: self.access.clone(),
+            }),
             Arc::new(check::Check),
             Arc::new(admit::Admit {
                 per_tenant: self.tenant_calls,
@@ -197,6 +255,7 @@ impl PipelineBuilder {
         layers.push(Arc::new(cache::Cache { cache: self.cache }));
         Pipeline {
             layers: layers.into(),
+            access: self.access,
         }
     }
 }

@@ -153,6 +153,10 @@ struct RawConfig {
     #[serde(default)]
     #[allow(dead_code)]
     audit: Option<IgnoredAny>,
+    /// Access rules, checked by their owner through [`ConfigFile::section`].
+    #[serde(default)]
+    #[allow(dead_code)]
+    access: Option<IgnoredAny>,
 }
 
 /// The keys of every `[tools.<alias>]` section, with where they are: serde

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
+pub use wasm_agent_access::{Credentials, Who};
 
 use crate::ask::{Asking, Deferred};
 use crate::bindings::types;
@@ -26,6 +27,14 @@ pub struct CallContext {
     pub tenant_id: Option<String>,
     /// Free-form data for tools.
     pub metadata: Map<String, Value>,
+    /// How the caller proved who it is, with its token's scopes and claims
+    /// (access rules match them); `None`: the person at the terminal.
+    /// Calls made from this one act for the same caller.
+    pub credentials: Option<Arc<Credentials>>,
+    /// What let the call through the pipeline's access rules and quotas,
+    /// for the audit trail (set by the pipeline; calls made from this one
+    /// do not inherit it).
+    pub decided_by: Option<Arc<str>>,
     /// Fire to stop the call (and any other call sharing the token).
     pub cancellation: CancellationToken,
     /// How the call's approval went, set by the entry point that asked
@@ -63,8 +72,9 @@ pub struct CallContext {
 /// each set one on the contexts of their calls ([`CallContext::tool_caller`]).
 #[async_trait::async_trait]
 pub trait ToolCaller: Send + Sync + 'static {
-    /// The tools calls may be made of (their specs are shown to the tool).
-    fn tools(&self) -> Vec<ToolInfo>;
+    /// The tools calls may be made of for the caller of `context` (their
+    /// specs are shown to the tool).
+    fn tools(&self, context: &CallContext) -> Vec<ToolInfo>;
 
     /// Calls `name` with `arguments` within `context`, a context one level
     /// deeper than the calling tool's (same run, session, user, tenant;
@@ -124,6 +134,8 @@ impl Default for CallContext {
             user_id: None,
             tenant_id: None,
             metadata: Map::new(),
+            credentials: None,
+            decided_by: None,
             cancellation: CancellationToken::new(),
             approval: None,
             delegation_depth: 0,
@@ -160,6 +172,21 @@ impl CallContext {
     pub fn tenant(mut self, tenant_id: impl Into<String>) -> Self {
         self.tenant_id = Some(tenant_id.into());
         self
+    }
+
+    /// Sets how the caller proved who it is (access rules match it).
+    pub fn credentials(mut self, credentials: Credentials) -> Self {
+        self.credentials = Some(Arc::new(credentials));
+        self
+    }
+
+    /// The caller as access rules see it.
+    pub fn who(&self) -> Who<'_> {
+        Who {
+            principal: self.user_id.as_deref(),
+            tenant: self.tenant_id.as_deref(),
+            credentials: self.credentials.as_deref(),
+        }
     }
 
     /// Notes how the call's approval went (for the audit trail).
@@ -240,6 +267,7 @@ impl CallContext {
             tool_call_depth: self.tool_call_depth.saturating_add(1),
             in_callers_slot: true,
             approval: None,
+            decided_by: None,
             asking: self.asking.as_ref().map(Asking::within_running_call),
             script_pauses: None,
             ..self.clone()
@@ -275,6 +303,7 @@ impl CallContext {
             run_id: uuid::Uuid::new_v4().to_string(),
             cancellation: self.cancellation.child_token(),
             approval: None,
+            decided_by: None,
             script_pauses: None,
             ..self.clone()
         }

@@ -96,6 +96,8 @@ pub struct CallReport {
     pub depth: u32,
     /// Answered from a result cache, without running.
     pub cached: bool,
+    /// What let it through (or refused it): an access rule, a quota.
+    pub decided_by: Option<String>,
 }
 
 impl CallReport {
@@ -128,6 +130,7 @@ impl CallReport {
             duration: Duration::ZERO,
             depth: context.tool_call_depth,
             cached: false,
+            decided_by: context.decided_by.as_deref().map(String::from),
         }
     }
 }

@@ -95,12 +95,13 @@ pub fn unknown_tool<'a>(name: &str, known: impl ExactSizeIterator<Item = &'a str
     let hint = closest
         .map(|(_, candidate)| format!("did you mean {candidate:?}? "))
         .unwrap_or_default();
+    let available = match names.is_empty() {
+        true => "no tools are available".to_string(),
+        false => format!("available tools: {}", names.join(", ")),
+    };
     CallError::new(
         ErrorKind::UnknownTool,
-        format!(
-            "there is no tool named {shown}; {hint}available tools: {}",
-            names.join(", ")
-        ),
+        format!("there is no tool named {shown}; {hint}{available}"),
     )
 }
 

@@ -36,6 +36,8 @@
 
 #![warn(missing_docs)]
 
+/// Access rules: which callers may see and call which tools.
+pub use wasm_agent_access as access;
 pub use wasm_agent_policy as policy;
 pub use wasm_agent_sandbox::runtime as sandbox;
 pub use wasm_agent_sandbox::{

@@ -184,9 +184,15 @@ impl ResourceServer {
                     .to_string(),
             ),
         };
+        let principal = format!("{ISSUER_PRINCIPAL_PREFIX}{principal}");
+        let claims = match claims {
+            Value::Object(claims) => claims,
+            _ => Default::default(),
+        };
         Ok(Identity {
-            principal: Some(format!("{ISSUER_PRINCIPAL_PREFIX}{principal}")),
+            principal: Some(principal),
             tenant,
+            credentials: std::sync::Arc::new(wasm_agent_access::Credentials::oauth(claims)),
         })
     }
 

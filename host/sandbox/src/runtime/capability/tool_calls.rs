@@ -39,7 +39,7 @@ impl ToolCalls {
             return Vec::new();
         }
         caller
-            .tools()
+            .tools(context)
             .into_iter()
             .filter(|tool| {
                 tool_call_allowed(&self.allowed, &tool.name) && *tool.name != *self.call.tool
