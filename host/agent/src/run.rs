@@ -381,11 +381,9 @@ impl Agent {
     /// The run's tools: the resolver's choice, or all of them.
     fn tools_for(&self, context: &CallContext) -> Vec<AgentTool> {
         let mut all = self.tools();
-        let access = self.inner.pipeline.access();
-        if access.is_configured() {
-            let who = context.who();
-            all.retain(|tool| access.allows(&who, &tool.name));
-        }
+        // Under this agent's rules and those of the request it serves (a
+        // delegated run's caller's).
+        all.retain(|tool| self.inner.pipeline.allows(context, tool.pipeline_name()));
         match &self.inner.resolver {
             Some(resolve) => resolve(context, &all),
             None => all,

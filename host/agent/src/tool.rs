@@ -249,6 +249,16 @@ impl ToolSettings {
 
 impl AgentTool {
     /// The tool as the call pipeline calls it, in `agent`'s runs.
+    /// The name the tool goes down the pipeline by: a sandboxed tool's name
+    /// in the host (code mode's `run_code` is its interpreter's), so access
+    /// rules, approvals and records name the tool that runs.
+    pub(crate) fn pipeline_name(&self) -> &str {
+        match &self.runner {
+            Runner::Sandboxed { tool, .. } => tool,
+            _ => &self.name,
+        }
+    }
+
     pub(crate) fn pipeline_tool(&self, agent: &Agent) -> Tool {
         let target: Arc<dyn Target> = match &self.runner {
             Runner::Sandboxed { host, tool } => Arc::new(Sandboxed::new(host.clone(), tool)),
@@ -262,15 +272,8 @@ impl AgentTool {
                 agent: agent.clone(),
             }),
         };
-        // A sandboxed tool goes down the pipeline by its name in the host
-        // (code mode's `run_code` is its interpreter's), so access rules,
-        // approvals and records name the tool that runs.
-        let name = match &self.runner {
-            Runner::Sandboxed { tool, .. } => tool.clone(),
-            _ => self.name.clone(),
-        };
         Tool {
-            name,
+            name: self.pipeline_name().to_string(),
             target,
             settings: self.settings.call_settings(),
         }

@@ -117,14 +117,22 @@ impl Pipeline {
         &self.access
     }
 
+    /// The access rules every call is held to, shared.
+    pub fn access_rules(&self) -> Arc<AccessRules> {
+        self.access.clone()
+    }
+
+    /// Whether the caller of `context` may see and call `tool`: under this
+    /// pipeline's rules and those of the request `context` serves.
+    pub fn allows(&self, context: &CallContext, tool: &str) -> bool {
+        access::decide(&self.access, context, tool).is_none_or(|decision| decision.allowed)
+    }
+
     /// The tools of `tools` the caller of `context` may see and call: what
     /// an entry point lists to it.
     pub fn visible(&self, tools: &dyn ToolSet, context: &CallContext) -> Vec<ToolInfo> {
         let mut infos = tools.infos();
-        if self.access.is_configured() {
-            let who = context.who();
-            infos.retain(|info| self.access.allows(&who, &info.name));
-        }
+        infos.retain(|info| self.allows(context, &info.name));
         infos
     }
 
@@ -137,11 +145,11 @@ impl Pipeline {
         name: &str,
         context: &CallContext,
     ) -> Result<Tool, CallError> {
-        if !self.access.is_configured() {
-            return tools.tool(name).ok_or_else(|| tools.unknown(name));
-        }
         match tools.tool(name) {
-            Some(tool) if self.access.allows(&context.who(), name) => Ok(tool),
+            Some(tool) if self.allows(context, name) => Ok(tool),
+            None if !self.access.is_configured() && context.access_rules().is_none() => {
+                Err(tools.unknown(name))
+            }
             _ => {
                 let visible = self.visible(tools, context);
                 let names = visible.iter().map(|info| info.name.as_str());

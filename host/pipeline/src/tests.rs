@@ -455,3 +455,95 @@ async fn a_long_call_reports_the_time_it_has_run_unless_its_target_reports_progr
         }
     }
 }
+
+/// Rules letting tenant acme call `echo`, and nobody anything else.
+fn acme_only() -> Arc<wasm_agent_access::AccessRules> {
+    let config = json!({
+        "default": "deny",
+        "rules": [{"name": "acme", "tenants": ["acme"], "tools": ["echo"], "effect": "allow"}],
+    });
+    let config = serde_json::from_value(config).unwrap();
+    Arc::new(wasm_agent_access::AccessRules::new(config).unwrap())
+}
+
+#[tokio::test]
+async fn a_request_is_held_to_the_access_rules_of_every_pipeline_it_passed() {
+    let records = Arc::new(Records::default());
+    let guarded = Pipeline::builder()
+        .access(acme_only())
+        .auditor(Some(records.clone()))
+        .build();
+    let open = Pipeline::builder().build();
+    let target = Echo::new();
+    let echo = tool(&target, CallSettings::default());
+    let acme = CallContext::new().user("alice").tenant("acme");
+    let called = guarded.call(call(&echo, json!({}), &acme)).await;
+    assert!(called.result.is_ok(), "{:?}", called.result);
+    // Refused as unknown before its arguments are read (they are bad).
+    let globex = CallContext::new().user("carol").tenant("globex");
+    let refused = guarded.call(call(&echo, json!({"bad": 1}), &globex)).await;
+    let error = refused.result.unwrap_err();
+    assert_eq!(error.kind, ErrorKind::UnknownTool, "{error:?}");
+    let decided: Vec<_> = records
+        .reports()
+        .into_iter()
+        .map(|r| r.decided_by)
+        .collect();
+    assert_eq!(
+        decided,
+        [
+            Some("access: allow by rule 1 \"acme\"".to_string()),
+            Some("access: deny by the default".to_string())
+        ]
+    );
+    // Work done for carol after a guarded call (a delegated agent's run on
+    // a pipeline of its own, without rules) is held to them still.
+    let mut served = globex.clone();
+    served.held_to(guarded.access_rules());
+    let delegated = served.delegated();
+    assert!(!open.allows(&delegated, "echo"));
+    assert!(open.allows(&acme.delegated(), "echo"));
+    let refused = open.call(call(&echo, json!({}), &delegated)).await;
+    assert_eq!(refused.result.unwrap_err().kind, ErrorKind::UnknownTool);
+    assert_eq!(target.runs(), 1);
+}
+
+#[tokio::test]
+async fn a_call_that_passed_access_rules_carries_them_to_the_calls_made_for_it() {
+    struct Probe(Mutex<Option<bool>>);
+    #[async_trait::async_trait]
+    impl Target for Probe {
+        fn version(&self) -> Option<String> {
+            Some("v1".into())
+        }
+        fn check(&self, _: &Value) -> Result<String, CallError> {
+            Ok("v1".into())
+        }
+        fn describe(&self, _: &mut CallReport) {}
+        async fn run(&self, call: Running<'_>, _: &str) -> Run {
+            *self.0.lock().unwrap() = Some(call.context.access_rules().is_some());
+            Ok(ToolOutput::from("ok")).into()
+        }
+    }
+    let probe = Arc::new(Probe(Mutex::new(None)));
+    let echo = Tool {
+        name: "echo".into(),
+        target: probe.clone(),
+        settings: CallSettings::default(),
+    };
+    let acme = CallContext::new().tenant("acme");
+    let pipeline = Pipeline::builder().access(acme_only()).build();
+    assert!(
+        pipeline
+            .call(call(&echo, json!({}), &acme))
+            .await
+            .result
+            .is_ok()
+    );
+    assert_eq!(*probe.0.lock().unwrap(), Some(true));
+    Pipeline::builder()
+        .build()
+        .call(call(&echo, json!({}), &acme))
+        .await;
+    assert_eq!(*probe.0.lock().unwrap(), Some(false));
+}

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
-pub use wasm_agent_access::{Credentials, Who};
+pub use wasm_agent_access::{AccessRules, Credentials, Who};
 
 use crate::ask::{Asking, Deferred};
 use crate::bindings::types;
@@ -35,6 +35,11 @@ pub struct CallContext {
     /// for the audit trail (set by the pipeline; calls made from this one
     /// do not inherit it).
     pub decided_by: Option<Arc<str>>,
+    /// The access rules of the request this call serves (the first
+    /// pipeline's that had any): every pipeline the request's calls pass,
+    /// a delegated agent's included, holds them to these as well as to its
+    /// own.
+    pub(crate) access: Option<Arc<AccessRules>>,
     /// Fire to stop the call (and any other call sharing the token).
     pub cancellation: CancellationToken,
     /// How the call's approval went, set by the entry point that asked
@@ -136,6 +141,7 @@ impl Default for CallContext {
             metadata: Map::new(),
             credentials: None,
             decided_by: None,
+            access: None,
             cancellation: CancellationToken::new(),
             approval: None,
             delegation_depth: 0,
@@ -178,6 +184,19 @@ impl CallContext {
     pub fn credentials(mut self, credentials: Credentials) -> Self {
         self.credentials = Some(Arc::new(credentials));
         self
+    }
+
+    /// The access rules of the request this call serves, if any.
+    pub fn access_rules(&self) -> Option<&Arc<AccessRules>> {
+        self.access.as_ref()
+    }
+
+    /// Holds this call, and every call made for it, to `rules` (a
+    /// pipeline sets the first it applies; they cannot be taken off).
+    pub fn held_to(&mut self, rules: Arc<AccessRules>) {
+        if self.access.is_none() {
+            self.access = Some(rules);
+        }
     }
 
     /// The caller as access rules see it.
