@@ -63,6 +63,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use crate::provider::{Provider, ProviderError};
 use wasm_agent_access::AccessRules;
+use wasm_agent_access::quota::{QuotaStore, Quotas};
 pub use wasm_agent_cache::{CacheError, CacheKey, MemoryCache, ResultCache};
 use wasm_agent_pipeline::Pipeline;
 use wasm_agent_sandbox::context::CallContext;
@@ -176,6 +177,7 @@ pub struct AgentBuilder {
     approval: Arc<dyn ApprovalHandler>,
     auditor: Option<Arc<dyn CallAuditor>>,
     access: Arc<AccessRules>,
+    quotas: (Arc<Quotas>, Option<Arc<dyn QuotaStore>>),
     cache_capacity: usize,
     cache: Option<Arc<dyn ResultCache>>,
     sessions: Option<Arc<dyn SessionStore>>,
@@ -257,6 +259,12 @@ impl AgentBuilder {
     /// credentials) see; default: no rules.
     pub fn access(mut self, rules: Arc<AccessRules>) -> Self {
         self.access = rules;
+        self
+    }
+    /// Holds the calls of each run's tenant and user to `quotas`, counted
+    /// in `store` (shared by replicas) or this process's memory.
+    pub fn quotas(mut self, quotas: Arc<Quotas>, store: Option<Arc<dyn QuotaStore>>) -> Self {
+        self.quotas = (quotas, store);
         self
     }
     /// Model/tool roundtrips per run before it stops (default 10).
@@ -349,6 +357,7 @@ impl AgentBuilder {
                     .approval_handler(self.approval)
                     .result_cache(cache.clone())
                     .access(self.access)
+                    .quotas(self.quotas.0, self.quotas.1)
                     .build(),
                 cache,
                 sessions: self
@@ -378,6 +387,7 @@ impl Agent {
             approval: Arc::new(DenyAll),
             auditor: None,
             access: Arc::default(),
+            quotas: Default::default(),
             cache_capacity: 1024,
             cache: None,
             sessions: None,

@@ -10,6 +10,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value, json};
 use wasm_agent::ToolHost;
+use wasm_agent::access::quota::{QuotaConfig, QuotaStore, Quotas};
 use wasm_agent::access::{AccessConfig, AccessRules, Credentials, Source, Who};
 use wasm_agent::policy::ConfigFile;
 
@@ -26,6 +27,32 @@ pub fn rules(config: Option<&ConfigFile>) -> anyhow::Result<Arc<AccessRules>> {
     let rules =
         AccessRules::new(section).map_err(|e| anyhow::anyhow!("{}: {e}", config.path.display()))?;
     Ok(Arc::new(rules))
+}
+
+/// Quotas and where they are counted (`None`: this process's memory).
+pub type QuotaSettings = (Arc<Quotas>, Option<Arc<dyn QuotaStore>>);
+
+/// The quotas of `config`'s `[quotas]` section (none without one), with
+/// the counters they are kept in: its `store` (Redis, shared by replicas),
+/// else this process's memory.
+pub fn quotas(config: Option<&ConfigFile>) -> anyhow::Result<QuotaSettings> {
+    let Some(config) = config else {
+        return Ok(Default::default());
+    };
+    let Some(section) = config.section::<Option<QuotaConfig>>("quotas")? else {
+        return Ok(Default::default());
+    };
+    let quotas =
+        Quotas::new(section).map_err(|e| anyhow::anyhow!("{}: {e}", config.path.display()))?;
+    let store = match quotas.store() {
+        Some(url) => {
+            let store = wasm_agent::access::RedisQuotaStore::open(url)
+                .map_err(|e| anyhow::anyhow!("{}: [quotas] store: {e}", config.path.display()))?;
+            Some(Arc::new(store) as Arc<dyn QuotaStore>)
+        }
+        None => None,
+    };
+    Ok((Arc::new(quotas), store))
 }
 
 /// `wasm-agent access`.

@@ -58,8 +58,10 @@ pub async fn call(args: CallArgs) -> anyhow::Result<ExitCode> {
         None => Default::default(),
     };
     let tools = HostTools::new(tool_host, settings);
+    let (quotas, quota_store) = crate::access::quotas(config.as_ref())?;
     let pipeline = Pipeline::builder()
         .access(crate::access::rules(config.as_ref())?)
+        .quotas(quotas, quota_store)
         .result_cache(store::open_cache(None, config.as_ref())?)
         .approval_handler(Arc::new(CommandLine {
             named: tool.clone(),

@@ -87,7 +87,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         (&spec, provider),
         (host.as_ref(), &servers, code_mode),
         (store.clone(), cache, auditor),
-        crate::access::rules(config.as_ref())?,
+        (
+            crate::access::rules(config.as_ref())?,
+            crate::access::quotas(config.as_ref())?,
+        ),
     )?;
     // New, changed and removed remote tools reach the next run (or chat turn).
     let _in_step = remote_tools::keep_in_step(&servers, &agent, &settings);
@@ -408,7 +411,10 @@ fn build_agent(
     (spec, provider): (&ModelSpec, Arc<dyn Provider>),
     (host, servers, code_mode): (Option<&ToolHost>, &[RemoteServer], Option<CodeMode>),
     (store, cache, auditor): Keeping,
-    access: Arc<wasm_agent::access::AccessRules>,
+    (access, (quotas, quota_store)): (
+        Arc<wasm_agent::access::AccessRules>,
+        crate::access::QuotaSettings,
+    ),
 ) -> anyhow::Result<Agent> {
     let mut tools = host.map(AgentTool::all_from).unwrap_or_default();
     let remote = remote_tools::tools(servers, &tools)?;
@@ -425,6 +431,7 @@ fn build_agent(
         .session_store(store)
         .result_cache(cache)
         .access(access)
+        .quotas(quotas, quota_store)
         .approval_handler(Arc::new(ApproveTools::named(args.approve.iter().cloned())));
     if let Some(mode) = code_mode {
         builder = builder.code_mode(mode);

@@ -98,8 +98,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         metrics.clone(),
     );
     let access = crate::access::rules(config.as_ref())?;
+    let (quotas, quota_store) = crate::access::quotas(config.as_ref())?;
     let mut builder = server_builder(&host, &args, config.as_ref())?
         .access(access.clone())
+        .quotas(quotas, quota_store)
+        .tenant_observer(metrics.clone())
         .result_cache(cache)
         .code_mode(code_mode.interpreters());
     match state_keys {

@@ -248,6 +248,28 @@ impl McpServerBuilder {
         self
     }
 
+    /// Holds tenants and principals to `quotas`, counted in `store` (shared
+    /// by replicas) or this process's memory (see
+    /// `PipelineBuilder::quotas`).
+    pub fn quotas(
+        mut self,
+        quotas: Arc<wasm_agent_access::quota::Quotas>,
+        store: Option<Arc<dyn wasm_agent_access::quota::QuotaStore>>,
+    ) -> Self {
+        self.pipeline = self.pipeline.quotas(quotas, store);
+        self
+    }
+
+    /// Tells `observer` of every tenant's calls and refusals (metrics per
+    /// tenant; see `PipelineBuilder::tenant_observer`).
+    pub fn tenant_observer(
+        mut self,
+        observer: Arc<dyn wasm_agent_access::quota::TenantObserver>,
+    ) -> Self {
+        self.pipeline = self.pipeline.tenant_observer(observer);
+        self
+    }
+
     /// Adds a step to every call's pipeline (after the argument check,
     /// before approval).
     pub fn layer(mut self, layer: Arc<dyn wasm_agent_pipeline::Layer>) -> Self {

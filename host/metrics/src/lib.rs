@@ -10,6 +10,13 @@
 //! | `wasm_agent_pool_*` (instances, memories in use; slots) | |
 //! | `wasm_agent_store_operation_duration_seconds` (histogram), `wasm_agent_store_errors_total` | `operation` |
 //! | `wasm_agent_cache_operation_duration_seconds` (histogram), `wasm_agent_cache_errors_total` | `operation` |
+//! | `wasm_agent_tenant_calls_total` | `tenant`, `outcome` |
+//! | `wasm_agent_tenant_refusals_total` | `tenant`, `reason` (`access`, `calls_per_minute`, `in_flight`, `fuel_per_hour`) |
+//! | `wasm_agent_tenant_fuel_total` | `tenant` |
+//! | `wasm_agent_quota_fallbacks_total` | |
+//!
+//! Tenants are labelled by name up to [`MAX_TENANTS`] of them; calls of
+//! any further tenant count as `tenant="(other)"`.
 //!
 //! The same metrics go over OTLP too when made with
 //! [`Metrics::exporting`] (names in the `otlp` module's table).
@@ -23,6 +30,7 @@
 mod host;
 mod metered;
 mod otlp;
+mod tenants;
 #[cfg(test)]
 mod tests;
 
@@ -42,6 +50,9 @@ use wasm_agent_sandbox::result::ErrorKind;
 
 pub use metered::{MeteredCache, MeteredStore};
 
+/// The most tenants labelled by name.
+pub const MAX_TENANTS: usize = 1000;
+
 /// The label of calls of tools the host does not offer.
 const UNKNOWN_TOOL: &str = "(unknown)";
 
@@ -49,6 +60,23 @@ const UNKNOWN_TOOL: &str = "(unknown)";
 struct CallLabels {
     tool: String,
     outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TenantCallLabels {
+    tenant: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TenantRefusalLabels {
+    tenant: String,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TenantLabel {
+    tenant: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -89,6 +117,7 @@ pub struct Metrics {
     cache_errors: Family<OperationLabel, Counter>,
     gauges: Arc<OnceLock<HostGauges>>,
     otlp: Option<otlp::Mirror>,
+    tenants: tenants::TenantMetrics,
 }
 
 impl Metrics {
@@ -149,6 +178,7 @@ impl Metrics {
         let gauges = Arc::new(OnceLock::new());
         registry.register_collector(Box::new(host::HostCollector(gauges.clone())));
         let otlp = meter.map(|meter| otlp::Mirror::new(meter, &gauges));
+        let tenants = tenants::TenantMetrics::register(&mut registry);
         Arc::new(Self {
             registry,
             calls,
@@ -160,6 +190,7 @@ impl Metrics {
             cache_errors,
             gauges,
             otlp,
+            tenants,
         })
     }
 

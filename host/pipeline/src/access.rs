@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use wasm_agent_access::quota::TenantObserver;
 use wasm_agent_access::{AccessRules, Decision};
 use wasm_agent_sandbox::context::CallContext;
 use wasm_agent_sandbox::result::CallError;
@@ -17,6 +18,7 @@ use crate::layer::{Layer, Next};
 /// Applies the access rules.
 pub(crate) struct Access {
     pub(crate) rules: Arc<AccessRules>,
+    pub(crate) observer: Option<Arc<dyn TenantObserver>>,
 }
 
 #[async_trait::async_trait]
@@ -31,6 +33,9 @@ impl Layer for Access {
         };
         call.context.decided_by = Some(format!("access: {decision}").into());
         if !decision.allowed {
+            if let (Some(observer), Some(tenant)) = (&self.observer, &call.context.tenant_id) {
+                observer.refused(tenant, "access");
+            }
             return Called::refused(call, hidden(&call.tool.name));
         }
         if self.rules.is_configured() {

@@ -10,17 +10,19 @@
 //!    written; every answer is recorded (ran, cached, refused, failed);
 //! 2. `access`: the access rules ([`PipelineBuilder::access`]): a tool the
 //!    caller may not call is answered as one that does not exist;
-//! 3. `check`: the arguments against the tool's schema, and the version the
+//! 3. `quota`: a tenant's and a principal's calls per minute, calls in
+//!    flight and fuel per hour ([`PipelineBuilder::quotas`]);
+//! 4. `check`: the arguments against the tool's schema, and the version the
 //!    call may run on;
-//! 4. layers an embedder adds ([`PipelineBuilder::layer`]: quotas), in
-//!    the order added;
-//! 5. `approve`: the operator's approvals, then the person, for exactly this
+//! 5. layers an embedder adds ([`PipelineBuilder::layer`]), in the order
+//!    added;
+//! 6. `approve`: the operator's approvals, then the person, for exactly this
 //!    tool, version and arguments;
-//! 6. `progress`: how long the call has run, every second, to an entry
+//! 7. `progress`: how long the call has run, every second, to an entry
 //!    point that listens;
-//! 7. `cache`: the result cache, per tool, version, arguments, tenant and
+//! 8. `cache`: the result cache, per tool, version, arguments, tenant and
 //!    principal;
-//! 8. the call itself, on the version checked and approved ([`Target`]).
+//! 9. the call itself, on the version checked and approved ([`Target`]).
 //!
 //! ```no_run
 //! # async fn demo(host: wasm_agent_sandbox::ToolHost) {
@@ -53,6 +55,7 @@ mod events;
 mod layer;
 mod progress;
 pub mod question;
+mod quota;
 mod run;
 pub mod target;
 mod tools;
@@ -61,6 +64,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use wasm_agent_access::AccessRules;
+use wasm_agent_access::quota::{QuotaStore, Quotas, TenantObserver};
 use wasm_agent_cache::{MemoryCache, ResultCache};
 use wasm_agent_sandbox::approval::{ApprovalHandler, DenyAll};
 use wasm_agent_sandbox::context::CallContext;
@@ -81,6 +85,7 @@ pub use tools::{HostTools, ToolSet};
 pub struct Pipeline {
     layers: Arc<[Arc<dyn Layer>]>,
     access: Arc<AccessRules>,
+    counters: Arc<quota::Counters>,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -115,6 +120,14 @@ impl Pipeline {
     /// The access rules every call is held to.
     pub fn access(&self) -> &AccessRules {
         &self.access
+    }
+
+    /// Quota checks answered from this replica's memory because the shared
+    /// quota store could not be reached.
+    pub fn quota_fallbacks(&self) -> u64 {
+        self.counters
+            .fallbacks
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The access rules every call is held to, shared.
@@ -168,6 +181,9 @@ pub struct PipelineBuilder {
     progress_every: std::time::Duration,
     tenant_calls: Option<usize>,
     access: Arc<AccessRules>,
+    quotas: Arc<Quotas>,
+    quota_store: Option<Arc<dyn QuotaStore>>,
+    observer: Option<Arc<dyn TenantObserver>>,
 }
 
 impl Default for PipelineBuilder {
@@ -180,6 +196,9 @@ impl Default for PipelineBuilder {
             progress_every: PROGRESS_EVERY,
             tenant_calls: None,
             access: Arc::default(),
+            quotas: Arc::default(),
+            quota_store: None,
+            observer: None,
         }
     }
 }
@@ -216,6 +235,24 @@ impl PipelineBuilder {
         self
     }
 
+    /// Holds tenants and principals to `quotas` (calls per minute, calls in
+    /// flight, fuel per hour), counted in `store` when given (shared by the
+    /// replicas; while it cannot be reached, in this replica's memory),
+    /// else in this process's memory.
+    pub fn quotas(mut self, quotas: Arc<Quotas>, store: Option<Arc<dyn QuotaStore>>) -> Self {
+        self.quotas = quotas;
+        self.quota_store = store;
+        self
+    }
+
+    /// Tells `observer` of every call a tenant makes, of every refusal by
+    /// access rules or quotas, and of quota checks answered from memory
+    /// (metrics per tenant).
+    pub fn tenant_observer(mut self, observer: Arc<dyn TenantObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
     /// Adds a step after the argument check and before approval (access
     /// rules, quotas); layers run in the order added.
     pub fn layer(mut self, layer: Arc<dyn Layer>) -> Self {
@@ -240,12 +277,22 @@ impl PipelineBuilder {
 
     /// The pipeline.
     pub fn build(self) -> Pipeline {
+        let counters = Arc::new(quota::Counters::new(
+            self.quota_store,
+            self.observer.clone(),
+        ));
         let mut layers: Vec<Arc<dyn Layer>> = vec![
             Arc::new(audit::Audit {
                 auditor: self.auditor,
             }),
             Arc::new(access::Access {
                 rules: self.access.clone(),
+                observer: self.observer.clone(),
+            }),
+            Arc::new(quota::Quota {
+                quotas: self.quotas,
+                counters: counters.clone(),
+                observer: self.observer,
             }),
             Arc::new(check::Check),
             Arc::new(admit::Admit {
@@ -264,6 +311,7 @@ impl PipelineBuilder {
         Pipeline {
             layers: layers.into(),
             access: self.access,
+            counters,
         }
     }
 }

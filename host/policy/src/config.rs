@@ -157,6 +157,10 @@ struct RawConfig {
     #[serde(default)]
     #[allow(dead_code)]
     access: Option<IgnoredAny>,
+    /// Quotas, checked by their owner through [`ConfigFile::section`].
+    #[serde(default)]
+    #[allow(dead_code)]
+    quotas: Option<IgnoredAny>,
 }
 
 /// The keys of every `[tools.<alias>]` section, with where they are: serde

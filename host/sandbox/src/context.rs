@@ -1,6 +1,7 @@
 //! Who and what a call is for.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -40,6 +41,9 @@ pub struct CallContext {
     /// a delegated agent's included, holds them to these as well as to its
     /// own.
     pub(crate) access: Option<Arc<AccessRules>>,
+    /// Where the fuel this call's runs burn is added, with that of the
+    /// calls made for it (set by the pipeline's quotas).
+    pub(crate) meter: Option<Arc<AtomicU64>>,
     /// Fire to stop the call (and any other call sharing the token).
     pub cancellation: CancellationToken,
     /// How the call's approval went, set by the entry point that asked
@@ -142,6 +146,7 @@ impl Default for CallContext {
             credentials: None,
             decided_by: None,
             access: None,
+            meter: None,
             cancellation: CancellationToken::new(),
             approval: None,
             delegation_depth: 0,
@@ -197,6 +202,14 @@ impl CallContext {
         if self.access.is_none() {
             self.access = Some(rules);
         }
+    }
+
+    /// Meters this call: the fuel its runs burn, and those of the calls
+    /// made for it, is added to the counter returned (a fresh one).
+    pub fn metered(&mut self) -> Arc<AtomicU64> {
+        let meter = Arc::new(AtomicU64::new(0));
+        self.meter = Some(meter.clone());
+        meter
     }
 
     /// The caller as access rules see it.

@@ -36,8 +36,13 @@
 
 #![warn(missing_docs)]
 
-/// Access rules: which callers may see and call which tools.
-pub use wasm_agent_access as access;
+/// Access rules (which callers may see and call which tools) and quotas.
+pub mod access {
+    pub use wasm_agent_access::*;
+    /// Quota counters in Redis, shared by replicas.
+    #[cfg(feature = "redis")]
+    pub use wasm_agent_access_redis::RedisQuotaStore;
+}
 pub use wasm_agent_policy as policy;
 pub use wasm_agent_sandbox::runtime as sandbox;
 pub use wasm_agent_sandbox::{

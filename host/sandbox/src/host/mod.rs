@@ -378,7 +378,8 @@ impl ToolHost {
         // will read it.
         let usage = match &draft {
             Some(draft) => Some(draft.usage.clone()),
-            None => (!span.is_disabled()).then(crate::runtime::UsageSink::new),
+            None => (!span.is_disabled() || context.meter.is_some())
+                .then(crate::runtime::UsageSink::new),
         };
         let refused = draft.as_ref().and_then(audited::Draft::refused);
         let mut unfinished = Unfinished {
@@ -410,11 +411,12 @@ impl ToolHost {
         }
         result.duration = started.elapsed();
         let kind = result.error.as_ref().map(|e| e.kind);
-        spans::finish_call(
-            &span,
-            result.error.as_ref(),
-            usage.and_then(|sink| sink.get()).as_ref(),
-        );
+        let used = usage.and_then(|sink| sink.get());
+        // The fuel burned is charged to the call's meter (its quotas).
+        if let (Some(meter), Some(used)) = (&context.meter, &used) {
+            meter.fetch_add(used.fuel_used, Ordering::Relaxed);
+        }
+        spans::finish_call(&span, result.error.as_ref(), used.as_ref());
         if let Some((observer, tool)) = observer {
             observer.call_finished(tool, kind, result.duration);
         }
