@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import anyio
+import httpx2
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -289,3 +290,47 @@ async def test_a_tool_list_change_reaches_only_the_callers_whose_view_changed(tm
         assert names_of(await theirs.list_tools()) == {"calculate"}
         (tools_dir / "calculator.wasm").unlink()
         await alice.wait_for_tools(theirs, 0, lambda n: not n, "calculator.wasm removed")
+
+
+def test_a_session_follows_the_grants_of_the_token_each_request_brings(tmp_path, launch_http, issuer):
+    from test_replicas import HEADERS, answer, open_session, rpc
+
+    server = ready(launch_http(*serve_args(tmp_path, issuer)))
+    support = issuer.token(sub="dave", org="acme", scope="openid tools", groups=["support"])
+    revoked = issuer.token(sub="dave", org="acme", scope="openid tools", groups=["staff"])
+    with httpx2.Client(timeout=15) as http:
+        session = open_session(http, server.url, support)
+
+        def listed(token: str) -> set[str]:
+            headers = HEADERS | {"Authorization": f"Bearer {token}", "Mcp-Session-Id": session,
+                                 "MCP-Protocol-Version": "2025-06-18"}  # fmt: skip
+            listing = answer(http.post(server.url, json=rpc(5, "tools/list", {}), headers=headers))
+            return {tool["name"] for tool in listing["result"]["tools"]}
+
+        assert "run_python" in listed(support)
+        # The group was taken away: the same session no longer lists what it granted.
+        assert "run_python" not in listed(revoked)
+        assert "run_python" in listed(support)
+
+
+def test_a_hidden_tool_is_answered_in_the_form_of_a_missing_one(tmp_path, launch_http, issuer):
+    from test_replicas import HEADERS, rpc
+
+    server = ready(launch_http(*serve_args(tmp_path, issuer)))
+    auth = {"Authorization": "Bearer carol-token"}
+    with httpx2.Client(timeout=15) as http:
+        # A client that can be asked: a call that may ask answers as a stream.
+        init = rpc(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
+                                     "clientInfo": {"name": "raw", "version": "0"}})  # fmt: skip
+        opened = http.post(server.url, json=init, headers=HEADERS | auth)
+        session = {"Mcp-Session-Id": opened.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-06-18"}
+        http.post(server.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                  headers=HEADERS | auth | session)  # fmt: skip
+
+        def form(tool: str) -> str:
+            answer = http.post(server.url, json=rpc(7, "tools/call", {"name": tool, "arguments": {"code": "1"}}),
+                               headers=HEADERS | auth | session)  # fmt: skip
+            return answer.headers["content-type"].split(";")[0]
+
+        # run_python may call tools (so may ask), and is hidden from carol.
+        assert form("run_python") == form("no_such_tool") == "application/json"

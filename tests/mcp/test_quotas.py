@@ -36,7 +36,7 @@ def config(tmp_path, redis_url: str):
     path.write_text(
         f'[quotas]\nstore = "{redis_url}"\n'
         "[quotas.tenant]\ncalls_per_minute = 600\n"
-        f"[quotas.tenants.acme]\ncalls_per_minute = {LIMIT}\n"
+        f"[quotas.tenants.acme]\ncalls_per_minute = {LIMIT}\nin_flight = 4\n"
         "[quotas.principals.erin]\nfuel_per_hour = 1\n"
     )
     return path
@@ -86,6 +86,11 @@ def test_a_tenant_over_its_rate_is_refused_on_every_replica_and_redis_outages_fa
             records = [json.loads(line) for audit in audits for line in audit.read_text().splitlines()]
             decided = {r.get("decided_by") for r in records if r.get("outcome") == "rate_limited"}
             assert 'quota: tenant "acme" calls_per_minute' in decided, decided
+
+            # Every check so far was Redis's own (a bucket and places in flight side by side).
+            for replica in replicas:
+                scraped = http.get(replica.url.removesuffix("/mcp") + "/metrics").text
+                assert metric(scraped, "wasm_agent_quota_fallbacks_total") == 0, scraped
 
             # Redis gone: each replica counts on its own, and still refuses.
             redis.stop()

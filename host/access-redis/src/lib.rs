@@ -14,8 +14,12 @@ use wasm_agent_access::quota::{QuotaStore, QuotaStoreError};
 
 /// How long one command may take.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
-/// What every key starts with.
+/// What every key starts with; then the kind of counter (a bucket, a set
+/// of places, fuel counts by hour), then the caller's key.
 const PREFIX: &str = "wasm-agent:quota:v1:";
+const RATE: &str = "rate";
+const IN_FLIGHT: &str = "in-flight";
+const FUEL: &str = "fuel";
 
 /// Takes a token from a bucket: KEYS[1] the bucket, ARGV[1] tokens per
 /// millisecond, ARGV[2] the burst. Returns -1 when taken, else the
@@ -104,15 +108,17 @@ impl RedisQuotaStore {
         })
     }
 
-    /// Runs script `index` on `key` with `args`, bounded.
+    /// Runs script `index` on `key` of `kind` (each kind of counter has
+    /// keys of its own) with `args`, bounded.
     async fn run<T: redis::FromRedisValue>(
         &self,
         index: usize,
+        kind: &str,
         key: &str,
         args: &[String],
     ) -> Result<T, QuotaStoreError> {
         let mut connection = self.connection.clone();
-        let mut invocation = self.scripts[index].key(format!("{PREFIX}{key}"));
+        let mut invocation = self.scripts[index].key(format!("{PREFIX}{kind}:{key}"));
         for arg in args {
             invocation.arg(arg);
         }
@@ -143,7 +149,7 @@ impl QuotaStore for RedisQuotaStore {
     ) -> Result<Option<Duration>, QuotaStoreError> {
         let per_ms = f64::from(per_minute) / 60_000.0;
         let wait: i64 = self
-            .run(0, key, &[per_ms.to_string(), burst.to_string()])
+            .run(0, RATE, key, &[per_ms.to_string(), burst.to_string()])
             .await?;
         Ok((wait >= 0).then(|| Duration::from_millis(wait as u64)))
     }
@@ -159,6 +165,7 @@ impl QuotaStore for RedisQuotaStore {
         let held: i64 = self
             .run(
                 1,
+                IN_FLIGHT,
                 key,
                 &[id.to_string(), limit.to_string(), lease_ms.to_string()],
             )
@@ -169,7 +176,7 @@ impl QuotaStore for RedisQuotaStore {
     async fn release(&self, key: &str, id: &str) -> Result<(), QuotaStoreError> {
         let mut connection = self.connection.clone();
         let command = redis::cmd("ZREM")
-            .arg(format!("{PREFIX}{key}"))
+            .arg(format!("{PREFIX}{IN_FLIGHT}:{key}"))
             .arg(id)
             .clone();
         let answer =
@@ -182,13 +189,13 @@ impl QuotaStore for RedisQuotaStore {
     }
 
     async fn fuel_spent(&self, key: &str) -> Result<u64, QuotaStoreError> {
-        let spent: i64 = self.run(3, key, &[]).await?;
+        let spent: i64 = self.run(3, FUEL, key, &[]).await?;
         Ok(spent.max(0) as u64)
     }
 
     async fn charge_fuel(&self, key: &str, fuel: u64) -> Result<(), QuotaStoreError> {
         let fuel = fuel.min(i64::MAX as u64 / 2);
-        let _: i64 = self.run(2, key, &[fuel.to_string()]).await?;
+        let _: i64 = self.run(2, FUEL, key, &[fuel.to_string()]).await?;
         Ok(())
     }
 

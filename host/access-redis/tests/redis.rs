@@ -60,6 +60,20 @@ async fn places_and_fuel_are_shared_and_leases_end() {
 }
 
 #[tokio::test]
+async fn one_callers_bucket_places_and_fuel_never_meet() {
+    let redis = Redis::start();
+    let store = RedisQuotaStore::open(&redis.url()).unwrap();
+    let lease = Duration::from_secs(60);
+    for n in 0..3 {
+        assert_eq!(store.take("k", 60, 10).await.unwrap(), None);
+        assert!(store.hold("k", &format!("c{n}"), 10, lease).await.unwrap());
+        store.charge_fuel("k", 5).await.unwrap();
+    }
+    assert_eq!(store.fuel_spent("k").await.unwrap(), 15);
+    store.release("k", "c0").await.unwrap();
+}
+
+#[tokio::test]
 async fn a_redis_that_is_down_is_an_error_naming_it() {
     let redis = Redis::start();
     let store = RedisQuotaStore::open(&redis.url()).unwrap();

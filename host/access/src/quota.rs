@@ -95,6 +95,10 @@ pub struct Applied {
     pub name: String,
     /// Its limits.
     pub limits: Limits,
+    /// The key its counters are kept under: the scope and the names as
+    /// JSON strings (a principal's with its tenant's: two tenants' `bot`s
+    /// count apart), so no two callers' keys can meet.
+    pub key: String,
 }
 
 /// The quotas of a config, checked.
@@ -163,22 +167,37 @@ impl Quotas {
     }
 
     /// The limits a caller of `tenant` and `principal` is held to: its
-    /// tenant's, then its principal's.
+    /// principal's, then its tenant's (so a principal over its own limit is
+    /// refused before it draws on its tenant's).
     pub fn applied(&self, tenant: Option<&str>, principal: Option<&str>) -> Vec<Applied> {
         let c = &self.config;
+        let quoted = |name: &str| serde_json::Value::from(name).to_string();
         let mut applied = Vec::new();
-        let mut add = |scope, name: Option<&str>, named: &BTreeMap<String, Limits>, every| {
-            let Some(name) = name else { return };
-            if let Some(limits) = named.get(name).copied().or(every) {
-                applied.push(Applied {
-                    scope,
-                    name: name.to_string(),
-                    limits,
-                });
-            }
-        };
-        add(Scope::Tenant, tenant, &c.tenants, c.tenant);
-        add(Scope::Principal, principal, &c.principals, c.principal);
+        if let Some(name) = principal
+            && let Some(limits) = c.principals.get(name).copied().or(c.principal)
+        {
+            let key = format!(
+                "principal:{}/{}",
+                quoted(tenant.unwrap_or("")),
+                quoted(name)
+            );
+            applied.push(Applied {
+                scope: Scope::Principal,
+                name: name.to_string(),
+                limits,
+                key,
+            });
+        }
+        if let Some(name) = tenant
+            && let Some(limits) = c.tenants.get(name).copied().or(c.tenant)
+        {
+            applied.push(Applied {
+                scope: Scope::Tenant,
+                name: name.to_string(),
+                limits,
+                key: format!("tenant:{}", quoted(name)),
+            });
+        }
         applied
     }
 }
@@ -255,10 +274,28 @@ pub fn clock_hour() -> (u64, Duration) {
     (hour, left)
 }
 
+/// How many buckets memory keeps before full ones are forgotten.
+const MAX_BUCKETS: usize = 100_000;
+
+/// One token bucket: what it held when last taken from, its rate (tokens
+/// a second) and its size.
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+    rate: f64,
+    burst: f64,
+}
+
+impl Bucket {
+    fn refilled(&self, now: Instant) -> f64 {
+        (self.tokens + now.duration_since(self.at).as_secs_f64() * self.rate).min(self.burst)
+    }
+}
+
 /// Quota counters in this process's memory (each replica its own).
 #[derive(Default)]
 pub struct MemoryQuotaStore {
-    buckets: Mutex<HashMap<String, (f64, Instant)>>,
+    buckets: Mutex<HashMap<String, Bucket>>,
     held: Mutex<HashMap<String, HashMap<String, Instant>>>,
     fuel: Mutex<HashMap<String, (u64, u64)>>,
 }
@@ -274,23 +311,24 @@ impl QuotaStore for MemoryQuotaStore {
         let rate = f64::from(per_minute) / 60.0;
         let now = Instant::now();
         let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
-        if buckets.len() > 100_000 {
-            // Full buckets carry no information: forget them.
-            buckets.retain(|_, (tokens, at)| {
-                *tokens + now.duration_since(*at).as_secs_f64() * rate < f64::from(burst)
-            });
+        if buckets.len() >= MAX_BUCKETS && !buckets.contains_key(key) {
+            // Full buckets carry nothing: forget them, each by its own rate.
+            buckets.retain(|_, bucket| bucket.refilled(now) < bucket.burst);
         }
-        let (tokens, at) = buckets
-            .entry(key.to_string())
-            .or_insert((f64::from(burst), now));
-        let refilled =
-            (*tokens + now.duration_since(*at).as_secs_f64() * rate).min(f64::from(burst));
-        *at = now;
+        let bucket = buckets.entry(key.to_string()).or_insert(Bucket {
+            tokens: f64::from(burst),
+            at: now,
+            rate,
+            burst: f64::from(burst),
+        });
+        (bucket.rate, bucket.burst) = (rate, f64::from(burst));
+        let refilled = bucket.refilled(now);
+        bucket.at = now;
         if refilled >= 1.0 {
-            *tokens = refilled - 1.0;
+            bucket.tokens = refilled - 1.0;
             return Ok(None);
         }
-        *tokens = refilled;
+        bucket.tokens = refilled;
         Ok(Some(Duration::from_secs_f64((1.0 - refilled) / rate)))
     }
 

@@ -20,15 +20,21 @@ fn a_named_tenant_has_its_own_limits_and_principals_add_theirs() {
     assert!(quotas.is_configured());
     let acme = quotas.applied(Some("acme"), Some("alice"));
     assert_eq!(acme.len(), 2);
+    // The principal's first: over its own limit, it takes nothing of its tenant's.
+    assert_eq!(acme[0].scope, Scope::Principal);
+    assert_eq!(acme[0].limits.in_flight, Some(2));
     assert_eq!(
-        (acme[0].scope, acme[0].name.as_str()),
+        (acme[1].scope, acme[1].name.as_str()),
         (Scope::Tenant, "acme")
     );
-    assert_eq!(acme[0].limits.calls_per_minute, Some(60));
-    assert_eq!(
-        (acme[1].scope, acme[1].limits.in_flight),
-        (Scope::Principal, Some(2))
-    );
+    assert_eq!(acme[1].limits.calls_per_minute, Some(60));
+    assert_eq!(acme[0].key, r#"principal:"acme"/"alice""#);
+    assert_eq!(acme[1].key, r#"tenant:"acme""#);
+    // A principal's counters are its tenant's own, and names cannot forge keys.
+    let other = quotas.applied(Some("globex"), Some("alice"));
+    assert_ne!(other[0].key, acme[0].key);
+    let forged = quotas.applied(Some("acme\"/\"alice"), None);
+    assert_ne!(forged[0].key, acme[0].key);
     let globex = quotas.applied(Some("globex"), Some("bob"));
     assert_eq!(globex.len(), 1);
     assert_eq!(globex[0].limits.calls_per_minute, Some(600));

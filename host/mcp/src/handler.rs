@@ -174,7 +174,9 @@ impl ServerHandler for McpServer {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let forward = self.forward_tool_changes(|| async {
+        // The subscriber's own view: its identity comes with the request.
+        let identity = self.identity_of(context.request_context()).clone();
+        let forward = self.forward_tool_changes(&identity, || async {
             context.sink().notify_tool_list_changed().await.is_ok()
         });
         tokio::select! {

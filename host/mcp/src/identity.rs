@@ -39,6 +39,28 @@ impl Identity {
         }
     }
 
+    /// Whether `other` proves the same grants: the same source, scopes (in
+    /// any order) and claims, but for those a refreshed token changes
+    /// (`exp`, `iat`, `nbf`, `jti`, `auth_time`).
+    pub fn same_grants(&self, other: &Identity) -> bool {
+        const VOLATILE: [&str; 7] = ["exp", "iat", "nbf", "jti", "auth_time", "scope", "scp"];
+        let (a, b) = (&*self.credentials, &*other.credentials);
+        let lasting = |claims: &serde_json::Map<String, serde_json::Value>| {
+            claims
+                .iter()
+                .filter(|(name, _)| !VOLATILE.contains(&name.as_str()))
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect::<std::collections::BTreeMap<_, _>>()
+        };
+        let scopes = |c: &Credentials| {
+            c.scopes
+                .iter()
+                .cloned()
+                .collect::<std::collections::BTreeSet<_>>()
+        };
+        a.source == b.source && scopes(a) == scopes(b) && lasting(&a.claims) == lasting(&b.claims)
+    }
+
     /// The identity of a tokens-file entry.
     pub fn from_tokens(principal: String, tenant: Option<String>) -> Self {
         Self {
@@ -207,6 +229,33 @@ mod tests {
     use super::*;
 
     const ALICE: &str = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+
+    fn oauth(claims: serde_json::Value) -> Identity {
+        Identity {
+            principal: Some("oauth:u1".into()),
+            tenant: None,
+            credentials: Arc::new(Credentials::oauth(claims.as_object().unwrap().clone())),
+        }
+    }
+
+    #[test]
+    fn a_refreshed_token_grants_the_same_and_a_changed_one_does_not() {
+        let first = oauth(
+            serde_json::json!({"sub": "u1", "scope": "a b", "groups": ["x"], "exp": 1, "jti": "1"}),
+        );
+        let refreshed = oauth(
+            serde_json::json!({"sub": "u1", "scope": "b a", "groups": ["x"], "exp": 2, "jti": "2"}),
+        );
+        let revoked =
+            oauth(serde_json::json!({"sub": "u1", "scope": "a b", "groups": [], "exp": 2}));
+        let narrower =
+            oauth(serde_json::json!({"sub": "u1", "scope": "a", "groups": ["x"], "exp": 2}));
+        assert!(first == refreshed && first.same_grants(&refreshed));
+        assert!(first == revoked && !first.same_grants(&revoked));
+        assert!(!first.same_grants(&narrower));
+        let tokens = Identity::from_tokens("oauth:u1".into(), None);
+        assert!(!first.same_grants(&tokens));
+    }
 
     #[test]
     fn maps_tokens_to_identities_by_digest() {

@@ -435,7 +435,13 @@ impl McpServer {
     /// it needs approval, its policy asks or lets it call other tools, or the
     /// tools are still loading (not known yet).
     pub(crate) fn may_ask(&self, tool: &str) -> bool {
-        let tool = self.shared.host_name(tool, &self.identity.who());
+        let who = self.identity.who();
+        // A tool the caller may not call is one that does not exist: its
+        // call is answered as that of a missing name, in the same form.
+        if self.tools_are_loaded() && self.shared.offered(tool, &who).is_none() {
+            return false;
+        }
+        let tool = self.shared.host_name(tool, &who);
         !self.tools_are_loaded()
             || self
                 .shared
@@ -485,10 +491,11 @@ impl McpServer {
         Ok(())
     }
 
-    /// Forwards tool-list changes to `send` until the connection closes or
-    /// sending fails.
+    /// Forwards the tool-list changes `identity` sees to `send` until the
+    /// connection closes or sending fails.
     pub(crate) fn forward_tool_changes<F, Fut>(
         &self,
+        identity: &Identity,
         send: F,
     ) -> impl Future<Output = ()> + use<F, Fut>
     where
@@ -498,7 +505,7 @@ impl McpServer {
         let mut changes = self.shared.tools_changed.subscribe();
         let closed = self.closed.clone();
         // Only a change of what this caller sees is its to hear of.
-        let (shared, identity) = (self.shared.clone(), self.identity.clone());
+        let (shared, identity) = (self.shared.clone(), identity.clone());
         let mut seen = shared.view(&identity);
         async move {
             loop {
@@ -575,6 +582,6 @@ impl McpServer {
         if self.forwarding.swap(true, Ordering::Relaxed) {
             return;
         }
-        tokio::spawn(self.forward_tool_changes(send));
+        tokio::spawn(self.forward_tool_changes(&self.identity, send));
     }
 }

@@ -35,7 +35,8 @@ use super::relay::Relay;
 use super::server::McpServer;
 use super::traced::Origin;
 use super::wire::{
-    accepted, accepts, event, event_stream, header_mismatch, refuse_post, unknown_version,
+    accepted, accepts, event, event_stream, header_mismatch, refuse_post, session_not_found,
+    too_many_sessions, unknown_version,
 };
 
 /// The session header.
@@ -195,12 +196,18 @@ impl Sessions {
     }
 
     /// The session `id` of `identity`, busy with this request from here on,
-    /// so it cannot expire under it. A session id alone grants nothing.
+    /// so it cannot expire under it. A session id alone grants nothing. A
+    /// request whose token grants other scopes or claims than the one the
+    /// session was opened or last taken up with finds none: the session is
+    /// taken up again, as another replica would, under the new grants.
     fn find(&self, id: &str, identity: &Identity) -> Option<Busy> {
-        self.lock()
-            .get(id)
-            .filter(|session| session.identity == *identity)
-            .map(Busy::new)
+        let mut open = self.lock();
+        let session = open.get(id).filter(|s| s.identity == *identity)?;
+        if !session.identity.same_grants(identity) {
+            open.remove(id);
+            return None;
+        }
+        Some(Busy::new(session))
     }
 
     fn is_closing(&self) -> bool {
@@ -581,18 +588,4 @@ impl Drop for Busy {
 /// event stream.
 fn message_sender(sender: mpsc::Sender<Bytes>) -> SendMessage {
     Arc::new(move |message| sender.try_send(event(&message)).is_ok())
-}
-
-fn session_not_found() -> Response<Body> {
-    plain(
-        StatusCode::NOT_FOUND,
-        "not found: no such MCP session (it ended or expired); initialize a new one",
-    )
-}
-
-fn too_many_sessions() -> Response<Body> {
-    plain(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "too many open MCP sessions; close one (DELETE) or try again later",
-    )
 }

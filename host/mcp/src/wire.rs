@@ -190,3 +190,19 @@ impl hyper::body::Body for EventStream {
         }
     }
 }
+
+/// A session id this server does not know (any more).
+pub(crate) fn session_not_found() -> Response<Body> {
+    plain(
+        StatusCode::NOT_FOUND,
+        "not found: no such MCP session (it ended or expired); initialize a new one",
+    )
+}
+
+/// Every session place is taken.
+pub(crate) fn too_many_sessions() -> Response<Body> {
+    plain(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "too many open MCP sessions; close one (DELETE) or try again later",
+    )
+}

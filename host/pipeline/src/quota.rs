@@ -48,14 +48,17 @@ impl Layer for Quota {
             return next.run(call).await;
         }
         let id = self.counters.next_id();
-        let mut held = Vec::new();
+        // Given back when the call ends, however it ends (dropped too).
+        let mut held = Places {
+            counters: self.counters.clone(),
+            id: id.clone(),
+            places: Vec::new(),
+        };
         for limits in &applied {
             match self.admit(limits, &id).await {
-                Ok(place) => held.extend(place),
+                Ok(place) => held.places.extend(place),
                 Err((error, reason, decided)) => {
-                    for key in &held {
-                        self.counters.release(key, &id).await;
-                    }
+                    held.release().await;
                     if let Some((observer, tenant)) = &observed {
                         observer.refused(tenant, reason);
                     }
@@ -66,13 +69,11 @@ impl Layer for Quota {
         }
         let meter = call.context.metered();
         let called = next.run(call).await;
-        for key in &held {
-            self.counters.release(key, &id).await;
-        }
+        held.release().await;
         let fuel = meter.load(Ordering::Relaxed);
         if fuel > 0 {
             for limits in applied.iter().filter(|a| a.limits.fuel_per_hour.is_some()) {
-                self.counters.charge_fuel(&key_of(limits), fuel).await;
+                self.counters.charge_fuel(&limits.key, fuel).await;
             }
         }
         if let Some((observer, tenant)) = &observed {
@@ -90,8 +91,8 @@ impl Quota {
         &self,
         applied: &Applied,
         id: &str,
-    ) -> Result<Option<String>, (CallError, &'static str, String)> {
-        let key = key_of(applied);
+    ) -> Result<Option<Place>, (CallError, &'static str, String)> {
+        let key = applied.key.clone();
         let who = format!("{} {:?}", applied.scope.as_str(), applied.name);
         let limits = applied.limits;
         let refused = |message: String, limit: &'static str| {
@@ -126,7 +127,7 @@ impl Quota {
             }
         }
         if let Some(limit) = limits.in_flight {
-            if !self.counters.hold(&key, id, limit).await {
+            let Some(place) = self.counters.hold(&key, id, limit).await else {
                 return Err(refused(
                     format!(
                         "{who} has {limit} calls in flight, as many as its quota allows \
@@ -134,16 +135,51 @@ impl Quota {
                     ),
                     "in_flight",
                 ));
-            }
-            return Ok(Some(key));
+            };
+            return Ok(Some(place));
         }
         Ok(None)
     }
 }
 
-/// The counters' key of one scope.
-fn key_of(applied: &Applied) -> String {
-    format!("{}:{}", applied.scope.as_str(), applied.name)
+/// A place in flight, and where it is held.
+pub(crate) struct Place {
+    key: String,
+    shared: bool,
+}
+
+/// The places one call holds, given back by [`Places::release`] or, if the
+/// call's future is dropped first, by a task of their own.
+struct Places {
+    counters: Arc<Counters>,
+    id: String,
+    places: Vec<Place>,
+}
+
+impl Places {
+    async fn release(&mut self) {
+        for place in std::mem::take(&mut self.places) {
+            self.counters.release(&place, &self.id).await;
+        }
+    }
+}
+
+impl Drop for Places {
+    fn drop(&mut self) {
+        let places = std::mem::take(&mut self.places);
+        if places.is_empty() {
+            return;
+        }
+        // Without a runtime, the leases end them.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let (counters, id) = (self.counters.clone(), std::mem::take(&mut self.id));
+            runtime.spawn(async move {
+                for place in places {
+                    counters.release(&place, &id).await;
+                }
+            });
+        }
+    }
 }
 
 /// The quota counters: the shared store, or this replica's memory while it
@@ -242,25 +278,35 @@ impl Counters {
             .flatten()
     }
 
-    async fn hold(&self, key: &str, id: &str, limit: u32) -> bool {
+    /// A place of `limit` under `key` for call `id`, if one is free: in
+    /// the shared store, or in memory while it is down.
+    async fn hold(&self, key: &str, id: &str, limit: u32) -> Option<Place> {
         if let Some(shared) = self.shared() {
             match shared.hold(key, id, limit, LEASE).await {
-                Ok(held) => return held,
+                Ok(held) => {
+                    return held.then(|| Place {
+                        key: key.to_string(),
+                        shared: true,
+                    });
+                }
                 Err(error) => self.failed(&error),
             }
         }
-        self.memory
-            .hold(key, id, limit, LEASE)
-            .await
-            .unwrap_or(false)
+        let held = self.memory.hold(key, id, limit, LEASE).await;
+        held.unwrap_or(false).then(|| Place {
+            key: key.to_string(),
+            shared: false,
+        })
     }
 
-    async fn release(&self, key: &str, id: &str) {
-        // Given back wherever it may be held (memory holds nothing of the
-        // shared store's, and the other way round).
-        let _ = self.memory.release(key, id).await;
-        if let Some(shared) = self.shared()
-            && let Err(error) = shared.release(key, id).await
+    /// Gives back `place` where it was held: the shared store is asked even
+    /// while it is taken as down (else the place would stay taken until its
+    /// lease ends).
+    async fn release(&self, place: &Place, id: &str) {
+        if !place.shared {
+            let _ = self.memory.release(&place.key, id).await;
+        } else if let Some(shared) = &self.shared
+            && let Err(error) = shared.release(&place.key, id).await
         {
             self.failed(&error);
         }
