@@ -59,6 +59,19 @@ def metric(text: str, name: str) -> float:
     raise AssertionError(f"no sample {name} in:\n{text}")
 
 
+def reconnected(http: httpx2.Client, url: str) -> None:
+    """Returns once a call at `url` was counted in Redis (no fallback)."""
+    metrics = url.removesuffix("/mcp") + "/metrics"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        before = metric(http.get(metrics).text, "wasm_agent_quota_fallbacks_total")
+        outcome(http, url, "carol-token")
+        if metric(http.get(metrics).text, "wasm_agent_quota_fallbacks_total") == before:
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"{url} still counts quotas on its own 30 s after Redis came back")
+
+
 def test_a_tenant_over_its_rate_is_refused_on_every_replica_and_redis_outages_fall_back(
     tmp_path, launch_http, postgres, redis
 ):
@@ -105,8 +118,7 @@ def test_a_tenant_over_its_rate_is_refused_on_every_replica_and_redis_outages_fa
             # it counts on its own for the second after).
             redis.start()
             for replica in replicas:
-                outcome(http, replica.url, "carol-token")
-            time.sleep(1.2)
+                reconnected(http, replica.url)
             shared = [outcome(http, proxy.url, "alice-token") for _ in range(LIMIT + 1)]
             assert shared[LIMIT].startswith("rate_limited: "), shared
             assert shared.count("ok") == LIMIT, shared
