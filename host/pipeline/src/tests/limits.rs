@@ -150,7 +150,10 @@ async fn calls_in_flight_are_held_until_they_end() {
         let (pipeline, call) = (pipeline.clone(), call(&slow, json!({}), &alice));
         async move { pipeline.call(call).await }
     });
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    // Once the first runs (holding its place), the second is refused.
+    while gate.saw_rules.lock().unwrap().is_none() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
     let second = pipeline.call(call(&slow, json!({}), &alice)).await;
     let error = second.result.unwrap_err();
     assert_eq!(error.kind, ErrorKind::RateLimited);
@@ -167,7 +170,7 @@ async fn calls_in_flight_are_held_until_they_end() {
         let (pipeline, call) = (pipeline.clone(), call(&slow, json!({}), &alice));
         async move { pipeline.call(call).await }
     });
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    // A permit left before the third waits is taken when it does.
     gate.notify.as_ref().unwrap().notify_one();
     assert!(
         third.await.unwrap().result.is_ok(),
