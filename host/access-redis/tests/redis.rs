@@ -26,7 +26,7 @@ async fn two_replicas_share_one_bucket() {
         .unwrap()
         .expect("empty");
     assert!(
-        wait <= Duration::from_secs(1) && wait > Duration::from_millis(800),
+        wait <= Duration::from_secs(1) && wait > Duration::from_millis(500),
         "{wait:?}"
     );
     assert!(one.take("tenant:acme", 60, 4).await.unwrap().is_some());
