@@ -118,7 +118,7 @@ impl Pipeline {
     }
 
     /// The access rules every call is held to.
-    pub fn access(&self) -> &AccessRules {
+    pub fn access(&self) -> &Arc<AccessRules> {
         &self.access
     }
 
@@ -128,11 +128,6 @@ impl Pipeline {
         self.counters
             .fallbacks
             .load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// The access rules every call is held to, shared.
-    pub fn access_rules(&self) -> Arc<AccessRules> {
-        self.access.clone()
     }
 
     /// Whether the caller of `context` may see and call `tool`: under this

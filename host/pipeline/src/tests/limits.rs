@@ -45,7 +45,7 @@ async fn a_request_is_held_to_the_access_rules_of_every_pipeline_it_passed() {
     // Work done for carol after a guarded call (a delegated agent's run on
     // a pipeline of its own, without rules) is held to them still.
     let mut served = globex.clone();
-    served.held_to(guarded.access_rules());
+    served.held_to(guarded.access().clone());
     let delegated = served.delegated();
     assert!(!open.allows(&delegated, "echo"));
     assert!(open.allows(&acme.delegated(), "echo"));
