@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the servers the tests start on loopback themselves (each test
 # makes its own PostgreSQL cluster, Redis, HAProxy and OCI registry), and the
-# tools they use (htpasswd for registry auth, openssl for signatures), from
+# tools they use (htpasswd for registry auth, openssl for signatures, headless
+# Chromium and its driver for the console's browser tests), from
 # Debian's packages, when they are missing.
 set -euo pipefail
 missing=()
@@ -11,6 +12,8 @@ command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v docker-registry >/dev/null 2>&1 || missing+=(docker-registry)
 command -v htpasswd >/dev/null 2>&1 || missing+=(apache2-utils)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "installing ${missing[*]} (Debian packages) for the tests"
 if [ "$(id -u)" -ne 0 ]; then

@@ -359,6 +359,52 @@ impl AccessRules {
         unmatched
     }
 
+    /// The rules that can decide `tool`, in the order they are tried, then
+    /// the default, each in words (`rule 2 "ops": allow principals
+    /// ["alice"]`); empty without an `[access]` section.
+    pub fn covering(&self, tool: &str) -> Vec<String> {
+        let Some(default) = self.default else {
+            return Vec::new();
+        };
+        let mut lines = Vec::new();
+        for (index, rule) in self.rules.iter().enumerate() {
+            if !any(&rule.tools, tool) {
+                continue;
+            }
+            let mut who = Vec::new();
+            let texts =
+                |patterns: &[Pattern]| patterns.iter().map(Pattern::text).collect::<Vec<_>>();
+            if let Some(principals) = &rule.principals {
+                who.push(format!("principals {:?}", texts(principals)));
+            }
+            if let Some(tenants) = &rule.tenants {
+                who.push(format!("tenants {:?}", texts(tenants)));
+            }
+            if let Some(sources) = &rule.sources {
+                let names: Vec<&str> = sources.iter().map(|s| s.as_str()).collect();
+                who.push(format!("sources {names:?}"));
+            }
+            if !rule.scopes.is_empty() {
+                who.push(format!("scopes {:?}", rule.scopes));
+            }
+            for (claim, values) in &rule.claims {
+                who.push(format!("claim {claim} in {values:?}"));
+            }
+            let who = match who.is_empty() {
+                true => "every caller".to_string(),
+                false => who.join(", "),
+            };
+            lines.push(format!(
+                "rule {} {:?}: {} {who}",
+                index + 1,
+                rule.name,
+                rule.effect.as_str()
+            ));
+        }
+        lines.push(format!("otherwise: {}", default.as_str()));
+        lines
+    }
+
     /// Whether `who` may see and call `tool`.
     pub fn allows(&self, who: &Who<'_>, tool: &str) -> bool {
         self.default.is_none() || self.decide(who, tool).allowed

@@ -269,6 +269,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
     #[command(flatten)]
+    pub console: crate::console::ConsoleFlags,
+    #[command(flatten)]
     pub host: HostFlags,
 }
 

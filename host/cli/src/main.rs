@@ -7,6 +7,7 @@ mod audit_verify;
 mod call;
 mod code_mode;
 mod components;
+mod console;
 mod new;
 mod oci_commands;
 mod otel;

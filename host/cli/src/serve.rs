@@ -51,6 +51,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let config = args.host.load_config()?;
+    let console =
+        crate::console::Setup::new(&args, tokens.as_ref(), state_keys.as_ref(), oauth.as_ref())?;
     // The Prometheus metrics go over OTLP too when exporting.
     let metrics = match crate::otel::meter() {
         Some(meter) => Metrics::exporting(&meter),
@@ -84,10 +86,22 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // Code mode's interpreter may call the served tools, unless the config
     // or the flags say which.
     code_mode.grant(&mut resolved, args.host.policy.call_tools.is_empty());
+    let mut parts = crate::console::Parts {
+        provenance: crate::console::provenance(
+            &resolved,
+            Pins::open(&args.host, config.as_ref())?.as_ref(),
+        ),
+        ..Default::default()
+    };
     let components = components::load_list(resolved, &args.host, config.as_ref()).await?;
-    let host = host_builder(&args.host, config.as_ref(), store, Some("serve"))?
-        .observer(metrics.clone())
-        .build()?;
+    let mut host =
+        host_builder(&args.host, config.as_ref(), store, Some("serve"))?.observer(metrics.clone());
+    if let Some(console) = &console {
+        let log = crate::audit::shared(&args.host.audit, config.as_ref(), "serve")?;
+        parts.audit = crate::console::audit_file(log.as_ref());
+        host = host.auditor(console.recording(log.map(|log| log as _)));
+    }
+    let host = host.build()?;
     metrics.watch(host.gauges());
     // Bad files and policies still exit 2 before serving.
     for (source, options) in &components {
@@ -115,10 +129,33 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
         None => {}
     }
+    if let Some(console) = &console {
+        builder = builder.layer(console.in_flight());
+        parts.access = access.clone();
+        if let Some(config) = config.as_ref() {
+            parts.settings = call_settings(config)?.into_iter().collect();
+        }
+    }
     // Compiling can take seconds: the server answers `initialize` at once
     // and `tools/list` waits for the components (see `McpServerBuilder::loading`).
     let loading = builder.loading();
     let server = builder.build();
+    let console = console.map(|setup| {
+        let pipeline = server.pipeline().clone();
+        parts.probes.push((
+            "quota checks answered from this replica's memory".into(),
+            Arc::new(move || pipeline.quota_fallbacks().to_string()),
+        ));
+        let on = setup.on;
+        let pages: Arc<dyn mcp::Pages> = Arc::new(setup.console(host.clone(), parts));
+        (on, pages)
+    });
+    let pages_on = |listener: crate::console::Listener| {
+        console
+            .as_ref()
+            .filter(|(on, _)| *on == listener)
+            .map(|(_, pages)| pages.clone())
+    };
     let shutdown = CancellationToken::new();
     let changed = server.tools_changed();
     let mut loader = tokio::spawn({
@@ -153,9 +190,18 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             "wasm-agent: health on http://{0}/readyz, metrics on http://{0}/metrics",
             listener.local_addr()?
         );
+        let pages = pages_on(crate::console::Listener::Metrics);
+        if pages.is_some() {
+            eprintln!(
+                "wasm-agent: operator console on http://{}/console",
+                listener.local_addr()?
+            );
+        }
         let options = HttpOptions {
             hosts: args.host_headers.clone(),
+            origins: args.origins.clone(),
             metrics: Some(metrics.clone()),
+            pages,
             ..HttpOptions::default()
         };
         tokio::spawn(mcp::serve_health(server.session(), listener, options));
@@ -169,6 +215,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             tokens,
             oauth,
             metrics: main_metrics,
+            pages: pages_on(crate::console::Listener::Mcp),
             ..HttpOptions::default()
         },
         shutdown.clone(),
@@ -214,6 +261,9 @@ async fn serve_on(
             let local = listener.local_addr()?;
             let url = format!("http://{local}{}", mcp::MCP_PATH);
             eprintln!("wasm-agent: serving MCP on {url}");
+            if admission.pages.is_some() {
+                eprintln!("wasm-agent: operator console on http://{local}/console");
+            }
             let options = HttpOptions {
                 token: args.token.clone(),
                 hosts: args.host_headers.clone(),

@@ -154,6 +154,13 @@ impl Gate {
                 &format!("not found: the MCP endpoint is {MCP_PATH}"),
             ));
         }
+        self.refuse_foreign(request)
+    }
+
+    /// The 403 for a request whose `Host` or `Origin` this server does not
+    /// answer for (a DNS-rebinding or cross-site page); requests without an
+    /// `Origin` (not from a browser) pass the second check.
+    pub(crate) fn refuse_foreign<B>(&self, request: &Request<B>) -> Option<Response<Body>> {
         if let Some(refusal) = self.refuse_host(request) {
             return Some(refusal);
         }

@@ -20,6 +20,7 @@ use super::drain::SHUTDOWN_GRACE;
 use super::gate::{Gate, LocalAddr};
 use super::health;
 pub use super::options::{HttpOptions, MCP_PATH};
+use super::pages::owns;
 use super::server::McpServer;
 use super::streamable::Sessions;
 
@@ -94,15 +95,21 @@ pub async fn serve_http(
             tracing::debug!(%peer, %error, "cannot disable Nagle's algorithm");
         }
         let (sessions, gate, probe) = (sessions.clone(), gate.clone(), probe.clone());
-        let metrics = options.metrics.clone();
+        let (metrics, pages) = (options.metrics.clone(), options.pages.clone());
         let local = stream.local_addr().ok().map(LocalAddr);
         let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
             if let Some(local) = local {
                 request.extensions_mut().insert(local);
             }
             let (sessions, gate, probe) = (sessions.clone(), gate.clone(), probe.clone());
-            let metrics = metrics.clone();
+            let (metrics, pages) = (metrics.clone(), pages.clone());
             async move {
+                if let Some(pages) = pages.filter(|p| owns(p.prefix(), request.uri().path())) {
+                    return Ok(match gate.refuse_foreign(&request) {
+                        Some(refusal) => refusal,
+                        None => pages.answer(request).await,
+                    });
+                }
                 // Probes come from load balancers, with their own Host and
                 // no token, and learn nothing but which check failed; the
                 // metrics (which name the tools) pass the Host check.
@@ -160,15 +167,15 @@ pub async fn serve_http(
     }
 }
 
-/// Serves only `/healthz`, `/readyz` and (with `options.metrics`)
-/// `/metrics` on `listener` (the `--metrics-addr` of a server whose MCP
+/// Serves only `/healthz`, `/readyz`, (with `options.metrics`)
+/// `/metrics` and (with `options.pages`) those pages on `listener` (the `--metrics-addr` of a server whose MCP
 /// endpoint is elsewhere or on stdio), until the task is dropped; readiness
 /// turns false when `server`'s stop begins. `/metrics` passes the Host check
 /// of `options` (loopback names and `options.hosts`), as `/mcp` does.
 pub async fn serve_health(server: McpServer, listener: TcpListener, options: HttpOptions) {
     let probe = Arc::new(server);
     let gate = Arc::new(Gate::new(&options));
-    let metrics = options.metrics;
+    let (metrics, pages) = (options.metrics, options.pages);
     let tracker = TaskTracker::new();
     loop {
         let Ok((stream, _)) = listener.accept().await else {
@@ -176,13 +183,21 @@ pub async fn serve_health(server: McpServer, listener: TcpListener, options: Htt
             continue;
         };
         let (probe, metrics, gate) = (probe.clone(), metrics.clone(), gate.clone());
+        let pages = pages.clone();
         let local = stream.local_addr().ok().map(LocalAddr);
         let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
             if let Some(local) = local {
                 request.extensions_mut().insert(local);
             }
             let (probe, metrics, gate) = (probe.clone(), metrics.clone(), gate.clone());
+            let pages = pages.clone();
             async move {
+                if let Some(pages) = pages.filter(|p| owns(p.prefix(), request.uri().path())) {
+                    return Ok::<_, Infallible>(match gate.refuse_foreign(&request) {
+                        Some(refusal) => refusal,
+                        None => pages.answer(request).await,
+                    });
+                }
                 if request.uri().path() == health::METRICS_PATH
                     && let Some(refusal) = gate.refuse_host(&request)
                 {

@@ -205,6 +205,28 @@ impl TokenTable {
     pub fn identify(&self, token: &str) -> Option<&Identity> {
         self.by_digest.get(&digest(token))
     }
+
+    /// Whether a token is in both tables.
+    pub fn overlaps(&self, other: &TokenTable) -> bool {
+        self.by_digest
+            .keys()
+            .any(|digest| other.by_digest.contains_key(digest))
+    }
+
+    /// A short fingerprint of `token` (the start of its SHA-256), for a
+    /// login that should end when the token leaves the table.
+    pub fn fingerprint(token: &str) -> String {
+        hex::encode(&digest(token)[..8])
+    }
+
+    /// Whether the table still holds a token of `principal` with this
+    /// [`fingerprint`](Self::fingerprint).
+    pub fn holds(&self, principal: &str, fingerprint: &str) -> bool {
+        self.by_digest.iter().any(|(digest, identity)| {
+            identity.principal.as_deref() == Some(principal)
+                && hex::encode(&digest[..8]) == fingerprint
+        })
+    }
 }
 
 /// The SHA-256 of a token.

@@ -8,6 +8,7 @@ use wasm_agent_metrics::Metrics;
 
 use super::identity::TokenTable;
 use super::oauth::ResourceServer;
+use super::pages::Pages;
 
 /// The path the MCP endpoint answers on.
 pub const MCP_PATH: &str = "/mcp";
@@ -42,6 +43,9 @@ pub struct HttpOptions {
     /// Served at `/metrics` when set (leave unset when metrics are served
     /// on another address).
     pub metrics: Option<Arc<Metrics>>,
+    /// Pages served under their own path (the operator console), after the
+    /// `Host` and `Origin` checks `/mcp` has.
+    pub pages: Option<Arc<dyn Pages>>,
 }
 
 impl Default for HttpOptions {
@@ -58,6 +62,7 @@ impl Default for HttpOptions {
             max_connections: 4096,
             idle_session: Duration::from_secs(300),
             metrics: None,
+            pages: None,
         }
     }
 }

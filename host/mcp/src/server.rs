@@ -421,6 +421,11 @@ impl McpServer {
         self.shared.clone()
     }
 
+    /// The call pipeline every `tools/call` takes.
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.shared.pipeline
+    }
+
     /// The host whose tools are served.
     pub fn host(&self) -> &ToolHost {
         &self.shared.host

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use rmcp::model::RequestStateCodec;
+use rmcp::model::{RequestStateCodec, SealOptions};
 use serde::Deserialize;
 
 /// Shortest key accepted for sealing request states.
@@ -104,6 +104,29 @@ impl StateKeys {
             keys.push((entry.id, secret));
         }
         Self::new(keys).map_err(|e| at(e.to_string()))
+    }
+
+    /// `value` sealed for `purpose` (which [`open`](Self::open) must name
+    /// again, so a value sealed for one use is refused for another), good
+    /// for `ttl`.
+    pub fn seal<T: serde::Serialize>(
+        &self,
+        purpose: &str,
+        value: &T,
+        ttl: std::time::Duration,
+    ) -> String {
+        let options = SealOptions::new()
+            .associated_data(purpose.as_bytes())
+            .ttl(ttl);
+        self.codec
+            .seal_json_with(value, &options)
+            .unwrap_or_default()
+    }
+
+    /// What [`seal`](Self::seal) sealed for `purpose`, if `sealed` is intact,
+    /// unexpired and sealed by one of these keys for that purpose.
+    pub fn open<T: serde::de::DeserializeOwned>(&self, purpose: &str, sealed: &str) -> Option<T> {
+        self.codec.open_json_with(sealed, purpose.as_bytes()).ok()
     }
 
     pub(crate) fn codec(&self) -> &RequestStateCodec {

@@ -72,6 +72,8 @@ pub mod session;
 pub use wasm_agent_agent as agent;
 #[cfg(feature = "agent")]
 pub use wasm_agent_agent::provider;
+#[cfg(feature = "console")]
+pub use wasm_agent_console as console;
 #[cfg(feature = "mcp")]
 pub use wasm_agent_mcp as mcp;
 #[cfg(feature = "mcp-client")]

@@ -31,6 +31,16 @@ impl ToolHost {
             .map(|t| t.component.identity.clone())
     }
 
+    /// The policy tool `name`'s calls run under, as validated and resolved
+    /// (what the operator's console shows; secrets in it are only in
+    /// `env` values and `http_headers` values).
+    pub fn policy_of(&self, name: &str) -> Option<wasm_agent_policy::Policy> {
+        self.inner
+            .tools
+            .get(name)
+            .map(|t| (*t.component.policy).clone())
+    }
+
     /// Who is told of every call (the audit trail), if anyone.
     pub fn auditor(&self) -> Option<&Arc<dyn CallAuditor>> {
         self.inner.auditor.as_ref()

@@ -1,0 +1,244 @@
+//! Who may use the console: operators, proved by a token of the operators'
+//! tokens file or an OAuth access token granting the console's scope (never
+//! an MCP client's token as such). A login is a sealed cookie naming the
+//! operator, good for [`LOGIN_TTL`] and only while the token that opened
+//! it is still listed; every form carries a CSRF token derived from it.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use wasm_agent_mcp::{ResourceServer, StateKeys, TokenTable};
+
+/// The login cookie.
+pub(crate) const LOGIN_COOKIE: &str = "wa_console";
+/// The cookie that binds the login form to the browser that loaded it.
+pub(crate) const FORM_COOKIE: &str = "wa_console_form";
+/// How long a login lasts at most.
+pub const LOGIN_TTL: Duration = Duration::from_secs(8 * 3600);
+/// What sealed logins are bound to, so no other sealed value passes as one.
+const PURPOSE: &str = "wasm-agent console login v1";
+
+/// How operators prove who they are.
+#[derive(Clone)]
+pub struct Operators {
+    tokens: Option<Arc<TokenTable>>,
+    oauth: Option<(Arc<ResourceServer>, String)>,
+    keys: StateKeys,
+}
+
+impl std::fmt::Debug for Operators {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Operators")
+            .field("tokens", &self.tokens.is_some())
+            .field("oauth_scope", &self.oauth.as_ref().map(|(_, scope)| scope))
+            .finish()
+    }
+}
+
+/// An operator logged in.
+#[derive(Clone, Debug)]
+pub struct Operator {
+    /// Their name: the tokens file's principal, or `oauth:` and the token's
+    /// subject.
+    pub name: String,
+    /// The CSRF token every form of theirs must send back.
+    pub csrf: String,
+}
+
+/// What the login cookie holds (sealed: readable, not changeable).
+#[derive(Serialize, Deserialize)]
+struct Login {
+    /// The operator.
+    op: String,
+    /// `tokens` or `oauth`.
+    by: String,
+    /// The fingerprint of the token (tokens file), checked on every request.
+    #[serde(default)]
+    fp: String,
+}
+
+/// Why a login was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LoginError {
+    /// The token is not an operator's.
+    #[error("that token is not an operator's token")]
+    NotAnOperator,
+    /// An OAuth token without the console's scope.
+    #[error("that token does not grant the console's scope {0:?}")]
+    MissingScope(String),
+}
+
+impl Operators {
+    /// Operators of `tokens` (a tokens file of their own), and of `oauth`
+    /// holding `scope`; logins sealed with `keys` (shared by replicas, so a
+    /// login is good on each).
+    pub fn new(
+        tokens: Option<Arc<TokenTable>>,
+        oauth: Option<(Arc<ResourceServer>, String)>,
+        keys: StateKeys,
+    ) -> Self {
+        Self {
+            tokens,
+            oauth,
+            keys,
+        }
+    }
+
+    /// The OAuth scope that makes an operator, if OAuth tokens are accepted.
+    pub(crate) fn oauth_scope(&self) -> Option<String> {
+        self.oauth.as_ref().map(|(_, scope)| scope.clone())
+    }
+
+    /// Logs in with `token`: the cookie value and the operator's name.
+    pub(crate) async fn log_in(&self, token: &str) -> Result<(String, String), LoginError> {
+        let token = token.trim();
+        if let Some(identity) = self.tokens.as_ref().and_then(|t| t.identify(token)) {
+            let name = identity.principal.clone().unwrap_or_default();
+            let login = Login {
+                op: name.clone(),
+                by: "tokens".into(),
+                fp: TokenTable::fingerprint(token),
+            };
+            return Ok((self.keys.seal(PURPOSE, &login, LOGIN_TTL), name));
+        }
+        let Some((oauth, scope)) = &self.oauth else {
+            return Err(LoginError::NotAnOperator);
+        };
+        let identity = oauth
+            .identify(token)
+            .await
+            .map_err(|_| LoginError::NotAnOperator)?;
+        if !identity.credentials.scopes.iter().any(|s| s == scope) {
+            return Err(LoginError::MissingScope(scope.clone()));
+        }
+        let name = identity.principal.clone().unwrap_or_default();
+        // No longer than the token itself.
+        let ttl = identity
+            .credentials
+            .claims
+            .get("exp")
+            .and_then(serde_json::Value::as_u64)
+            .map(|exp| Duration::from_secs(exp.saturating_sub(now_secs())))
+            .map_or(LOGIN_TTL, |left| left.min(LOGIN_TTL));
+        let login = Login {
+            op: name.clone(),
+            by: "oauth".into(),
+            fp: String::new(),
+        };
+        Ok((self.keys.seal(PURPOSE, &login, ttl), name))
+    }
+
+    /// The operator a login cookie names, if it is intact, unexpired, and
+    /// its token still listed.
+    pub(crate) fn operator(&self, cookie: &str) -> Option<Operator> {
+        let login: Login = self.keys.open(PURPOSE, cookie)?;
+        let valid = match login.by.as_str() {
+            "tokens" => self
+                .tokens
+                .as_ref()
+                .is_some_and(|t| t.holds(&login.op, &login.fp)),
+            "oauth" => self.oauth.is_some(),
+            _ => false,
+        };
+        valid.then(|| Operator {
+            name: login.op,
+            csrf: csrf_of(cookie),
+        })
+    }
+}
+
+/// The CSRF token of a login: a page of another site cannot read the
+/// cookie (HttpOnly, SameSite=Strict), so it cannot make this.
+fn csrf_of(cookie: &str) -> String {
+    let mut hash = Sha256::new();
+    hash.update(b"wasm-agent console csrf\0");
+    hash.update(cookie.as_bytes());
+    hex::encode(&hash.finalize()[..16])
+}
+
+/// Whether `sent` is `expected`, compared in time that does not depend on
+/// where they differ.
+pub(crate) fn same_secret(sent: &str, expected: &str) -> bool {
+    sent.len() == expected.len()
+        && sent
+            .bytes()
+            .zip(expected.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+/// A fresh random value for the login form's cookie.
+pub(crate) fn form_nonce() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn operators() -> Operators {
+        let table = TokenTable::parse(
+            &format!(
+                "[[tokens]]\nsha256 = \"{}\"\nprincipal = \"olga\"\n",
+                hex::encode(Sha256::digest(b"op-secret"))
+            ),
+            std::path::Path::new("ops.toml"),
+        )
+        .unwrap();
+        Operators::new(Some(Arc::new(table)), None, StateKeys::random())
+    }
+
+    #[tokio::test]
+    async fn a_login_names_its_operator_and_nothing_else_passes() {
+        let ops = operators();
+        assert_eq!(
+            ops.log_in("wrong").await.unwrap_err(),
+            LoginError::NotAnOperator
+        );
+        let (cookie, name) = ops.log_in(" op-secret\n").await.unwrap();
+        assert_eq!(name, "olga");
+        let operator = ops.operator(&cookie).expect("a valid login");
+        assert_eq!(operator.name, "olga");
+        assert_eq!(operator.csrf.len(), 32);
+        // Changed anywhere, it is refused.
+        let mut forged = cookie.clone().into_bytes();
+        let at = forged.len() / 2;
+        forged[at] = if forged[at] == b'A' { b'B' } else { b'A' };
+        assert!(ops.operator(&String::from_utf8(forged).unwrap()).is_none());
+        // Other keys (another deployment) do not open it.
+        let other = Operators::new(ops.tokens.clone(), None, StateKeys::random());
+        assert!(other.operator(&cookie).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_login_ends_when_its_token_leaves_the_file() {
+        let ops = operators();
+        let (cookie, _) = ops.log_in("op-secret").await.unwrap();
+        let rotated = TokenTable::parse(
+            &format!(
+                "[[tokens]]\nsha256 = \"{}\"\nprincipal = \"olga\"\n",
+                hex::encode(Sha256::digest(b"new-secret"))
+            ),
+            std::path::Path::new("ops.toml"),
+        )
+        .unwrap();
+        let after = Operators::new(Some(Arc::new(rotated)), None, ops.keys.clone());
+        assert!(after.operator(&cookie).is_none());
+    }
+
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(same_secret("abcd", "abcd"));
+        assert!(!same_secret("abcd", "abce"));
+        assert!(!same_secret("abc", "abcd"));
+        assert!(!same_secret("", "abcd"));
+    }
+}

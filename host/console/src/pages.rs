@@ -1,0 +1,354 @@
+//! The console's pages: each a template filled from the host, the board or
+//! the audit log, and the forms (log in, log out).
+
+use std::time::Duration;
+
+use askama::Template;
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use serde::Deserialize;
+use wasm_agent_mcp::PageBody;
+
+use crate::audit::{self, AuditRow, Filter};
+use crate::auth::{self, FORM_COOKIE, LOGIN_COOKIE, LOGIN_TTL, Operator, Operators};
+use crate::board::Running;
+use crate::calls::{self, CallRow};
+use crate::health;
+use crate::tools::{self, ToolFacts, ToolRow};
+use crate::{Inner, PREFIX, web};
+
+/// Longest the health page waits for the session store.
+const STORE_CHECK: Duration = Duration::from_secs(2);
+
+#[derive(Template)]
+#[template(path = "login.html")]
+struct LoginPage {
+    form: String,
+    oauth: Option<String>,
+    error: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "tools.html")]
+struct ToolsPage<'a> {
+    page: &'static str,
+    operator: &'a Operator,
+    tools: Vec<ToolRow>,
+}
+
+#[derive(Template)]
+#[template(path = "calls.html")]
+struct CallsPage<'a> {
+    page: &'static str,
+    operator: &'a Operator,
+    running: Vec<Running>,
+    recent: Vec<CallRow>,
+}
+
+struct Chain {
+    text: String,
+    class: &'static str,
+}
+
+#[derive(Template)]
+#[template(path = "audit.html")]
+struct AuditPage<'a> {
+    page: &'static str,
+    operator: &'a Operator,
+    chain: Option<Chain>,
+    filter: Filter,
+    query: String,
+    error: Option<String>,
+    summary: String,
+    rows: Vec<AuditRow>,
+}
+
+#[derive(Template)]
+#[template(path = "health.html")]
+struct HealthPage<'a> {
+    page: &'static str,
+    operator: &'a Operator,
+    calls: u64,
+    denials: u64,
+    latency: String,
+    calls_chart: String,
+    latency_chart: String,
+    denials_chart: String,
+    stores: Vec<(String, String)>,
+}
+
+/// A filled template as a page (a template that cannot render is a 500).
+fn render(template: &impl Template) -> Response<PageBody> {
+    match template.render() {
+        Ok(page) => web::html(StatusCode::OK, page),
+        Err(error) => {
+            tracing::warn!(%error, "a console page did not render");
+            web::text(StatusCode::INTERNAL_SERVER_ERROR, "the page did not render")
+        }
+    }
+}
+
+/// The console's stylesheet and script, from the binary.
+pub(crate) fn asset(kind: &str) -> Response<PageBody> {
+    match kind {
+        "css" => web::respond(
+            StatusCode::OK,
+            "text/css; charset=utf-8",
+            Bytes::from_static(include_bytes!("../assets/console.css")),
+        ),
+        "svg" => web::respond(
+            StatusCode::OK,
+            "image/svg+xml",
+            Bytes::from_static(include_bytes!("../assets/icon.svg")),
+        ),
+        _ => web::respond(
+            StatusCode::OK,
+            "text/javascript; charset=utf-8",
+            Bytes::from_static(include_bytes!("../assets/live.js")),
+        ),
+    }
+}
+
+/// The login form, bound to this browser by a cookie of its own.
+pub(crate) fn login_form(oauth: Option<String>, error: Option<String>) -> Response<PageBody> {
+    let form = auth::form_nonce();
+    let status = if error.is_some() {
+        StatusCode::UNAUTHORIZED
+    } else {
+        StatusCode::OK
+    };
+    let mut response = render(&LoginPage {
+        form: form.clone(),
+        oauth,
+        error,
+    });
+    *response.status_mut() = status;
+    web::set_cookie(&mut response, FORM_COOKIE, &form, 600);
+    response
+}
+
+#[derive(Deserialize)]
+struct LoginForm {
+    #[serde(default)]
+    form: String,
+    #[serde(default)]
+    token: String,
+}
+
+/// A login: the form must come from this browser's login page (no page
+/// of another site can log a browser in as someone else).
+pub(crate) async fn log_in(
+    operators: &Operators,
+    request: Request<Incoming>,
+) -> Response<PageBody> {
+    let bound = web::cookie(request.headers(), FORM_COOKIE).map(String::from);
+    let form: LoginForm = match web::form(request.into_body()).await {
+        Ok(form) => form,
+        Err(refusal) => return refusal,
+    };
+    if !bound.is_some_and(|b| !b.is_empty() && auth::same_secret(&form.form, &b)) {
+        return web::text(
+            StatusCode::FORBIDDEN,
+            "forbidden: the login form's CSRF token is missing or wrong; load the login page again",
+        );
+    }
+    match operators.log_in(&form.token).await {
+        Ok((cookie, name)) => {
+            tracing::info!(operator = %name, "an operator logged in to the console");
+            let mut response = web::see_other(&format!("{PREFIX}/tools"));
+            web::set_cookie(&mut response, LOGIN_COOKIE, &cookie, LOGIN_TTL.as_secs());
+            web::set_cookie(&mut response, FORM_COOKIE, "", 0);
+            response
+        }
+        Err(error) => login_form(operators.oauth_scope(), Some(error.to_string())),
+    }
+}
+
+#[derive(Deserialize)]
+struct ActionForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+/// A form an operator sent: refused unless it carries their CSRF token.
+pub(crate) async fn post(
+    _inner: &Inner,
+    operator: &Operator,
+    path: &str,
+    request: Request<Incoming>,
+) -> Response<PageBody> {
+    let form: ActionForm = match web::form(request.into_body()).await {
+        Ok(form) => form,
+        Err(refusal) => return refusal,
+    };
+    if !auth::same_secret(&form.csrf, &operator.csrf) {
+        return web::text(
+            StatusCode::FORBIDDEN,
+            "forbidden: the form's CSRF token is missing or wrong; reload the page and try again",
+        );
+    }
+    match path {
+        "/logout" => {
+            tracing::info!(operator = %operator.name, "an operator logged out of the console");
+            let mut response = web::see_other(&format!("{PREFIX}/login"));
+            web::set_cookie(&mut response, LOGIN_COOKIE, "", 0);
+            response
+        }
+        _ => web::text(StatusCode::NOT_FOUND, "not found"),
+    }
+}
+
+/// A page an operator asked for.
+pub(crate) async fn get(
+    inner: &Inner,
+    operator: &Operator,
+    path: &str,
+    query: Option<&str>,
+) -> Response<PageBody> {
+    match path {
+        "" | "/" => web::see_other(&format!("{PREFIX}/tools")),
+        "/tools" => render(&ToolsPage {
+            page: "tools",
+            operator,
+            tools: tools::rows(&ToolFacts {
+                host: &inner.host,
+                settings: &inner.settings,
+                provenance: &inner.provenance,
+                access: &inner.access,
+            }),
+        }),
+        "/calls" => render(&CallsPage {
+            page: "calls",
+            operator,
+            running: inner.board.running(),
+            recent: inner
+                .board
+                .recent()
+                .iter()
+                .map(|r| CallRow::of(r))
+                .collect(),
+        }),
+        "/calls/events" => match inner.streams.clone().try_acquire_owned() {
+            Ok(permit) => calls::events(&inner.board, permit),
+            Err(_) => web::text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!(
+                    "too many live pages are open (at most {})",
+                    crate::MAX_STREAMS
+                ),
+            ),
+        },
+        "/audit" => audit_page(inner, operator, query).await,
+        "/audit/export" => export(inner, query).await,
+        "/health" => health_page(inner, operator).await,
+        _ => web::text(StatusCode::NOT_FOUND, "not found"),
+    }
+}
+
+async fn audit_page(inner: &Inner, operator: &Operator, query: Option<&str>) -> Response<PageBody> {
+    let filter: Filter = web::query(query).unwrap_or_default();
+    let mut page = AuditPage {
+        page: "audit",
+        operator,
+        chain: None,
+        query: filter.query(),
+        filter: filter.clone(),
+        error: None,
+        summary: String::new(),
+        rows: Vec::new(),
+    };
+    if let Some(path) = inner.audit.clone() {
+        let searched = tokio::task::spawn_blocking(move || {
+            (audit::chain_state(&path), audit::search(&path, filter))
+        })
+        .await;
+        let Ok(((text, holds), found)) = searched else {
+            return web::text(StatusCode::INTERNAL_SERVER_ERROR, "the search stopped");
+        };
+        page.chain = Some(Chain {
+            text,
+            class: if holds { "holds" } else { "broken" },
+        });
+        match found {
+            Ok(found) => {
+                page.summary = match found.matched {
+                    n if n as usize > audit::SHOWN => {
+                        format!("{n} records match; the newest {} are shown.", audit::SHOWN)
+                    }
+                    1 => "1 record matches.".into(),
+                    n => format!("{n} records match."),
+                };
+                page.rows = found.rows;
+            }
+            Err(error) => page.error = Some(error),
+        }
+    }
+    render(&page)
+}
+
+async fn export(inner: &Inner, query: Option<&str>) -> Response<PageBody> {
+    let Some(path) = inner.audit.clone() else {
+        return web::text(StatusCode::NOT_FOUND, "this server keeps no audit log file");
+    };
+    let filter: Filter = match web::query(query) {
+        Ok(filter) => filter,
+        Err(error) => return web::text(StatusCode::BAD_REQUEST, &format!("bad search: {error}")),
+    };
+    let exported = tokio::task::spawn_blocking(move || audit::export(&path, filter)).await;
+    match exported {
+        Ok(Ok((lines, cut))) => {
+            let mut response =
+                web::respond(StatusCode::OK, "application/jsonl", Bytes::from(lines));
+            let headers = response.headers_mut();
+            headers.insert(
+                http::header::CONTENT_DISPOSITION,
+                http::HeaderValue::from_static("attachment; filename=\"audit.jsonl\""),
+            );
+            if cut {
+                headers.insert(
+                    http::HeaderName::from_static("x-wasm-agent-truncated"),
+                    http::HeaderValue::from_static("the export stopped at its 64 MiB limit"),
+                );
+            }
+            response
+        }
+        Ok(Err(error)) => web::text(StatusCode::BAD_REQUEST, &error),
+        Err(_) => web::text(StatusCode::INTERNAL_SERVER_ERROR, "the export stopped"),
+    }
+}
+
+async fn health_page(inner: &Inner, operator: &Operator) -> Response<PageBody> {
+    let charts = health::charts(&inner.board.series().last_hour(health::now()));
+    let store = inner.host.session_store();
+    let store_state = match tokio::time::timeout(STORE_CHECK, store.check()).await {
+        Ok(Ok(())) => "answers".to_string(),
+        Ok(Err(error)) => format!("does not answer: {error}"),
+        Err(_) => format!("does not answer within {STORE_CHECK:?}"),
+    };
+    let mut stores = vec![(format!("session store ({})", store.location()), store_state)];
+    stores.extend(
+        inner
+            .probes
+            .iter()
+            .map(|(name, probe)| (name.clone(), probe())),
+    );
+    stores.push((
+        "calls in flight".into(),
+        inner.board.running().len().to_string(),
+    ));
+    for (kind, count) in inner.host.gauges().denials() {
+        stores.push((format!("refused since start: {kind}"), count.to_string()));
+    }
+    render(&HealthPage {
+        page: "health",
+        operator,
+        calls: charts.calls,
+        denials: charts.denials,
+        latency: charts.latency,
+        calls_chart: charts.calls_chart,
+        latency_chart: charts.latency_chart,
+        denials_chart: charts.denials_chart,
+        stores,
+    })
+}
