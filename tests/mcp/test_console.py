@@ -259,11 +259,12 @@ async def test_an_operator_sees_the_tools_watches_calls_live_and_searches_the_au
 async def test_the_console_refuses_without_an_operator_login_a_forged_host_or_a_csrf_token(console_server):
     server = console_server
     base = console_url(server)
+    own = {"Origin": f"http://{server.authority}"}
     with httpx2.Client(follow_redirects=False, timeout=10) as http:
         # Nobody logged in: sent to the login page; forms refused.
         response = http.get(f"{base}/tools")
         assert response.status_code == 303 and response.headers["location"] == "/console/login"
-        assert http.post(f"{base}/logout", data={"csrf": "x"}).status_code == 401
+        assert http.post(f"{base}/logout", data={"csrf": "x"}, headers=own).status_code == 401
         # An MCP client's bearer token does not open it.
         response = http.get(f"{base}/tools", headers={"Authorization": f"Bearer {CLIENT_TOKEN}"})
         assert response.status_code == 303
@@ -274,14 +275,27 @@ async def test_the_console_refuses_without_an_operator_login_a_forged_host_or_a_
         assert "'unsafe-inline'" not in page.headers["content-security-policy"]
         assert page.headers["x-frame-options"] == "DENY"
         form = page.cookies["wa_console_form"]
-        response = http.post(f"{base}/login", data={"form": "other", "token": OPERATOR_TOKEN})
+        response = http.post(f"{base}/login", data={"form": "other", "token": OPERATOR_TOKEN}, headers=own)
         assert response.status_code == 403 and "CSRF" in response.text
-        response = http.post(f"{base}/login", data={"form": form, "token": CLIENT_TOKEN})
+        response = http.post(f"{base}/login", data={"form": form, "token": CLIENT_TOKEN}, headers=own)
         assert response.status_code == 401 and "is not an operator" in response.text
         page = http.get(f"{base}/login")
+        nonce = page.cookies["wa_console_form"]
+        # A page of another port of this host (the same site) may not post the form.
+        other_port = {"Origin": "http://127.0.0.1:1"}
+        response = http.post(f"{base}/login", data={"form": nonce, "token": OPERATOR_TOKEN}, headers=other_port)
+        assert response.status_code == 403 and "Origin" in response.text
+        response = http.post(f"{base}/login", data={"form": nonce, "token": OPERATOR_TOKEN})
+        assert response.status_code == 403  # no Origin at all
+        # A nonce of one's own making (a cookie planted by a sibling page) is refused.
+        http.cookies.set("wa_console_form", "planted", path="/console")
+        response = http.post(f"{base}/login", data={"form": "planted", "token": OPERATOR_TOKEN}, headers=own)
+        assert response.status_code == 403 and "CSRF" in response.text
+        http.cookies.set("wa_console_form", nonce, path="/console")
         response = http.post(
             f"{base}/login",
-            data={"form": page.cookies["wa_console_form"], "token": OPERATOR_TOKEN},
+            data={"form": nonce, "token": OPERATOR_TOKEN},
+            headers=own,
         )
         assert response.status_code == 303, response.text
         login = response.cookies["wa_console"]
@@ -289,14 +303,18 @@ async def test_the_console_refuses_without_an_operator_login_a_forged_host_or_a_
         assert "httponly" in set_cookie and "samesite=strict" in set_cookie
 
         assert http.get(f"{base}/tools").status_code == 200
+        # Requests another site's page makes (an image, a frame) are refused.
+        response = http.get(f"{base}/audit/export", headers={"Sec-Fetch-Site": "same-site"})
+        assert response.status_code == 403 and "Sec-Fetch-Site" in response.text
+        assert http.get(f"{base}/audit?who={'a' * 300}").status_code == 400
         # A forged Host (DNS rebinding) and a foreign Origin are refused before the console.
         response = http.get(f"{base}/tools", headers={"Host": "evil.example"})
         assert response.status_code == 403 and "Host" in response.text
         response = http.post(f"{base}/logout", headers={"Origin": "http://evil.example"}, data={})
         assert response.status_code == 403 and "Origin" in response.text
         # Forms without the login's CSRF token are refused, and change nothing.
-        assert http.post(f"{base}/logout", data={}).status_code == 403
-        assert http.post(f"{base}/logout", data={"csrf": "0" * 32}).status_code == 403
+        assert http.post(f"{base}/logout", data={}, headers=own).status_code == 403
+        assert http.post(f"{base}/logout", data={"csrf": "0" * 32}, headers=own).status_code == 403
         assert http.get(f"{base}/tools").status_code == 200
         # A login cookie changed anywhere is no login.
         forged = login[:-3] + ("AAA" if not login.endswith("AAA") else "BBB")

@@ -188,6 +188,10 @@ fn covering_lists_the_rules_that_can_decide_a_tool_in_order() {
         Some(r#"rule 1 "no deletes for contractors": deny claim groups in ["contractors"]"#)
     );
     assert_eq!(lines.last().map(String::as_str), Some("otherwise: deny"));
-    assert!(lines.iter().all(|line| !line.contains("rule 1") || line.contains("deny")));
+    assert!(
+        lines
+            .iter()
+            .all(|line| !line.contains("rule 1") || line.contains("deny"))
+    );
     assert!(AccessRules::default().covering("db_delete").is_empty());
 }

@@ -102,6 +102,10 @@ impl Setup {
             None => None,
         };
         let oauth = match (&flags.console_scope, oauth) {
+            (Some(scope), Some(_)) if args.auth_scopes.iter().any(|s| s == scope.trim()) => bail!(
+                "--console-scope {scope:?} is also required of MCP clients (--auth-scope): \
+                 every client's token would open the console; use a scope only operators hold"
+            ),
             (Some(scope), Some(server)) if !scope.trim().is_empty() => {
                 Some((server.clone(), scope.trim().to_string()))
             }

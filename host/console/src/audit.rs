@@ -16,6 +16,8 @@ pub const SHOWN: usize = 200;
 pub const MAX_EXPORT: usize = 64 << 20;
 /// Longest record line read (longer ones are skipped).
 const MAX_LINE: usize = 1 << 20;
+/// Longest search field.
+pub const MAX_FIELD: usize = 256;
 
 /// A search, as the form sends it.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -36,7 +38,21 @@ struct Search {
 }
 
 impl Filter {
-    fn read(self) -> Result<Search, String> {
+    /// The filter, unless a field is over [`MAX_FIELD`] bytes.
+    pub(crate) fn bounded(self) -> Result<Self, String> {
+        let fields = [&self.tool, &self.who, &self.outcome, &self.from, &self.to];
+        match fields.iter().any(|f| f.len() > MAX_FIELD) {
+            true => Err(format!(
+                "bad search: a field is over the {MAX_FIELD}-byte limit"
+            )),
+            false => Ok(self),
+        }
+    }
+
+    fn read(mut self) -> Result<Search, String> {
+        // Compared lowercased, so lowercased once here.
+        self.tool = self.tool.trim().to_lowercase();
+        self.who = self.who.trim().to_lowercase();
         let time = |text: &str, name: &str| match text.trim() {
             "" => Ok(None),
             text => humantime::parse_rfc3339_weak(text)
@@ -66,9 +82,8 @@ impl Filter {
 impl Search {
     fn matches(&self, record: &Value) -> bool {
         let text = |key: &str| record.get(key).and_then(Value::as_str).unwrap_or("");
-        let contains = |hay: &str, needle: &str| {
-            needle.is_empty() || hay.to_lowercase().contains(&needle.trim().to_lowercase())
-        };
+        let contains =
+            |hay: &str, needle: &str| needle.is_empty() || hay.to_lowercase().contains(needle);
         let f = &self.filter;
         let outcome = match text("event") {
             "call" => text("outcome"),

@@ -19,6 +19,10 @@ pub(crate) const FORM_COOKIE: &str = "wa_console_form";
 pub const LOGIN_TTL: Duration = Duration::from_secs(8 * 3600);
 /// What sealed logins are bound to, so no other sealed value passes as one.
 const PURPOSE: &str = "wasm-agent console login v1";
+/// What the login form's nonce is sealed for.
+const FORM_PURPOSE: &str = "wasm-agent console login form v1";
+/// How long a login form may be sent after it was loaded.
+pub(crate) const FORM_TTL: Duration = Duration::from_secs(600);
 
 /// How operators prove who they are.
 #[derive(Clone)]
@@ -68,6 +72,9 @@ pub enum LoginError {
     /// An OAuth token without the console's scope.
     #[error("that token does not grant the console's scope {0:?}")]
     MissingScope(String),
+    /// An OAuth token that never expires.
+    #[error("that token has no expiry (exp): the console takes only tokens that expire")]
+    NoExpiry,
 }
 
 impl Operators {
@@ -84,6 +91,28 @@ impl Operators {
             oauth,
             keys,
         }
+    }
+
+    /// What OAuth logins are sealed for: this issuer, audience and scope.
+    fn oauth_purpose(&self) -> Option<String> {
+        let (server, scope) = self.oauth.as_ref()?;
+        let (issuer, audience) = server.issuer_and_audience();
+        Some(format!("{PURPOSE} oauth\0{issuer}\0{audience}\0{scope}"))
+    }
+
+    /// A login form's nonce: sealed, so a cookie planted by another page
+    /// on this site cannot stand in for one.
+    pub(crate) fn form_nonce(&self) -> String {
+        self.keys.seal(
+            FORM_PURPOSE,
+            &uuid::Uuid::new_v4().simple().to_string(),
+            FORM_TTL,
+        )
+    }
+
+    /// Whether `nonce` is a login form's nonce this server sealed, unexpired.
+    pub(crate) fn is_form_nonce(&self, nonce: &str) -> bool {
+        self.keys.open::<String>(FORM_PURPOSE, nonce).is_some()
     }
 
     /// The OAuth scope that makes an operator, if OAuth tokens are accepted.
@@ -114,26 +143,33 @@ impl Operators {
             return Err(LoginError::MissingScope(scope.clone()));
         }
         let name = identity.principal.clone().unwrap_or_default();
-        // No longer than the token itself.
-        let ttl = identity
+        // No longer than the token itself (`exp` may be a float).
+        let exp = identity
             .credentials
             .claims
             .get("exp")
-            .and_then(serde_json::Value::as_u64)
-            .map(|exp| Duration::from_secs(exp.saturating_sub(now_secs())))
-            .map_or(LOGIN_TTL, |left| left.min(LOGIN_TTL));
+            .and_then(serde_json::Value::as_f64)
+            .filter(|exp| exp.is_finite() && *exp > 0.0)
+            .ok_or(LoginError::NoExpiry)?;
+        let left = Duration::from_secs((exp.floor() as u64).saturating_sub(now_secs()));
         let login = Login {
             op: name.clone(),
             by: "oauth".into(),
             fp: String::new(),
         };
-        Ok((self.keys.seal(PURPOSE, &login, ttl), name))
+        let purpose = self.oauth_purpose().unwrap_or_default();
+        Ok((self.keys.seal(&purpose, &login, left.min(LOGIN_TTL)), name))
     }
 
     /// The operator a login cookie names, if it is intact, unexpired, and
     /// its token still listed.
     pub(crate) fn operator(&self, cookie: &str) -> Option<Operator> {
-        let login: Login = self.keys.open(PURPOSE, cookie)?;
+        // An OAuth login is sealed for the issuer, audience and scope it
+        // was made under: changing any of them ends it.
+        let login: Login = self.keys.open(PURPOSE, cookie).or_else(|| {
+            self.oauth_purpose()
+                .and_then(|purpose| self.keys.open(&purpose, cookie))
+        })?;
         let valid = match login.by.as_str() {
             "tokens" => self
                 .tokens
@@ -167,11 +203,6 @@ pub(crate) fn same_secret(sent: &str, expected: &str) -> bool {
             .zip(expected.bytes())
             .fold(0u8, |acc, (a, b)| acc | (a ^ b))
             == 0
-}
-
-/// A fresh random value for the login form's cookie.
-pub(crate) fn form_nonce() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
 }
 
 fn now_secs() -> u64 {
@@ -232,6 +263,18 @@ mod tests {
         .unwrap();
         let after = Operators::new(Some(Arc::new(rotated)), None, ops.keys.clone());
         assert!(after.operator(&cookie).is_none());
+    }
+
+    #[test]
+    fn form_nonces_are_this_servers_and_nothing_else_is() {
+        let ops = operators();
+        let nonce = ops.form_nonce();
+        assert!(ops.is_form_nonce(&nonce));
+        assert!(!ops.is_form_nonce("x"));
+        // A login cookie is not a form nonce, nor the reverse.
+        assert!(ops.operator(&nonce).is_none());
+        let other = Operators::new(ops.tokens.clone(), None, StateKeys::random());
+        assert!(!other.is_form_nonce(&nonce));
     }
 
     #[test]

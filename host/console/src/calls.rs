@@ -2,7 +2,7 @@
 //! board's events (server-sent events) that keeps the page current.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -100,22 +100,46 @@ pub(crate) fn micros(us: u64) -> String {
     }
 }
 
-/// The board's events as server-sent events, until the page goes away;
-/// `permit` (one of the console's few streams) is held as long.
-pub(crate) fn events(board: &Arc<CallBoard>, permit: OwnedSemaphorePermit) -> Response<PageBody> {
+/// The board's events as server-sent events, until the page goes away or
+/// its login ends (`still_in` is asked at least every [`KEEP_ALIVE`]; the
+/// page is then told to reload, which leads to the login page); `permit`
+/// (one of the console's few streams) is held as long.
+pub(crate) fn events(
+    board: &Arc<CallBoard>,
+    permit: OwnedSemaphorePermit,
+    still_in: impl Fn() -> bool + Send + Sync + 'static,
+) -> Response<PageBody> {
     let receiver = board.subscribe();
-    let stream = futures::stream::unfold((receiver, permit), |(mut receiver, permit)| async move {
-        let chunk = match tokio::time::timeout(KEEP_ALIVE, receiver.recv()).await {
-            Err(_) => ": keep-alive\n\n".to_string(),
-            Ok(Ok(event)) => sse(&event),
-            // Fell behind: the page reloads what it shows.
-            Ok(Err(broadcast::error::RecvError::Lagged(_))) => {
-                "event: reload\ndata: {}\n\n".to_string()
+    let state = (receiver, permit, still_in, Instant::now(), false);
+    let stream = futures::stream::unfold(
+        state,
+        |(mut receiver, permit, still_in, checked, ended)| async move {
+            if ended {
+                return None;
             }
-            Ok(Err(broadcast::error::RecvError::Closed)) => return None,
-        };
-        Some((Bytes::from(chunk), (receiver, permit)))
-    });
+            let checked = match checked.elapsed() >= KEEP_ALIVE {
+                true if !still_in() => {
+                    let reload = Bytes::from_static(b"event: reload\ndata: {}\n\n");
+                    return Some((reload, (receiver, permit, still_in, checked, true)));
+                }
+                true => Instant::now(),
+                false => checked,
+            };
+            let chunk = match tokio::time::timeout(KEEP_ALIVE, receiver.recv()).await {
+                Err(_) => ": keep-alive\n\n".to_string(),
+                Ok(Ok(event)) => sse(&event),
+                // Fell behind: the page reloads what it shows.
+                Ok(Err(broadcast::error::RecvError::Lagged(_))) => {
+                    "event: reload\ndata: {}\n\n".to_string()
+                }
+                Ok(Err(broadcast::error::RecvError::Closed)) => return None,
+            };
+            Some((
+                Bytes::from(chunk),
+                (receiver, permit, still_in, checked, false),
+            ))
+        },
+    );
     let body = BodyExt::boxed(StreamBody::new(stream.map(|chunk| Ok(Frame::data(chunk)))));
     let mut response = Response::new(body);
     *response.status_mut() = StatusCode::OK;

@@ -75,6 +75,8 @@ struct Inner {
     audit: Option<PathBuf>,
     probes: Vec<(String, StateProbe)>,
     streams: Arc<Semaphore>,
+    /// Audit searches and exports: one at a time.
+    audit_jobs: Arc<Semaphore>,
 }
 
 impl std::fmt::Debug for Console {
@@ -106,6 +108,7 @@ impl Console {
                 audit: None,
                 probes: Vec::new(),
                 streams: Arc::new(Semaphore::new(MAX_STREAMS)),
+                audit_jobs: Arc::new(Semaphore::new(1)),
             },
         }
     }
@@ -162,6 +165,9 @@ impl Pages for Console {
     }
 
     async fn answer(&self, request: Request<Incoming>) -> Response<PageBody> {
+        if let Some(refusal) = web::cross_site(&request) {
+            return refusal;
+        }
         let path = request
             .uri()
             .path()
@@ -173,15 +179,16 @@ impl Pages for Console {
             (&Method::GET, "/assets/console.css") => return pages::asset("css"),
             (&Method::GET, "/assets/live.js") => return pages::asset("js"),
             (&Method::GET, "/assets/icon.svg") => return pages::asset("svg"),
-            (&Method::GET, "/login") => return pages::login_form(self.oauth_scope(), None),
+            (&Method::GET, "/login") => return pages::login_form(&self.inner.operators, None),
             (&Method::POST, "/login") => {
                 return pages::log_in(&self.inner.operators, request).await;
             }
             _ => {}
         }
-        let operator = web::cookie(request.headers(), auth::LOGIN_COOKIE)
-            .and_then(|cookie| self.inner.operators.operator(cookie));
-        let Some(operator) = operator else {
+        let cookie = web::cookie(request.headers(), auth::LOGIN_COOKIE)
+            .unwrap_or("")
+            .to_string();
+        let Some(operator) = self.inner.operators.operator(&cookie) else {
             return match method {
                 Method::GET => web::see_other(&format!("{PREFIX}/login")),
                 _ => web::text(
@@ -197,12 +204,6 @@ impl Pages for Console {
             return web::text(StatusCode::METHOD_NOT_ALLOWED, "use GET or POST");
         }
         let query = request.uri().query().map(String::from);
-        pages::get(&self.inner, &operator, &path, query.as_deref()).await
-    }
-}
-
-impl Console {
-    fn oauth_scope(&self) -> Option<String> {
-        self.inner.operators.oauth_scope()
+        pages::get(&self.inner, &operator, &cookie, &path, query.as_deref()).await
     }
 }

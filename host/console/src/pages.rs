@@ -111,8 +111,9 @@ pub(crate) fn asset(kind: &str) -> Response<PageBody> {
 }
 
 /// The login form, bound to this browser by a cookie of its own.
-pub(crate) fn login_form(oauth: Option<String>, error: Option<String>) -> Response<PageBody> {
-    let form = auth::form_nonce();
+pub(crate) fn login_form(operators: &Operators, error: Option<String>) -> Response<PageBody> {
+    let form = operators.form_nonce();
+    let oauth = operators.oauth_scope();
     let status = if error.is_some() {
         StatusCode::UNAUTHORIZED
     } else {
@@ -124,7 +125,7 @@ pub(crate) fn login_form(oauth: Option<String>, error: Option<String>) -> Respon
         error,
     });
     *response.status_mut() = status;
-    web::set_cookie(&mut response, FORM_COOKIE, &form, 600);
+    web::set_cookie(&mut response, FORM_COOKIE, &form, auth::FORM_TTL.as_secs());
     response
 }
 
@@ -147,7 +148,8 @@ pub(crate) async fn log_in(
         Ok(form) => form,
         Err(refusal) => return refusal,
     };
-    if !bound.is_some_and(|b| !b.is_empty() && auth::same_secret(&form.form, &b)) {
+    let bound = bound.is_some_and(|b| !b.is_empty() && auth::same_secret(&form.form, &b));
+    if !bound || !operators.is_form_nonce(&form.form) {
         return web::text(
             StatusCode::FORBIDDEN,
             "forbidden: the login form's CSRF token is missing or wrong; load the login page again",
@@ -161,7 +163,7 @@ pub(crate) async fn log_in(
             web::set_cookie(&mut response, FORM_COOKIE, "", 0);
             response
         }
-        Err(error) => login_form(operators.oauth_scope(), Some(error.to_string())),
+        Err(error) => login_form(operators, Some(error.to_string())),
     }
 }
 
@@ -203,6 +205,7 @@ pub(crate) async fn post(
 pub(crate) async fn get(
     inner: &Inner,
     operator: &Operator,
+    cookie: &str,
     path: &str,
     query: Option<&str>,
 ) -> Response<PageBody> {
@@ -230,7 +233,7 @@ pub(crate) async fn get(
                 .collect(),
         }),
         "/calls/events" => match inner.streams.clone().try_acquire_owned() {
-            Ok(permit) => calls::events(&inner.board, permit),
+            Ok(permit) => calls::events(&inner.board, permit, still_in(inner, cookie)),
             Err(_) => web::text(
                 StatusCode::SERVICE_UNAVAILABLE,
                 &format!(
@@ -246,8 +249,24 @@ pub(crate) async fn get(
     }
 }
 
+/// Whether the login `cookie` still holds (a live page's stream ends
+/// when it does not).
+fn still_in(inner: &Inner, cookie: &str) -> impl Fn() -> bool + Send + Sync + 'static {
+    let (operators, cookie) = (inner.operators.clone(), cookie.to_string());
+    move || operators.operator(&cookie).is_some()
+}
+
 async fn audit_page(inner: &Inner, operator: &Operator, query: Option<&str>) -> Response<PageBody> {
-    let filter: Filter = web::query(query).unwrap_or_default();
+    let filter: Filter = match web::query::<Filter>(query)
+        .map_err(|e| format!("bad search: {e}"))
+        .and_then(Filter::bounded)
+    {
+        Ok(filter) => filter,
+        Err(error) => return web::text(StatusCode::BAD_REQUEST, &error),
+    };
+    let Ok(_job) = inner.audit_jobs.clone().try_acquire_owned() else {
+        return busy();
+    };
     let mut page = AuditPage {
         page: "audit",
         operator,
@@ -291,9 +310,15 @@ async fn export(inner: &Inner, query: Option<&str>) -> Response<PageBody> {
     let Some(path) = inner.audit.clone() else {
         return web::text(StatusCode::NOT_FOUND, "this server keeps no audit log file");
     };
-    let filter: Filter = match web::query(query) {
+    let filter: Filter = match web::query::<Filter>(query)
+        .map_err(|e| format!("bad search: {e}"))
+        .and_then(Filter::bounded)
+    {
         Ok(filter) => filter,
-        Err(error) => return web::text(StatusCode::BAD_REQUEST, &format!("bad search: {error}")),
+        Err(error) => return web::text(StatusCode::BAD_REQUEST, &error),
+    };
+    let Ok(_job) = inner.audit_jobs.clone().try_acquire_owned() else {
+        return busy();
     };
     let exported = tokio::task::spawn_blocking(move || audit::export(&path, filter)).await;
     match exported {
@@ -316,6 +341,20 @@ async fn export(inner: &Inner, query: Option<&str>) -> Response<PageBody> {
         Ok(Err(error)) => web::text(StatusCode::BAD_REQUEST, &error),
         Err(_) => web::text(StatusCode::INTERNAL_SERVER_ERROR, "the export stopped"),
     }
+}
+
+/// The answer while another audit search or export runs (one at a time:
+/// each reads the whole log).
+fn busy() -> Response<PageBody> {
+    let mut response = web::text(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "another audit search or export is running; try again in a moment",
+    );
+    response.headers_mut().insert(
+        http::header::RETRY_AFTER,
+        http::HeaderValue::from_static("2"),
+    );
+    response
 }
 
 async fn health_page(inner: &Inner, operator: &Operator) -> Response<PageBody> {

@@ -51,6 +51,37 @@ pub(crate) fn secure(headers: &mut HeaderMap) {
     );
 }
 
+/// The 403 for a request another site's page made: a `Sec-Fetch-Site`
+/// other than `same-origin` or `none` (another port of the same host is
+/// the same *site*, and would carry the cookie), or a form whose `Origin`
+/// is not the console's own (a page needs no script to post a form).
+pub(crate) fn cross_site<B>(request: &http::Request<B>) -> Option<Response<PageBody>> {
+    let headers = request.headers();
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(site) = header("sec-fetch-site")
+        && site != "same-origin"
+        && site != "none"
+    {
+        return Some(text(
+            StatusCode::FORBIDDEN,
+            &format!("forbidden: the console answers only its own pages (Sec-Fetch-Site: {site})"),
+        ));
+    }
+    if request.method() == http::Method::POST {
+        let host = header("host").unwrap_or("");
+        let own = header("origin")
+            .and_then(|origin| origin.split_once("://"))
+            .is_some_and(|(_, authority)| !host.is_empty() && authority.eq_ignore_ascii_case(host));
+        if !own {
+            return Some(text(
+                StatusCode::FORBIDDEN,
+                "forbidden: a console form must come from the console's own page (its Origin)",
+            ));
+        }
+    }
+    None
+}
+
 /// An HTML page.
 pub(crate) fn html(status: StatusCode, page: String) -> Response<PageBody> {
     respond(status, "text/html; charset=utf-8", Bytes::from(page))
@@ -141,6 +172,34 @@ mod tests {
         assert_eq!(cookie(&headers, "wa_console"), Some("abc.def"));
         assert_eq!(cookie(&headers, "wa_console_form"), Some("f"));
         assert_eq!(cookie(&headers, "wa"), None);
+    }
+
+    #[test]
+    fn only_the_consoles_own_pages_may_ask() {
+        let request = |method: &str, headers: &[(&str, &str)]| {
+            let mut builder = http::Request::builder()
+                .method(method)
+                .uri("/console/logout");
+            for (name, value) in headers {
+                builder = builder.header(*name, *value);
+            }
+            builder.body(()).unwrap()
+        };
+        let own = [
+            ("host", "127.0.0.1:8080"),
+            ("origin", "http://127.0.0.1:8080"),
+        ];
+        assert!(cross_site(&request("POST", &own)).is_none());
+        let other_port = [
+            ("host", "127.0.0.1:8080"),
+            ("origin", "http://127.0.0.1:3000"),
+        ];
+        assert!(cross_site(&request("POST", &other_port)).is_some());
+        assert!(cross_site(&request("POST", &[("host", "127.0.0.1:8080")])).is_some());
+        let sibling = [("host", "127.0.0.1:8080"), ("sec-fetch-site", "same-site")];
+        assert!(cross_site(&request("GET", &sibling)).is_some());
+        let typed = [("host", "127.0.0.1:8080"), ("sec-fetch-site", "none")];
+        assert!(cross_site(&request("GET", &typed)).is_none());
     }
 
     #[test]

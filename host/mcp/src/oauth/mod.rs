@@ -196,6 +196,11 @@ impl ResourceServer {
         })
     }
 
+    /// The issuer and audience tokens must name (`iss`, `aud`).
+    pub fn issuer_and_audience(&self) -> (&str, &str) {
+        (&self.options.issuer, &self.options.audience)
+    }
+
     /// The Protected Resource Metadata document (RFC 9728).
     pub fn metadata(&self) -> Value {
         let mut metadata = json!({
