@@ -12,10 +12,8 @@ README's pictures are copies of them).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -23,24 +21,14 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
-from conftest import BIN, REPO_ROOT, http_session, text_of, wasm
+from conftest import BIN, http_session, text_of, wasm
+from console_browser import browser, csp_violations, log_in, operators_file, shot, wait_for  # noqa: F401
 from servers import tokens_file
 
 pytestmark = pytest.mark.anyio
 
-SHOTS = Path(os.environ.get("CONSOLE_SCREENSHOTS") or REPO_ROOT / "target/console-screenshots")
 CLIENT_TOKEN = "alice-client-token"
 OPERATOR_TOKEN = "olga-operator-token"
-
-
-def operators_file(path: Path, tokens: dict[str, str]) -> Path:
-    path.write_text(
-        "".join(
-            f'[[tokens]]\nsha256 = "{hashlib.sha256(token.encode()).hexdigest()}"\nprincipal = "{name}"\n'
-            for token, name in tokens.items()
-        )
-    )
-    return path
 
 
 def console_config(tmp_path: Path) -> Path:
@@ -93,66 +81,6 @@ def console_url(server, path: str = "") -> str:
     return f"http://{server.authority}/console{path}"
 
 
-@pytest.fixture
-def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    chromium = shutil.which("chromium")
-    driver_path = shutil.which("chromedriver")
-    if chromium is None or driver_path is None:
-        pytest.fail("chromium and chromedriver are needed (apt-get install chromium chromium-driver)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-background-networking",
-        "--disable-extensions",
-        "--no-first-run",
-        "--window-size=1280,1000",
-    ):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    os.environ["SE_OFFLINE"] = "true"  # never let Selenium Manager download anything
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    driver.set_page_load_timeout(20)
-    yield driver
-    driver.quit()
-
-
-def wait_for(driver, condition, timeout: float = 15.0, what: str = "the page"):
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    return WebDriverWait(driver, timeout).until(condition, message=f"waiting for {what}")
-
-
-def shot(driver, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    driver.save_screenshot(str(SHOTS / f"{name}.png"))
-
-
-def log_in(driver, server, token: str) -> None:
-    from selenium.webdriver.common.by import By
-
-    driver.get(console_url(server, "/tools"))
-    wait_for(driver, lambda d: d.current_url.endswith("/console/login"), what="the login page")
-    field = driver.find_element(By.ID, "token")
-    field.clear()
-    field.send_keys(token)
-    driver.find_element(By.ID, "login").click()
-
-
-def csp_violations(driver) -> list[str]:
-    return [
-        entry["message"]
-        for entry in driver.get_log("browser")
-        if "Content Security Policy" in entry["message"] or "Refused to" in entry["message"]
-    ]
-
-
 async def test_an_operator_sees_the_tools_watches_calls_live_and_searches_the_audit(console_server, browser):
     from selenium.webdriver.common.by import By
 
@@ -161,11 +89,11 @@ async def test_an_operator_sees_the_tools_watches_calls_live_and_searches_the_au
 
     # A wrong token, then an MCP client's token: neither opens the console.
     for token in ("not-a-token", CLIENT_TOKEN):
-        log_in(driver, server, token)
+        log_in(driver, console_url(server), token)
         error = wait_for(driver, lambda d: d.find_elements(By.ID, "error"), what="the login error")
         assert "not an operator's token" in error[0].text
     shot(driver, "login")
-    log_in(driver, server, OPERATOR_TOKEN)
+    log_in(driver, console_url(server), OPERATOR_TOKEN)
     wait_for(driver, lambda d: d.current_url.endswith("/console/tools"), what="the tools page")
     assert driver.find_element(By.ID, "operator").text == "olga"
 

@@ -31,7 +31,7 @@ use wasm_agent_policy::{ConfigError, ConfigFile};
 
 use super::limit::OverflowStrategy;
 use super::tool::ToolSettings;
-use wasm_agent_pipeline::CallSettings;
+use wasm_agent_pipeline::{AnsweredBy, CallSettings};
 use wasm_agent_sandbox::approval::{Approval, ApprovalRule};
 
 /// The `[agent]` section.
@@ -204,6 +204,19 @@ pub struct ToolConfig {
     pub on_overflow: Option<OverflowStrategy>,
     /// OpenAI strict mode.
     pub strict: Option<bool>,
+    /// `"person"` (default): its questions are asked of the person behind
+    /// the call; `"operators"`: of the operators, in `serve`'s console.
+    pub answered_by: Option<AnsweredByConfig>,
+}
+
+/// Who answers a tool's questions, as written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnsweredByConfig {
+    /// The person behind the call.
+    Person,
+    /// The operators, in the console.
+    Operators,
 }
 
 /// How `requires_approval` may be written.
@@ -240,6 +253,7 @@ impl ToolConfig {
         self.max_chars = other.max_chars.or(self.max_chars);
         self.on_overflow = other.on_overflow.or(self.on_overflow);
         self.strict = other.strict.or(self.strict);
+        self.answered_by = other.answered_by.or(self.answered_by);
     }
 
     /// These settings laid over `base`.
@@ -266,6 +280,12 @@ impl ToolConfig {
         }
         if let Some(strict) = self.strict {
             base.strict = strict;
+        }
+        if let Some(by) = self.answered_by {
+            base.answered_by = match by {
+                AnsweredByConfig::Person => AnsweredBy::Person,
+                AnsweredByConfig::Operators => AnsweredBy::Operators,
+            };
         }
         base
     }

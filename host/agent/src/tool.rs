@@ -16,7 +16,9 @@ use super::limit::OverflowStrategy;
 use super::remote::RemoteTool;
 use super::{Agent, AgentError};
 use crate::provider::ToolDefinition;
-use wasm_agent_pipeline::{CallSettings, Remote, Run, Running, Sandboxed, Target, Tool};
+use wasm_agent_pipeline::{
+    AnsweredBy, CallSettings, Remote, Run, Running, Sandboxed, Target, Tool,
+};
 use wasm_agent_sandbox::approval::Approval;
 use wasm_agent_sandbox::host::ToolHost;
 use wasm_agent_sandbox::registry::{Annotations, ToolInfo};
@@ -56,6 +58,9 @@ pub struct ToolSettings {
     pub overflow: OverflowStrategy,
     /// Send the schema in OpenAI strict mode.
     pub strict: bool,
+    /// Who answers the questions of its calls: the person (default) or the
+    /// operators, in the console.
+    pub answered_by: AnsweredBy,
 }
 
 /// A tool an agent can call.
@@ -243,6 +248,7 @@ impl ToolSettings {
             approval: self.requires_approval.clone(),
             cache_ttl: self.cache_ttl,
             cache_shared: self.cache_shared,
+            answered_by: self.answered_by,
         }
     }
 }

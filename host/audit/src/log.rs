@@ -295,7 +295,17 @@ impl CallAuditor for AuditLog {
             report.arguments = None;
         }
         let time = report.started;
-        let message = Message::Record(Event::Call(Box::new(report)), time);
+        self.enqueue(Message::Record(Event::Call(Box::new(report)), time));
+    }
+}
+
+impl AuditLog {
+    /// Records what an operator did in the console.
+    pub fn operator_action(&self, action: record::OperatorAction) {
+        self.enqueue(Message::Record(Event::Operator(action), SystemTime::now()));
+    }
+
+    fn enqueue(&self, message: Message) {
         match self.queue.try_send(message) {
             Ok(()) => {}
             // Failing closed, a call waits for room rather than go unrecorded.

@@ -28,6 +28,25 @@ pub enum Event {
         /// How many.
         dropped: u64,
     },
+    /// A person did something in the operator console.
+    Operator(OperatorAction),
+}
+
+/// What an operator did in the console, for the trail.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OperatorAction {
+    /// Who: the operator's name.
+    pub operator: String,
+    /// What (`log_in`, `log_out`, `allow_once`, `allow_for_session`, `deny`).
+    pub action: String,
+    /// The question it answered, if any.
+    pub question: Option<String>,
+    /// The tool the question was about.
+    pub tool: Option<String>,
+    /// Who made the call asked about.
+    pub caller: Option<String>,
+    /// The question as the operator saw it.
+    pub detail: Option<String>,
 }
 
 /// The record's body (without `hash`) as JSON text.
@@ -46,6 +65,18 @@ pub fn body(event: &Event, seq: u64, prev: &str, time: std::time::SystemTime) ->
             prev,
         }),
         Event::Call(report) => serde_json::to_string(&CallRecord::new(report, seq, time, prev)),
+        Event::Operator(action) => serde_json::to_string(&OperatorRecord {
+            seq,
+            time,
+            event: "operator",
+            operator: &action.operator,
+            action: &action.action,
+            question: action.question.as_deref(),
+            tool: action.tool.as_deref(),
+            caller: action.caller.as_deref(),
+            detail: action.detail.as_deref(),
+            prev,
+        }),
         Event::Gap { dropped } => serde_json::to_string(&GapRecord {
             seq,
             time,
@@ -69,6 +100,24 @@ struct OpenRecord<'a> {
     user: Option<String>,
     #[serde(skip_serializing_if = "is_zero")]
     torn_bytes: u64,
+    prev: &'a str,
+}
+
+#[derive(Serialize)]
+struct OperatorRecord<'a> {
+    seq: u64,
+    time: String,
+    event: &'static str,
+    operator: &'a str,
+    action: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    question: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    caller: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<&'a str>,
     prev: &'a str,
 }
 

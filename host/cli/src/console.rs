@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use anyhow::bail;
 use clap::{Args, ValueEnum};
+use wasm_agent::SessionStore;
 use wasm_agent::ToolHost;
 use wasm_agent::access::AccessRules;
-use wasm_agent::console::{CallBoard, Console, InFlight, Operators, Provenance, Recording};
+use wasm_agent::console::{CallBoard, Console, Desk, InFlight, Operators, Provenance, Recording};
 use wasm_agent::mcp::{ResourceServer, StateKeys, TokenTable};
 use wasm_agent::pipeline::CallSettings;
 use wasm_agent::report::CallAuditor;
@@ -34,6 +35,11 @@ pub struct ConsoleFlags {
     /// health and metrics one (--metrics-addr), off the public port.
     #[arg(long, value_name = "LISTENER")]
     pub console_on: Option<Listener>,
+    /// The console's address as people open it (behind a load balancer or
+    /// proxy), for the links clients' users are sent to (default: the
+    /// listener's own address).
+    #[arg(long, value_name = "URL")]
+    pub console_url: Option<String>,
 }
 
 /// Where the console is served.
@@ -50,7 +56,10 @@ pub enum Listener {
 pub struct Setup {
     pub board: Arc<CallBoard>,
     pub on: Listener,
+    /// Where questions answered by operators wait.
+    pub desk: Desk,
     operators: Operators,
+    url: Option<String>,
 }
 
 impl Setup {
@@ -58,6 +67,7 @@ impl Setup {
     /// flags that cannot work together.
     pub fn new(
         args: &ServeArgs,
+        store: Arc<dyn SessionStore>,
         clients: Option<&Arc<TokenTable>>,
         keys: Option<&StateKeys>,
         oauth: Option<&Arc<ResourceServer>>,
@@ -115,13 +125,34 @@ impl Setup {
             }
             (None, _) => None,
         };
+        let url = match &flags.console_url {
+            Some(url) if url.starts_with("http://") || url.starts_with("https://") => Some(
+                url.trim_end_matches('/')
+                    .trim_end_matches("/console")
+                    .to_string(),
+            ),
+            Some(url) => bail!("--console-url {url:?}: give an http:// or https:// URL"),
+            None => None,
+        };
         // Replicas given the same request-state keys accept each other's logins.
         let keys = keys.cloned().unwrap_or_else(StateKeys::random);
         Ok(Some(Self {
             board: CallBoard::new(),
             on,
+            desk: Desk::new(store, args.host.ask.wait, args.host.ask.offer_session),
             operators: Operators::new(tokens, oauth, keys),
+            url,
         }))
+    }
+
+    /// What to do once the console's listener is bound on an address: the
+    /// links people are sent lead there, unless --console-url says otherwise.
+    pub fn announcer(&self) -> Arc<dyn Fn(std::net::SocketAddr) + Send + Sync> {
+        let (desk, url) = (self.desk.clone(), self.url.clone());
+        Arc::new(move |local| match &url {
+            Some(url) => desk.set_base(url.clone()),
+            None => desk.set_base(format!("http://{local}")),
+        })
     }
 
     /// The host's auditor: the board told of every call, and `log` as before.
@@ -136,7 +167,12 @@ impl Setup {
 
     /// The console of `host`'s tools.
     pub fn console(self, host: ToolHost, parts: Parts) -> Console {
-        let mut builder = Console::builder(host, self.operators, self.board).access(parts.access);
+        let mut builder = Console::builder(host, self.operators, self.board)
+            .access(parts.access)
+            .desk(self.desk);
+        if let Some(log) = parts.actions {
+            builder = builder.record_actions(log);
+        }
         for (tool, settings) in parts.settings {
             builder = builder.call_settings(tool, settings);
         }
@@ -160,6 +196,8 @@ pub struct Parts {
     pub settings: BTreeMap<String, CallSettings>,
     pub provenance: BTreeMap<String, Provenance>,
     pub audit: Option<PathBuf>,
+    /// Where operators' actions are recorded.
+    pub actions: Option<Arc<wasm_agent::audit::AuditLog>>,
     pub probes: Vec<(String, wasm_agent::console::StateProbe)>,
 }
 

@@ -51,8 +51,6 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let config = args.host.load_config()?;
-    let console =
-        crate::console::Setup::new(&args, tokens.as_ref(), state_keys.as_ref(), oauth.as_ref())?;
     // The Prometheus metrics go over OTLP too when exporting.
     let metrics = match crate::otel::meter() {
         Some(meter) => Metrics::exporting(&meter),
@@ -62,6 +60,24 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         open_store(&args.host, config.as_ref()).await?,
         metrics.clone(),
     );
+    let console = crate::console::Setup::new(
+        &args,
+        store.clone(),
+        tokens.as_ref(),
+        state_keys.as_ref(),
+        oauth.as_ref(),
+    )?;
+    if console.is_none()
+        && let Some(config) = config.as_ref()
+        && let Some((tool, _)) = call_settings(config)?
+            .into_iter()
+            .find(|(_, s)| s.answered_by == wasm_agent::pipeline::AnsweredBy::Operators)
+    {
+        bail!(
+            "[calls.{tool}] answered_by = \"operators\": operators answer in the console; \
+             serve it with --console-tokens FILE or --console-scope SCOPE"
+        );
+    }
     // The first look at the folders comes before loading, so a file that
     // changes meanwhile is loaded again.
     let watched = match args.watch {
@@ -99,6 +115,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if let Some(console) = &console {
         let log = crate::audit::shared(&args.host.audit, config.as_ref(), "serve")?;
         parts.audit = crate::console::audit_file(log.as_ref());
+        parts.actions = log.clone();
         host = host.auditor(console.recording(log.map(|log| log as _)));
     }
     let host = host.build()?;
@@ -130,7 +147,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         None => {}
     }
     if let Some(console) = &console {
-        builder = builder.layer(console.in_flight());
+        builder = builder
+            .layer(console.in_flight())
+            .operator_desk(Arc::new(console.desk.clone()));
         parts.access = access.clone();
         if let Some(config) = config.as_ref() {
             parts.settings = call_settings(config)?.into_iter().collect();
@@ -140,6 +159,13 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // and `tools/list` waits for the components (see `McpServerBuilder::loading`).
     let loading = builder.loading();
     let server = builder.build();
+    let announce = console.as_ref().map(|c| (c.on, c.announcer()));
+    let announce_on = |listener: crate::console::Listener| {
+        announce
+            .as_ref()
+            .filter(|(on, _)| *on == listener)
+            .map(|(_, announce)| announce.clone())
+    };
     let console = console.map(|setup| {
         let pipeline = server.pipeline().clone();
         parts.probes.push((
@@ -197,6 +223,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 listener.local_addr()?
             );
         }
+        if let Some(announce) = announce_on(crate::console::Listener::Metrics) {
+            announce(listener.local_addr()?);
+        }
         let options = HttpOptions {
             hosts: args.host_headers.clone(),
             origins: args.origins.clone(),
@@ -218,6 +247,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             pages: pages_on(crate::console::Listener::Mcp),
             ..HttpOptions::default()
         },
+        announce_on(crate::console::Listener::Mcp),
         shutdown.clone(),
     );
     tokio::pin!(serving);
@@ -250,6 +280,8 @@ async fn serve_on(
     args: &ServeArgs,
     // Who may call (tokens, OAuth) and the metrics to serve, if any.
     admission: HttpOptions,
+    // Told the address once bound (the console's links).
+    bound: Option<Arc<dyn Fn(std::net::SocketAddr) + Send + Sync>>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     match args.http {
@@ -263,6 +295,9 @@ async fn serve_on(
             eprintln!("wasm-agent: serving MCP on {url}");
             if admission.pages.is_some() {
                 eprintln!("wasm-agent: operator console on http://{local}/console");
+            }
+            if let Some(bound) = bound {
+                bound(local);
             }
             let options = HttpOptions {
                 token: args.token.clone(),

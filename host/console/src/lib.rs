@@ -14,10 +14,12 @@
 
 #![warn(missing_docs)]
 
+mod approvals;
 mod audit;
 mod auth;
 mod board;
 mod calls;
+mod desk;
 mod health;
 mod pages;
 mod series;
@@ -32,12 +34,14 @@ use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use tokio::sync::Semaphore;
 use wasm_agent_access::AccessRules;
+use wasm_agent_audit::AuditLog;
 use wasm_agent_mcp::{PageBody, Pages};
 use wasm_agent_pipeline::CallSettings;
 use wasm_agent_sandbox::ToolHost;
 
 pub use auth::{LOGIN_TTL, LoginError, Operator, Operators};
 pub use board::{BoardEvent, CallBoard, InFlight, RECENT, Recording, Running};
+pub use desk::{Desk, Pending};
 
 /// The path the console answers under.
 pub const PREFIX: &str = "/console";
@@ -77,6 +81,19 @@ struct Inner {
     streams: Arc<Semaphore>,
     /// Audit searches and exports: one at a time.
     audit_jobs: Arc<Semaphore>,
+    /// Where questions answered by operators wait.
+    desk: Option<Desk>,
+    /// Where operators' actions are recorded.
+    actions: Option<Arc<AuditLog>>,
+}
+
+impl Inner {
+    /// Records what an operator did, where actions are recorded.
+    fn record(&self, action: wasm_agent_audit::record::OperatorAction) {
+        if let Some(log) = &self.actions {
+            log.operator_action(action);
+        }
+    }
 }
 
 impl std::fmt::Debug for Console {
@@ -109,6 +126,8 @@ impl Console {
                 probes: Vec::new(),
                 streams: Arc::new(Semaphore::new(MAX_STREAMS)),
                 audit_jobs: Arc::new(Semaphore::new(1)),
+                desk: None,
+                actions: None,
             },
         }
     }
@@ -141,6 +160,20 @@ impl ConsoleBuilder {
     /// The audit log file to search and check.
     pub fn audit_log(mut self, path: impl Into<PathBuf>) -> Self {
         self.inner.audit = Some(path.into());
+        self
+    }
+
+    /// Where the questions of tools answered by operators wait (give the
+    /// pipeline the same desk).
+    pub fn desk(mut self, desk: Desk) -> Self {
+        self.inner.desk = Some(desk);
+        self
+    }
+
+    /// Records every operator's action (log in, log out, each answer) in
+    /// `log`, naming the operator.
+    pub fn record_actions(mut self, log: Arc<AuditLog>) -> Self {
+        self.inner.actions = Some(log);
         self
     }
 
@@ -181,7 +214,7 @@ impl Pages for Console {
             (&Method::GET, "/assets/icon.svg") => return pages::asset("svg"),
             (&Method::GET, "/login") => return pages::login_form(&self.inner.operators, None),
             (&Method::POST, "/login") => {
-                return pages::log_in(&self.inner.operators, request).await;
+                return pages::log_in(&self.inner, request).await;
             }
             _ => {}
         }

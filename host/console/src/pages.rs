@@ -8,8 +8,10 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde::Deserialize;
+use wasm_agent_audit::record::OperatorAction;
 use wasm_agent_mcp::PageBody;
 
+use crate::approvals;
 use crate::audit::{self, AuditRow, Filter};
 use crate::auth::{self, FORM_COOKIE, LOGIN_COOKIE, LOGIN_TTL, Operator, Operators};
 use crate::board::Running;
@@ -79,7 +81,7 @@ struct HealthPage<'a> {
 }
 
 /// A filled template as a page (a template that cannot render is a 500).
-fn render(template: &impl Template) -> Response<PageBody> {
+pub(crate) fn render(template: &impl Template) -> Response<PageBody> {
     match template.render() {
         Ok(page) => web::html(StatusCode::OK, page),
         Err(error) => {
@@ -139,13 +141,14 @@ struct LoginForm {
 
 /// A login: the form must come from this browser's login page (no page
 /// of another site can log a browser in as someone else).
-pub(crate) async fn log_in(
-    operators: &Operators,
-    request: Request<Incoming>,
-) -> Response<PageBody> {
+pub(crate) async fn log_in(inner: &Inner, request: Request<Incoming>) -> Response<PageBody> {
+    let operators = &inner.operators;
     let bound = web::cookie(request.headers(), FORM_COOKIE).map(String::from);
-    let form: LoginForm = match web::form(request.into_body()).await {
-        Ok(form) => form,
+    let form: LoginForm = match web::form_text(request.into_body()).await {
+        Ok(text) => match web::parse_form(&text) {
+            Ok(form) => form,
+            Err(error) => return web::text(StatusCode::BAD_REQUEST, &error),
+        },
         Err(refusal) => return refusal,
     };
     let bound = bound.is_some_and(|b| !b.is_empty() && auth::same_secret(&form.form, &b));
@@ -158,6 +161,11 @@ pub(crate) async fn log_in(
     match operators.log_in(&form.token).await {
         Ok((cookie, name)) => {
             tracing::info!(operator = %name, "an operator logged in to the console");
+            inner.record(OperatorAction {
+                operator: name.clone(),
+                action: "log_in".into(),
+                ..OperatorAction::default()
+            });
             let mut response = web::see_other(&format!("{PREFIX}/tools"));
             web::set_cookie(&mut response, LOGIN_COOKIE, &cookie, LOGIN_TTL.as_secs());
             web::set_cookie(&mut response, FORM_COOKIE, "", 0);
@@ -175,14 +183,18 @@ struct ActionForm {
 
 /// A form an operator sent: refused unless it carries their CSRF token.
 pub(crate) async fn post(
-    _inner: &Inner,
+    inner: &Inner,
     operator: &Operator,
     path: &str,
     request: Request<Incoming>,
 ) -> Response<PageBody> {
-    let form: ActionForm = match web::form(request.into_body()).await {
-        Ok(form) => form,
+    let text = match web::form_text(request.into_body()).await {
+        Ok(text) => text,
         Err(refusal) => return refusal,
+    };
+    let form: ActionForm = match web::parse_form(&text) {
+        Ok(form) => form,
+        Err(error) => return web::text(StatusCode::BAD_REQUEST, &error),
     };
     if !auth::same_secret(&form.csrf, &operator.csrf) {
         return web::text(
@@ -193,11 +205,19 @@ pub(crate) async fn post(
     match path {
         "/logout" => {
             tracing::info!(operator = %operator.name, "an operator logged out of the console");
+            inner.record(OperatorAction {
+                operator: operator.name.clone(),
+                action: "log_out".into(),
+                ..OperatorAction::default()
+            });
             let mut response = web::see_other(&format!("{PREFIX}/login"));
             web::set_cookie(&mut response, LOGIN_COOKIE, "", 0);
             response
         }
-        _ => web::text(StatusCode::NOT_FOUND, "not found"),
+        path => match path.strip_prefix("/approvals/") {
+            Some(id) => approvals::answer(inner, operator, id, &text).await,
+            None => web::text(StatusCode::NOT_FOUND, "not found"),
+        },
     }
 }
 
@@ -245,6 +265,10 @@ pub(crate) async fn get(
         "/audit" => audit_page(inner, operator, query).await,
         "/audit/export" => export(inner, query).await,
         "/health" => health_page(inner, operator).await,
+        "/approvals" => approvals::get(inner, operator, "").await,
+        path if path.starts_with("/approvals/") => {
+            approvals::get(inner, operator, &path["/approvals/".len()..]).await
+        }
         _ => web::text(StatusCode::NOT_FOUND, "not found"),
     }
 }
@@ -257,15 +281,9 @@ fn still_in(inner: &Inner, cookie: &str) -> impl Fn() -> bool + Send + Sync + 's
 }
 
 async fn audit_page(inner: &Inner, operator: &Operator, query: Option<&str>) -> Response<PageBody> {
-    let filter: Filter = match web::query::<Filter>(query)
-        .map_err(|e| format!("bad search: {e}"))
-        .and_then(Filter::bounded)
-    {
-        Ok(filter) => filter,
-        Err(error) => return web::text(StatusCode::BAD_REQUEST, &error),
-    };
-    let Ok(_job) = inner.audit_jobs.clone().try_acquire_owned() else {
-        return busy();
+    let (filter, _job) = match audit_job(inner, query) {
+        Ok(job) => job,
+        Err(refusal) => return *refusal,
     };
     let mut page = AuditPage {
         page: "audit",
@@ -310,15 +328,9 @@ async fn export(inner: &Inner, query: Option<&str>) -> Response<PageBody> {
     let Some(path) = inner.audit.clone() else {
         return web::text(StatusCode::NOT_FOUND, "this server keeps no audit log file");
     };
-    let filter: Filter = match web::query::<Filter>(query)
-        .map_err(|e| format!("bad search: {e}"))
-        .and_then(Filter::bounded)
-    {
-        Ok(filter) => filter,
-        Err(error) => return web::text(StatusCode::BAD_REQUEST, &error),
-    };
-    let Ok(_job) = inner.audit_jobs.clone().try_acquire_owned() else {
-        return busy();
+    let (filter, _job) = match audit_job(inner, query) {
+        Ok(job) => job,
+        Err(refusal) => return *refusal,
     };
     let exported = tokio::task::spawn_blocking(move || audit::export(&path, filter)).await;
     match exported {
@@ -341,6 +353,24 @@ async fn export(inner: &Inner, query: Option<&str>) -> Response<PageBody> {
         Ok(Err(error)) => web::text(StatusCode::BAD_REQUEST, &error),
         Err(_) => web::text(StatusCode::INTERNAL_SERVER_ERROR, "the export stopped"),
     }
+}
+
+/// A search of the audit log, read from `query`, and the turn it runs in
+/// (one search or export at a time: each reads the whole log).
+fn audit_job(
+    inner: &Inner,
+    query: Option<&str>,
+) -> Result<(Filter, tokio::sync::OwnedSemaphorePermit), Box<Response<PageBody>>> {
+    let filter = web::query::<Filter>(query)
+        .map_err(|e| format!("bad search: {e}"))
+        .and_then(Filter::bounded)
+        .map_err(|error| Box::new(web::text(StatusCode::BAD_REQUEST, &error)))?;
+    let job = inner
+        .audit_jobs
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| Box::new(busy()))?;
+    Ok((filter, job))
 }
 
 /// The answer while another audit search or export runs (one at a time:

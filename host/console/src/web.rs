@@ -142,8 +142,8 @@ pub(crate) fn query<T: DeserializeOwned + Default>(query: Option<&str>) -> Resul
 }
 
 /// A form body (`application/x-www-form-urlencoded`, at most [`MAX_FORM`]
-/// bytes) read as `T`, or the response refusing it.
-pub(crate) async fn form<T: DeserializeOwned>(body: Incoming) -> Result<T, Response<PageBody>> {
+/// bytes) as text, or the response refusing it.
+pub(crate) async fn form_text(body: Incoming) -> Result<String, Response<PageBody>> {
     let bytes = Limited::new(body, MAX_FORM)
         .collect()
         .await
@@ -154,8 +154,13 @@ pub(crate) async fn form<T: DeserializeOwned>(body: Incoming) -> Result<T, Respo
             )
         })?
         .to_bytes();
-    serde_urlencoded::from_bytes(&bytes)
-        .map_err(|e| text(StatusCode::BAD_REQUEST, &format!("bad form: {e}")))
+    String::from_utf8(bytes.to_vec())
+        .map_err(|_| text(StatusCode::BAD_REQUEST, "bad form: not UTF-8"))
+}
+
+/// A form's text read as `T`, or why not.
+pub(crate) fn parse_form<T: DeserializeOwned>(form: &str) -> Result<T, String> {
+    serde_urlencoded::from_str(form).map_err(|e| format!("bad form: {e}"))
 }
 
 #[cfg(test)]

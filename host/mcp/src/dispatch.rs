@@ -164,7 +164,7 @@ impl Dispatcher {
 
     /// Whether the client's user can be asked (it declared elicitation).
     pub fn can_elicit(&self) -> bool {
-        self.client.can_elicit()
+        self.client.can_elicit() || self.client.can_point()
     }
 
     /// The client's handler.

@@ -33,6 +33,9 @@ const MAX_PENDING: usize = 64;
 pub(crate) struct ClientRequests {
     /// The revision spoken, when the client can answer form elicitations.
     elicitation: OnceLock<Option<ProtocolVersion>>,
+    /// Whether the client can send its user to a page (URL-mode
+    /// elicitation, 2025-11-25 and later).
+    url: OnceLock<bool>,
     pending: Mutex<HashMap<String, oneshot::Sender<Response>>>,
     /// Where answers that reach another replica are left for us.
     relay: OnceLock<Arc<Relay>>,
@@ -48,6 +51,19 @@ impl ClientRequests {
             // An empty capability (2025-06-18) means forms.
             .is_some_and(|e| e.form.is_some() || e.url.is_none());
         let _ = self.elicitation.set(form.then(|| version.clone()));
+        let url = request
+            .capabilities
+            .elicitation
+            .as_ref()
+            .is_some_and(|e| e.url.is_some());
+        let _ = self
+            .url
+            .set(url && version.as_str() >= ProtocolVersion::V_2025_11_25.as_str());
+    }
+
+    /// Whether the client's user can be sent to a page (URL mode).
+    pub fn can_point(&self) -> bool {
+        self.url.get().copied().unwrap_or(false)
     }
 
     /// Answers to our requests that reach another replica come through
@@ -201,6 +217,34 @@ impl Asker for Elicitor {
 
     fn who(&self) -> String {
         "the MCP client's user (elicitation)".into()
+    }
+
+    async fn point_to(&self, id: &str, url: &str, message: &str) {
+        if !self.requests.can_point() {
+            return;
+        }
+        let params = json!({
+            "mode": "url",
+            "message": message,
+            "url": url,
+            "elicitationId": id,
+        });
+        // Whether the user agreed to open it does not matter: the answer
+        // comes from the page.
+        let _ = self
+            .requests
+            .request(&self.send, "elicitation/create", params)
+            .await;
+    }
+
+    fn answered_elsewhere(&self, id: &str) {
+        if self.requests.can_point() {
+            (self.send)(json!({
+                "jsonrpc": "2.0",
+                "method": "notifications/elicitation/complete",
+                "params": {"elicitationId": id},
+            }));
+        }
     }
 }
 

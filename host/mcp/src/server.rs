@@ -270,6 +270,12 @@ impl McpServerBuilder {
         self
     }
 
+    /// Where the questions of tools answered by operators go (the console).
+    pub fn operator_desk(mut self, desk: Arc<dyn wasm_agent_sandbox::ask::OperatorDesk>) -> Self {
+        self.pipeline = self.pipeline.operator_desk(desk);
+        self
+    }
+
     /// Adds a step to every call's pipeline (after the argument check,
     /// before approval).
     pub fn layer(mut self, layer: Arc<dyn wasm_agent_pipeline::Layer>) -> Self {

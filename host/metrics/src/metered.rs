@@ -127,6 +127,14 @@ impl SessionStore for MeteredStore {
         metered!(self, "collect_mail", self.inner.collect_mail(address))
     }
 
+    async fn mailboxes(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, Option<String>)>, SessionError> {
+        metered!(self, "mailboxes", self.inner.mailboxes(prefix, limit))
+    }
+
     async fn close_mailbox(&self, address: &str) -> Result<(), SessionError> {
         metered!(self, "close_mailbox", self.inner.close_mailbox(address))
     }

@@ -108,6 +108,13 @@ impl SessionStore for Gone {
     async fn collect_mail(&self, _: &str) -> Result<Option<String>, SessionError> {
         Err(SessionError::backend("gone", "collect", "down"))
     }
+    async fn mailboxes(
+        &self,
+        _: &str,
+        _: usize,
+    ) -> Result<Vec<(String, Option<String>)>, SessionError> {
+        Err(SessionError::backend("gone", "list", "down"))
+    }
     async fn close_mailbox(&self, _: &str) -> Result<(), SessionError> {
         Err(SessionError::backend("gone", "close", "down"))
     }

@@ -26,6 +26,18 @@ pub struct CallSettings {
     /// Share cached results among the principals of a tenant (never across
     /// tenants): only for tools whose result does not depend on who asks.
     pub cache_shared: bool,
+    /// Who answers the questions of its calls (approval, `ask` grants).
+    pub answered_by: AnsweredBy,
+}
+
+/// Who answers the questions of a tool's calls.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AnsweredBy {
+    /// The person behind the call (the MCP client's user, the terminal).
+    #[default]
+    Person,
+    /// The operators, in the console; the person is told where.
+    Operators,
 }
 
 /// A tool as the pipeline calls it: its name, how it runs, its settings.

@@ -16,13 +16,15 @@
 //!    call may run on;
 //! 5. layers an embedder adds ([`PipelineBuilder::layer`]), in the order
 //!    added;
-//! 6. `approve`: the operator's approvals, then the person, for exactly this
+//! 6. `operators`: the questions of a tool answered by operators go to
+//!    their desk (the console) instead of the person;
+//! 7. `approve`: the operator's approvals, then the person, for exactly this
 //!    tool, version and arguments;
-//! 7. `progress`: how long the call has run, every second, to an entry
+//! 8. `progress`: how long the call has run, every second, to an entry
 //!    point that listens;
-//! 8. `cache`: the result cache, per tool, version, arguments, tenant and
+//! 9. `cache`: the result cache, per tool, version, arguments, tenant and
 //!    principal;
-//! 9. the call itself, on the version checked and approved ([`Target`]).
+//! 10. the call itself, on the version checked and approved ([`Target`]).
 //!
 //! ```no_run
 //! # async fn demo(host: wasm_agent_sandbox::ToolHost) {
@@ -53,6 +55,7 @@ mod caller;
 mod check;
 mod events;
 mod layer;
+mod operators;
 mod progress;
 pub mod question;
 mod quota;
@@ -67,12 +70,13 @@ use wasm_agent_access::AccessRules;
 use wasm_agent_access::quota::{QuotaStore, Quotas, TenantObserver};
 use wasm_agent_cache::{MemoryCache, ResultCache};
 use wasm_agent_sandbox::approval::{ApprovalHandler, DenyAll};
+use wasm_agent_sandbox::ask::OperatorDesk;
 use wasm_agent_sandbox::context::CallContext;
 use wasm_agent_sandbox::registry::ToolInfo;
 use wasm_agent_sandbox::report::CallAuditor;
 use wasm_agent_sandbox::result::CallError;
 
-pub use call::{CallSettings, Called, Tool, ToolCall};
+pub use call::{AnsweredBy, CallSettings, Called, Tool, ToolCall};
 pub use caller::PipelineCaller;
 pub use events::{CallEvents, Progress, ProgressSink};
 pub use layer::{Layer, Next};
@@ -179,6 +183,7 @@ pub struct PipelineBuilder {
     quotas: Arc<Quotas>,
     quota_store: Option<Arc<dyn QuotaStore>>,
     observer: Option<Arc<dyn TenantObserver>>,
+    desk: Option<Arc<dyn OperatorDesk>>,
 }
 
 impl Default for PipelineBuilder {
@@ -194,6 +199,7 @@ impl Default for PipelineBuilder {
             quotas: Arc::default(),
             quota_store: None,
             observer: None,
+            desk: None,
         }
     }
 }
@@ -248,6 +254,12 @@ impl PipelineBuilder {
         self
     }
 
+    /// Where the questions of tools answered by operators go (the console).
+    pub fn operator_desk(mut self, desk: Arc<dyn OperatorDesk>) -> Self {
+        self.desk = Some(desk);
+        self
+    }
+
     /// Adds a step after the argument check and before approval (access
     /// rules, quotas); layers run in the order added.
     pub fn layer(mut self, layer: Arc<dyn Layer>) -> Self {
@@ -296,6 +308,7 @@ impl PipelineBuilder {
             }),
         ];
         layers.extend(self.extra);
+        layers.push(Arc::new(operators::Operators { desk: self.desk }));
         layers.push(Arc::new(approve::Approve {
             handler: self.handler,
         }));

@@ -161,6 +161,29 @@ pub trait Asker: Send + Sync + 'static {
 
     /// Who answers, for the audit trail (`the MCP client's user`).
     fn who(&self) -> String;
+
+    /// Tells the person that question `id` about their call is answered
+    /// elsewhere, at `url` (the operators' console page), when they can be
+    /// told (an MCP client that declared URL-mode elicitation); `message`
+    /// says what it is about. Returns once they were told, or could not be.
+    async fn point_to(&self, id: &str, url: &str, message: &str) {
+        let _ = (id, url, message);
+    }
+
+    /// The question `id` that [`point_to`](Self::point_to) named was answered.
+    fn answered_elsewhere(&self, id: &str) {
+        let _ = id;
+    }
+}
+
+/// Where the questions of a tool whose settings name the operators go
+/// (`[calls.TOOL] answered_by = "operators"`): the operator console. The
+/// person behind the call is only told where it is being decided.
+pub trait OperatorDesk: Send + Sync + 'static {
+    /// Who the questions of a call made by `caller` go to; `person` is who
+    /// they would have gone to (told where the question is answered, when
+    /// it can be), its session's answers kept.
+    fn asking(&self, caller: &str, person: Option<&Asking>) -> Asking;
 }
 
 /// How a question ended.
@@ -390,6 +413,19 @@ impl Asking {
     /// The longest a question waits.
     pub fn max_wait(&self) -> Duration {
         self.session.wait
+    }
+
+    /// The same session's questions, asked of `asker` instead.
+    pub fn to(&self, asker: Arc<dyn Asker>) -> Self {
+        Self {
+            asker,
+            ..self.clone()
+        }
+    }
+
+    /// Who its questions go to.
+    pub fn asker(&self) -> &Arc<dyn Asker> {
+        &self.asker
     }
 
     /// Who answers.

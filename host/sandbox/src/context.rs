@@ -254,6 +254,12 @@ impl CallContext {
         self
     }
 
+    /// Sends this call's questions to `asking` from now on (`None`:
+    /// nobody can be asked).
+    pub fn set_asking(&mut self, asking: Option<Asking>) {
+        self.asking = asking;
+    }
+
     /// Lets a script this call runs stop where a question's answer comes
     /// with a later request, leaving its pause in `pauses` (and go on from
     /// the pause put back there).

@@ -31,6 +31,10 @@ const COLLECT: &str = "DELETE FROM wasm_agent_mailboxes
 
 const CLOSE: &str = "DELETE FROM wasm_agent_mailboxes WHERE address = $1";
 
+const LIST: &str = "SELECT address, message FROM wasm_agent_mailboxes
+    WHERE left(address, length($1)) = $1 AND expires > now()
+    ORDER BY address LIMIT $2";
+
 fn seconds(ttl: Duration) -> f64 {
     ttl.as_secs_f64()
 }
@@ -76,6 +80,21 @@ impl PostgresSessionStore {
             let statement = client.prepare_cached(COLLECT).await?;
             let row = client.query_opt(&statement, &[&address]).await?;
             Ok(row.map(|row| row.get(0)))
+        })
+        .await
+    }
+
+    pub(crate) async fn list(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, Option<String>)>, SessionError> {
+        self.storable([prefix])?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.bounded("cannot list mailboxes", |client| async move {
+            let statement = client.prepare_cached(LIST).await?;
+            let rows = client.query(&statement, &[&prefix, &limit]).await?;
+            Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
         })
         .await
     }

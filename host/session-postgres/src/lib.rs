@@ -421,6 +421,14 @@ impl SessionStore for PostgresSessionStore {
         self.take_mail(address).await
     }
 
+    async fn mailboxes(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, Option<String>)>, SessionError> {
+        self.list(prefix, limit).await
+    }
+
     async fn close_mailbox(&self, address: &str) -> Result<(), SessionError> {
         self.close(address).await
     }

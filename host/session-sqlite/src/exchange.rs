@@ -82,6 +82,29 @@ impl Db {
             .map_err(|err| self.error("cannot read a mailbox", err))
     }
 
+    pub(super) fn mailboxes(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, Option<String>)>, SessionError> {
+        let fail = |err| self.error("cannot list mailboxes", err);
+        let conn = self.lock();
+        let mut statement = conn
+            .prepare_cached(
+                "SELECT address, message FROM mailboxes
+                 WHERE substr(address, 1, length(?1)) = ?1 AND expires > ?2
+                 ORDER BY address LIMIT ?3",
+            )
+            .map_err(fail)?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = statement
+            .query_map(params![prefix, now_ms(), limit], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })
+            .map_err(fail)?;
+        rows.collect::<Result<_, _>>().map_err(fail)
+    }
+
     pub(super) fn close_mailbox(&self, address: &str) -> Result<(), SessionError> {
         self.lock()
             .execute("DELETE FROM mailboxes WHERE address = ?1", params![address])

@@ -325,6 +325,16 @@ impl SessionStore for SqliteSessionStore {
             .await
     }
 
+    async fn mailboxes(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, Option<String>)>, SessionError> {
+        let prefix = prefix.to_string();
+        self.on_blocking_pool(move |db| db.mailboxes(&prefix, limit))
+            .await
+    }
+
     async fn close_mailbox(&self, address: &str) -> Result<(), SessionError> {
         let address = address.to_string();
         self.on_blocking_pool(move |db| db.close_mailbox(&address))

@@ -205,8 +205,43 @@ pub async fn exchange(store: &dyn SessionStore, run: &str) {
         .open_mailbox(&expired, Duration::from_millis(300))
         .await
         .unwrap();
+    // Listed by prefix while open and unexpired, with a message once one came.
+    let listed = format!("{run}-listed:");
+    for (name, ttl) in [
+        ("b", long),
+        ("a", long),
+        ("gone", Duration::from_millis(300)),
+    ] {
+        store
+            .open_mailbox(&format!("{listed}{name}"), ttl)
+            .await
+            .unwrap();
+    }
+    assert!(store.deliver(&format!("{listed}b"), "held").await.unwrap());
+    store
+        .open_mailbox(&format!("{run}-other:a"), long)
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert!(!store.deliver(&expired, "x").await.unwrap());
+    assert_eq!(
+        store.mailboxes(&listed, 10).await.unwrap(),
+        [
+            (format!("{listed}a"), None),
+            (format!("{listed}b"), Some("held".to_string()))
+        ]
+    );
+    assert_eq!(store.mailboxes(&listed, 1).await.unwrap().len(), 1);
+    store.close_mailbox(&format!("{listed}a")).await.unwrap();
+    assert_eq!(store.mailboxes(&listed, 10).await.unwrap().len(), 1);
+    // A prefix is matched as text: `%` and `_` are not wildcards.
+    assert!(
+        store
+            .mailboxes(&format!("{run}-%"), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// Concurrent writers of one scope never take it past its key quota.

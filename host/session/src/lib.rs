@@ -194,6 +194,16 @@ pub trait SessionStore: Send + Sync + 'static {
     /// counts; nobody fills the store with mail no one waits for).
     async fn deliver(&self, address: &str, message: &str) -> Result<bool, SessionError>;
 
+    /// The open, unexpired mailboxes whose address starts with `prefix`, at
+    /// most `limit` of them, each with its message if one came (read, not
+    /// collected): what every replica has open for one purpose (the
+    /// questions waiting for an operator).
+    async fn mailboxes(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, Option<String>)>, SessionError>;
+
     /// The message in mailbox `address`, if one came; the mailbox then closes.
     async fn collect_mail(&self, address: &str) -> Result<Option<String>, SessionError>;
 

@@ -255,6 +255,14 @@ impl SessionStore for InMemorySessionStore {
         Ok(self.exchange().collect_mail(address))
     }
 
+    async fn mailboxes(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, Option<String>)>, SessionError> {
+        Ok(self.exchange().mailboxes(prefix, limit))
+    }
+
     async fn close_mailbox(&self, address: &str) -> Result<(), SessionError> {
         self.exchange().close_mailbox(address);
         Ok(())

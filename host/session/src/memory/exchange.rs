@@ -50,6 +50,19 @@ impl Exchange {
         }
     }
 
+    pub(super) fn mailboxes(&self, prefix: &str, limit: usize) -> Vec<(String, Option<String>)> {
+        let now = Instant::now();
+        let mut open: Vec<(String, Option<String>)> = self
+            .mailboxes
+            .iter()
+            .filter(|(address, (until, _))| *until > now && address.starts_with(prefix))
+            .map(|(address, (_, message))| (address.clone(), message.clone()))
+            .collect();
+        open.sort();
+        open.truncate(limit);
+        open
+    }
+
     pub(super) fn collect_mail(&mut self, address: &str) -> Option<String> {
         match self.mailboxes.get(address) {
             Some((_, Some(_))) => self.mailboxes.remove(address).and_then(|(_, m)| m),

@@ -1,0 +1,143 @@
+//! The approvals pages: the questions waiting for an operator (from every
+//! replica, through the shared store), one question's page (where the
+//! person behind the call is sent), and the operator's answer, recorded in
+//! the audit trail under their name.
+
+use askama::Template;
+use http::{Response, StatusCode};
+use serde::Deserialize;
+use wasm_agent_audit::record::OperatorAction;
+use wasm_agent_mcp::PageBody;
+
+use crate::auth::Operator;
+use crate::desk::{Answer, Pending};
+use crate::pages::render;
+use crate::{Inner, PREFIX, web};
+
+#[derive(Template)]
+#[template(path = "approvals.html")]
+struct ApprovalsPage<'a> {
+    page: &'static str,
+    operator: &'a Operator,
+    waiting: Vec<Pending>,
+    error: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "question.html")]
+struct QuestionPage<'a> {
+    page: &'static str,
+    operator: &'a Operator,
+    question: Option<Pending>,
+}
+
+/// The answers an operator may give.
+const ANSWERS: [&str; 3] = ["allow_once", "allow_for_session", "deny"];
+
+/// Whether `id` has the form of a question's id (so it never widens a
+/// lookup in the store).
+fn is_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// `GET /console/approvals[/ID]`.
+pub(crate) async fn get(inner: &Inner, operator: &Operator, rest: &str) -> Response<PageBody> {
+    let Some(desk) = &inner.desk else {
+        return render(&ApprovalsPage {
+            page: "approvals",
+            operator,
+            waiting: Vec::new(),
+            error: Some("No tool's questions are answered by operators on this server.".into()),
+        });
+    };
+    match rest {
+        "" => {
+            let (waiting, error) = match desk.waiting().await {
+                Ok(waiting) => (waiting, None),
+                Err(error) => (
+                    Vec::new(),
+                    Some(format!("the shared store does not answer: {error}")),
+                ),
+            };
+            render(&ApprovalsPage {
+                page: "approvals",
+                operator,
+                waiting,
+                error,
+            })
+        }
+        id if is_id(id) => render(&QuestionPage {
+            page: "approvals",
+            operator,
+            question: desk.question(id).await,
+        }),
+        _ => web::text(StatusCode::NOT_FOUND, "not found: no such question"),
+    }
+}
+
+#[derive(Deserialize)]
+struct AnswerForm {
+    #[serde(default)]
+    answer: String,
+}
+
+/// `POST /console/approvals/ID`: the operator's answer (the CSRF token was
+/// checked already).
+pub(crate) async fn answer(
+    inner: &Inner,
+    operator: &Operator,
+    id: &str,
+    form: &str,
+) -> Response<PageBody> {
+    let (Some(desk), true) = (&inner.desk, is_id(id)) else {
+        return web::text(StatusCode::NOT_FOUND, "not found: no such question");
+    };
+    let answer = serde_urlencoded::from_str::<AnswerForm>(form)
+        .map(|f| f.answer)
+        .unwrap_or_default();
+    if !ANSWERS.contains(&answer.as_str()) {
+        return web::text(
+            StatusCode::BAD_REQUEST,
+            "bad answer: allow_once, allow_for_session or deny",
+        );
+    }
+    let Some(question) = desk.question(id).await else {
+        return gone();
+    };
+    if answer == "allow_for_session" && !question.offer_session {
+        return web::text(
+            StatusCode::BAD_REQUEST,
+            "this question cannot be answered for the session (the server offers it only with --ask-session)",
+        );
+    }
+    let given = Answer {
+        answer: answer.clone(),
+        operator: operator.name.clone(),
+    };
+    match desk.answer(id, &given).await {
+        Ok(true) => {
+            tracing::info!(operator = %operator.name, question = %id, %answer, "an operator answered a question");
+            inner.record(OperatorAction {
+                operator: operator.name.clone(),
+                action: answer,
+                question: Some(id.to_string()),
+                tool: Some(question.tool),
+                caller: Some(question.caller),
+                detail: Some(question.text),
+            });
+            web::see_other(&format!("{PREFIX}/approvals"))
+        }
+        Ok(false) => gone(),
+        Err(error) => web::text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!("the answer could not be left in the shared store: {error}"),
+        ),
+    }
+}
+
+fn gone() -> Response<PageBody> {
+    web::text(
+        StatusCode::CONFLICT,
+        "this question is no longer waiting: it was answered already, or its wait ended",
+    )
+}

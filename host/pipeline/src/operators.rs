@@ -1,0 +1,45 @@
+//! The operators' step: the questions of a tool whose settings name the
+//! operators (`answered_by = "operators"`) go to the operators' desk (the
+//! console) instead of the person behind the call, who is only told where
+//! it is decided. Without a desk, such a call has nobody to ask.
+
+use std::sync::Arc;
+
+use wasm_agent_sandbox::ask::OperatorDesk;
+
+use crate::call::{AnsweredBy, Called, ToolCall};
+use crate::layer::{Layer, Next};
+
+/// Sends a call's questions to the operators where its tool says so.
+pub(crate) struct Operators {
+    pub(crate) desk: Option<Arc<dyn OperatorDesk>>,
+}
+
+#[async_trait::async_trait]
+impl Layer for Operators {
+    fn applies(&self, call: &ToolCall) -> bool {
+        call.tool.settings.answered_by == AnsweredBy::Operators
+    }
+
+    async fn call(&self, call: &mut ToolCall, next: Next<'_>) -> Called {
+        if let Some(desk) = &self.desk {
+            let caller = caller(call);
+            let asking = desk.asking(&caller, call.context.asker());
+            call.context.set_asking(Some(asking));
+        } else {
+            // Nobody may answer in the person's place, and nobody else can.
+            call.context.set_asking(None);
+        }
+        next.run(call).await
+    }
+}
+
+/// Who made the call, as the operators read it.
+fn caller(call: &ToolCall) -> String {
+    match (&call.context.user_id, &call.context.tenant_id) {
+        (Some(principal), Some(tenant)) => format!("{principal} ({tenant})"),
+        (Some(principal), None) => principal.clone(),
+        (None, Some(tenant)) => format!("(tenant {tenant})"),
+        (None, None) => "anonymous".into(),
+    }
+}

@@ -1,0 +1,199 @@
+"""Questions answered by operators in the console, on any replica.
+
+`[calls.calculate] answered_by = "operators"`: a call that needs approval
+waits for an operator, not for the person behind the call. Two replicas share
+a PostgreSQL store and request-state keys. The official Python SDK client
+calls through replica A and is sent to the question's page with URL-mode
+elicitation (2025-11-25). An operator in headless Chromium opens the page on
+replica B and answers. The call goes on in the client, and B's audit log
+names the operator.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+from pathlib import Path
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+from conftest import BIN, http_session, text_of, wasm
+from console_browser import browser, log_in, operators_file, shot, wait_for  # noqa: F401
+from servers import tokens_file
+
+pytestmark = pytest.mark.anyio
+
+CLIENT_TOKEN = "alice-client-token"
+OPERATOR_TOKEN = "olga-operator-token"
+
+
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "wasm-agent.toml"
+    path.write_text(
+        f"""
+[tools.calc]
+component = "{wasm('calculator')}"
+
+[calls.calculate]
+requires_approval = "always"
+answered_by = "operators"
+"""
+    )
+    return path
+
+
+@pytest.fixture
+def two_replicas(launch_http, postgres, tmp_path: Path):
+    keys = tmp_path / "keys.toml"
+    keys.write_text(f'[[keys]]\nid = "k1"\nsecret = "{secrets.token_hex(32)}"\n')
+    clients = tokens_file(tmp_path / "clients.toml", {CLIENT_TOKEN: ("alice", "acme")})
+    operators = operators_file(tmp_path / "operators.toml", {OPERATOR_TOKEN: "olga"})
+    common = (
+        "--config", config(tmp_path), "--store", postgres.url, "--tokens", clients,
+        "--console-tokens", operators, "--request-state-keys", keys, "--ask-session",
+        "--ask-wait", "60s",
+    )
+    replicas = []
+    for name in ("a", "b"):
+        audit = tmp_path / f"audit-{name}.jsonl"
+        server = launch_http(*common, "--audit", audit)
+        server.audit = audit  # type: ignore[attr-defined]
+        replicas.append(server)
+    return replicas
+
+
+class Person:
+    """The client's user: told where the question is decided (URL mode)."""
+
+    def __init__(self) -> None:
+        self.sent_to: list[types.ElicitRequestParams] = []
+        self.told = anyio.Event()
+
+    async def __call__(self, context, params):
+        self.sent_to.append(params)
+        self.told.set()
+        return types.ElicitResult(action="accept")
+
+
+async def test_an_operator_answers_on_another_replica_and_the_call_goes_on(two_replicas, browser):
+    from selenium.webdriver.common.by import By
+
+    a, b = two_replicas
+    driver = browser
+    console_b = f"http://{b.authority}/console"
+    person = Person()
+    headers = {"Authorization": f"Bearer {CLIENT_TOKEN}"}
+
+    async with http_session(a.url, headers=headers, elicitation_callback=person) as session:
+        results: list[types.CallToolResult] = []
+
+        async def call(expression: str) -> None:
+            results.append(await session.call_tool("calculate", {"expression": expression}))
+
+        async with anyio.create_task_group() as calls:
+            calls.start_soon(call, "6 * 7")
+            with anyio.fail_after(20):
+                await person.told.wait()
+            # The person was sent to the question's page, by URL, not asked.
+            params = person.sent_to[0]
+            assert params.mode == "url", params
+            assert f"/console/approvals/" in params.url and params.elicitation_id in params.url
+            assert "An operator decides this" in params.message and "calculate" in params.message
+            question_id = params.url.rsplit("/", 1)[1]
+
+            # The operator logs in on the other replica, which lists the question.
+            await anyio.to_thread.run_sync(lambda: log_in(driver, console_b, OPERATOR_TOKEN))
+            driver.get(f"{console_b}/approvals")
+            listed = driver.find_element(By.ID, "waiting").text
+            assert "calculate" in listed and "alice (acme)" in listed, listed
+            driver.find_element(By.CSS_SELECTOR, f'a[href="/console/approvals/{question_id}"]').click()
+            question = driver.find_element(By.ID, "question").text
+            assert 'Allow the tool "calculate"' in question and "6 * 7" in question, question
+            shot(driver, "approval")
+            assert results == [], "the call waits for the operator"
+            driver.find_element(By.ID, "allow-once").click()
+            await anyio.to_thread.run_sync(
+                lambda: wait_for(driver, lambda d: d.find_elements(By.ID, "none"), what="no question left")
+            )
+        assert text_of(results[0]) == "42" and not results[0].is_error
+
+        # A second call: the operator denies it, on replica B again.
+        person.told = anyio.Event()
+        async with anyio.create_task_group() as calls:
+            calls.start_soon(call, "1 + 1")
+            with anyio.fail_after(20):
+                await person.told.wait()
+            page = person.sent_to[-1].url.replace(a.authority, b.authority)
+            driver.get(page)
+            driver.find_element(By.ID, "deny").click()
+        assert results[1].is_error and "did not approve" in text_of(results[1])
+        # An answered question is gone; answering again changes nothing.
+        driver.get(page)
+        assert driver.find_elements(By.ID, "gone")
+
+    # B's trail names the operator and what they answered; A's call records say who decided.
+    b_records = [json.loads(line) for line in b.audit.read_text().splitlines()]
+    actions = [(r["action"], r.get("tool")) for r in b_records if r["event"] == "operator"]
+    assert actions == [("log_in", None), ("allow_once", "calculate"), ("deny", "calculate")], actions
+    allowed = next(r for r in b_records if r.get("action") == "allow_once")
+    assert allowed["operator"] == "olga" and allowed["caller"] == "alice (acme)"
+    assert allowed["question"] == question_id
+    a_calls = [json.loads(line) for line in a.audit.read_text().splitlines()]
+    approvals = [r["approval"] for r in a_calls if r.get("event") == "call" and r["tool"] == "calculate"]
+    assert [x["by"] for x in approvals] == ["an operator (console)"] * 2, approvals
+    assert [x["decision"] for x in approvals] == ["approved", "denied"], approvals
+    verified = subprocess.run([str(BIN), "audit", "verify", str(b.audit)], capture_output=True, text=True)
+    assert verified.returncode == 0, verified.stderr
+
+
+async def test_a_question_for_operators_cannot_be_answered_by_the_client_or_a_forged_form(two_replicas):
+    a, b = two_replicas
+    person = Person()
+    headers = {"Authorization": f"Bearer {CLIENT_TOKEN}"}
+    async with http_session(a.url, headers=headers, elicitation_callback=person) as session:
+        async with anyio.create_task_group() as calls:
+            result: list[types.CallToolResult] = []
+
+            async def call() -> None:
+                result.append(await session.call_tool("calculate", {"expression": "2 + 2"}))
+
+            calls.start_soon(call)
+            with anyio.fail_after(20):
+                await person.told.wait()
+            page = person.sent_to[0].url
+            own = {"Origin": f"http://{a.authority}"}
+            with httpx2.Client(follow_redirects=False, timeout=10) as http:
+                # The client's own token opens nothing, and cannot answer.
+                response = http.post(page, data={"answer": "allow_once"}, headers={**headers, **own})
+                assert response.status_code == 401
+                # An operator's form without the login's CSRF token changes nothing.
+                form = http.get(f"http://{a.authority}/console/login")
+                response = http.post(
+                    f"http://{a.authority}/console/login",
+                    data={"form": form.cookies["wa_console_form"], "token": OPERATOR_TOKEN},
+                    headers=own,
+                )
+                assert response.status_code == 303
+                response = http.post(page, data={"answer": "allow_once"}, headers=own)
+                assert response.status_code == 403 and "CSRF" in response.text
+                # "For the session" is answered only where offered; nonsense is refused.
+                csrf = http.get(page).text.split('name="csrf" value="')[1].split('"')[0]
+                response = http.post(page, data={"answer": "yes", "csrf": csrf}, headers=own)
+                assert response.status_code == 400
+                response = http.post(page, data={"answer": "deny", "csrf": csrf}, headers=own)
+                assert response.status_code == 303
+                response = http.post(page, data={"answer": "allow_once", "csrf": csrf}, headers=own)
+                assert response.status_code == 409, "the first answer counts"
+        assert result[0].is_error and "did not approve" in text_of(result[0])
+
+
+def test_operators_answer_only_where_the_console_is(tmp_path: Path):
+    result = subprocess.run(
+        [str(BIN), "serve", "--http", "127.0.0.1:0", "--config", str(config(tmp_path))],
+        capture_output=True, text=True, timeout=30,
+    )
+    assert result.returncode != 0
+    assert '[calls.calculate] answered_by = "operators"' in result.stderr and "--console-tokens" in result.stderr
