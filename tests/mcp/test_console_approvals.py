@@ -129,7 +129,7 @@ async def test_an_operator_answers_on_another_replica_and_the_call_goes_on(two_r
             page = person.sent_to[-1].url.replace(a.authority, b.authority)
             driver.get(page)
             driver.find_element(By.ID, "deny").click()
-        assert results[1].is_error and "did not approve" in text_of(results[1])
+        assert results[1].is_error and "an operator did not approve" in text_of(results[1])
         # An answered question is gone; answering again changes nothing.
         driver.get(page)
         assert driver.find_elements(By.ID, "gone")
@@ -187,7 +187,7 @@ async def test_a_question_for_operators_cannot_be_answered_by_the_client_or_a_fo
                 assert response.status_code == 303
                 response = http.post(page, data={"answer": "allow_once", "csrf": csrf}, headers=own)
                 assert response.status_code == 409, "the first answer counts"
-        assert result[0].is_error and "did not approve" in text_of(result[0])
+        assert result[0].is_error and "an operator did not approve" in text_of(result[0])
 
 
 def test_operators_answer_only_where_the_console_is(tmp_path: Path):

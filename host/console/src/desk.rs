@@ -8,7 +8,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
-use wasm_agent_sandbox::ask::{Asker, Asking, OperatorDesk, Question, Reply, SessionAnswers};
+use wasm_agent_sandbox::ask::{
+    Asker, Asking, OPERATORS, OperatorDesk, Question, Reply, SessionAnswers,
+};
 use wasm_agent_session::SessionStore;
 
 /// Where a waiting question's details are kept (its mailbox holds them).
@@ -214,7 +216,7 @@ impl Asker for DeskAsker {
     }
 
     fn who(&self) -> String {
-        "an operator (console)".into()
+        OPERATORS.into()
     }
 }
 

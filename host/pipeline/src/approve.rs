@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use wasm_agent_sandbox::approval::{Approval, ApprovalHandler, ApprovalRequest, Verdict};
-use wasm_agent_sandbox::ask::{Asking, Outcome, Subject};
+use wasm_agent_sandbox::ask::{Asking, OPERATORS, Outcome, Subject};
 use wasm_agent_sandbox::report::ApprovalNote;
 use wasm_agent_sandbox::result::{CallError, ErrorKind};
 
@@ -70,6 +70,8 @@ pub enum Refused {
     NobodyToAsk(String),
     /// The person said no.
     ByTheUser,
+    /// An operator said no (in the console).
+    ByAnOperator,
     /// The person did not answer within this long.
     NoAnswer(Duration),
     /// The call was cancelled while waiting for the answer.
@@ -118,6 +120,7 @@ pub async fn decide(
                 Outcome::NoAnswer => (Verdict::Denied, Some(Refused::NoAnswer(asking.max_wait()))),
                 Outcome::Unavailable => (Verdict::Denied, Some(Refused::NobodyToAsk(by_handler()))),
                 Outcome::Pending => (Verdict::Pending, Some(Refused::Pending)),
+                _ if asked.by == OPERATORS => (Verdict::Denied, Some(Refused::ByAnOperator)),
                 _ => (Verdict::Denied, Some(Refused::ByTheUser)),
             };
             (note(verdict, asked.by, Some(asked.outcome)), refused)
@@ -145,6 +148,13 @@ pub fn refusal(tool: &str, why: Refused) -> CallError {
             format!(
                 "the user did not approve this call to {tool:?}, so it did not run; do not \
                  retry it: continue without it or ask the user"
+            ),
+        ),
+        Refused::ByAnOperator => (
+            ErrorKind::Denied,
+            format!(
+                "an operator did not approve this call to {tool:?}, so it did not run; do not \
+                 retry it: continue without it"
             ),
         ),
         Refused::NoAnswer(wait) => (

@@ -457,3 +457,4 @@ async fn a_long_call_reports_the_time_it_has_run_unless_its_target_reports_progr
 }
 
 mod limits;
+mod operators;

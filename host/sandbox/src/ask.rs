@@ -176,6 +176,10 @@ pub trait Asker: Send + Sync + 'static {
     }
 }
 
+/// Who answers for an [`OperatorDesk`] (its askers' [`Asker::who`]), as
+/// audit records and refusals name them.
+pub const OPERATORS: &str = "an operator (console)";
+
 /// Where the questions of a tool whose settings name the operators go
 /// (`[calls.TOOL] answered_by = "operators"`): the operator console. The
 /// person behind the call is only told where it is being decided.
