@@ -28,6 +28,8 @@ pytestmark = pytest.mark.anyio
 
 CLIENT_TOKEN = "alice-client-token"
 OPERATOR_TOKEN = "olga-operator-token"
+# An operator who is also a caller (the same principal name).
+ALICE_OPERATOR_TOKEN = "alice-operator-token"
 
 
 def config(tmp_path: Path) -> Path:
@@ -50,7 +52,9 @@ def two_replicas(launch_http, postgres, tmp_path: Path):
     keys = tmp_path / "keys.toml"
     keys.write_text(f'[[keys]]\nid = "k1"\nsecret = "{secrets.token_hex(32)}"\n')
     clients = tokens_file(tmp_path / "clients.toml", {CLIENT_TOKEN: ("alice", "acme")})
-    operators = operators_file(tmp_path / "operators.toml", {OPERATOR_TOKEN: "olga"})
+    operators = operators_file(
+        tmp_path / "operators.toml", {OPERATOR_TOKEN: "olga", ALICE_OPERATOR_TOKEN: "alice"}
+    )
     common = (
         "--config", config(tmp_path), "--store", postgres.url, "--tokens", clients,
         "--console-tokens", operators, "--request-state-keys", keys, "--ask-session",
@@ -108,7 +112,7 @@ async def test_an_operator_answers_on_another_replica_and_the_call_goes_on(two_r
             await anyio.to_thread.run_sync(lambda: log_in(driver, console_b, OPERATOR_TOKEN))
             driver.get(f"{console_b}/approvals")
             listed = driver.find_element(By.ID, "waiting").text
-            assert "calculate" in listed and "alice (acme)" in listed, listed
+            assert "calculate" in listed and "principal alice, tenant acme" in listed, listed
             driver.find_element(By.CSS_SELECTOR, f'a[href="/console/approvals/{question_id}"]').click()
             question = driver.find_element(By.ID, "question").text
             assert 'Allow the tool "calculate"' in question and "6 * 7" in question, question
@@ -139,8 +143,8 @@ async def test_an_operator_answers_on_another_replica_and_the_call_goes_on(two_r
     actions = [(r["action"], r.get("tool")) for r in b_records if r["event"] == "operator"]
     assert actions == [("log_in", None), ("allow_once", "calculate"), ("deny", "calculate")], actions
     allowed = next(r for r in b_records if r.get("action") == "allow_once")
-    assert allowed["operator"] == "olga" and allowed["caller"] == "alice (acme)"
-    assert allowed["question"] == question_id
+    assert allowed["operator"] == "olga" and allowed["caller"] == "principal alice, tenant acme"
+    assert allowed["question"] == question_id and allowed["detail"].startswith("sha256:")
     a_calls = [json.loads(line) for line in a.audit.read_text().splitlines()]
     approvals = [r["approval"] for r in a_calls if r.get("event") == "call" and r["tool"] == "calculate"]
     assert [x["by"] for x in approvals] == ["an operator (console)"] * 2, approvals
@@ -166,6 +170,18 @@ async def test_a_question_for_operators_cannot_be_answered_by_the_client_or_a_fo
             page = person.sent_to[0].url
             own = {"Origin": f"http://{a.authority}"}
             with httpx2.Client(follow_redirects=False, timeout=10) as http:
+                # Nobody answers a question about their own call.
+                form = http.get(f"http://{a.authority}/console/login")
+                response = http.post(
+                    f"http://{a.authority}/console/login",
+                    data={"form": form.cookies["wa_console_form"], "token": ALICE_OPERATOR_TOKEN},
+                    headers=own,
+                )
+                assert response.status_code == 303
+                csrf = http.get(page).text.split('name="csrf" value="')[1].split('"')[0]
+                response = http.post(page, data={"answer": "allow_once", "csrf": csrf}, headers=own)
+                assert response.status_code == 403 and "a call you made" in response.text
+                http.cookies.clear()
                 # The client's own token opens nothing, and cannot answer.
                 response = http.post(page, data={"answer": "allow_once"}, headers={**headers, **own})
                 assert response.status_code == 401

@@ -139,7 +139,7 @@ impl Setup {
         Ok(Some(Self {
             board: CallBoard::new(),
             on,
-            desk: Desk::new(store, args.host.ask.wait, args.host.ask.offer_session),
+            desk: Desk::new(store, keys.clone(), args.host.ask.wait),
             operators: Operators::new(tokens, oauth, keys),
             url,
         }))
@@ -147,11 +147,20 @@ impl Setup {
 
     /// What to do once the console's listener is bound on an address: the
     /// links people are sent lead there, unless --console-url says otherwise.
+    /// Without it, clients are sent links only to the MCP listener's own
+    /// address, and only one they can open (not 0.0.0.0, not the private
+    /// --metrics-addr).
     pub fn announcer(&self) -> Arc<dyn Fn(std::net::SocketAddr) + Send + Sync> {
-        let (desk, url) = (self.desk.clone(), self.url.clone());
-        Arc::new(move |local| match &url {
+        let (desk, url, on) = (self.desk.clone(), self.url.clone(), self.on);
+        Arc::new(move |local: std::net::SocketAddr| match &url {
             Some(url) => desk.set_base(url.clone()),
-            None => desk.set_base(format!("http://{local}")),
+            None if on == Listener::Mcp && !local.ip().is_unspecified() => {
+                desk.set_base(format!("http://{local}"))
+            }
+            None => tracing::warn!(
+                "the console's address for clients' links is not known: give --console-url, \
+                 or clients are not sent to questions' pages"
+            ),
         })
     }
 

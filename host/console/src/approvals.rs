@@ -20,6 +20,7 @@ struct ApprovalsPage<'a> {
     page: &'static str,
     operator: &'a Operator,
     waiting: Vec<Pending>,
+    more: bool,
     error: Option<String>,
 }
 
@@ -37,7 +38,7 @@ const ANSWERS: [&str; 3] = ["allow_once", "allow_for_session", "deny"];
 /// Whether `id` has the form of a question's id (so it never widens a
 /// lookup in the store).
 fn is_id(id: &str) -> bool {
-    id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())
+    id.len() == 45 && id.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// `GET /console/approvals[/ID]`.
@@ -47,15 +48,16 @@ pub(crate) async fn get(inner: &Inner, operator: &Operator, rest: &str) -> Respo
             page: "approvals",
             operator,
             waiting: Vec::new(),
+            more: false,
             error: Some("No tool's questions are answered by operators on this server.".into()),
         });
     };
     match rest {
         "" => {
-            let (waiting, error) = match desk.waiting().await {
+            let ((waiting, more), error) = match desk.waiting().await {
                 Ok(waiting) => (waiting, None),
                 Err(error) => (
-                    Vec::new(),
+                    (Vec::new(), false),
                     Some(format!("the shared store does not answer: {error}")),
                 ),
             };
@@ -63,6 +65,7 @@ pub(crate) async fn get(inner: &Inner, operator: &Operator, rest: &str) -> Respo
                 page: "approvals",
                 operator,
                 waiting,
+                more,
                 error,
             })
         }
@@ -104,7 +107,14 @@ pub(crate) async fn answer(
     let Some(question) = desk.question(id).await else {
         return gone();
     };
-    if answer == "allow_for_session" && !question.offer_session {
+    // Nobody approves their own call.
+    if question.principal.as_deref() == Some(operator.name.as_str()) {
+        return web::text(
+            StatusCode::FORBIDDEN,
+            "forbidden: this question is about a call you made; another operator must answer it",
+        );
+    }
+    if answer == "allow_for_session" && question.session_choice.is_none() {
         return web::text(
             StatusCode::BAD_REQUEST,
             "this question cannot be answered for the session (the server offers it only with --ask-session)",
@@ -113,18 +123,27 @@ pub(crate) async fn answer(
     let given = Answer {
         answer: answer.clone(),
         operator: operator.name.clone(),
+        key: question.key.clone(),
     };
+    // Recorded before it takes effect: no answer counts that the trail
+    // could lose.
+    let action = OperatorAction {
+        operator: operator.name.clone(),
+        action: answer.clone(),
+        question: Some(id.to_string()),
+        tool: Some(question.tool.clone()),
+        caller: Some(question.caller()),
+        detail: Some(format!("sha256:{}", question.key)),
+    };
+    if let Err(error) = inner.record_now(action).await {
+        return web::text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!("the answer was not given: its audit record could not be written ({error})"),
+        );
+    }
     match desk.answer(id, &given).await {
         Ok(true) => {
             tracing::info!(operator = %operator.name, question = %id, %answer, "an operator answered a question");
-            inner.record(OperatorAction {
-                operator: operator.name.clone(),
-                action: answer,
-                question: Some(id.to_string()),
-                tool: Some(question.tool),
-                caller: Some(question.caller),
-                detail: Some(question.text),
-            });
             web::see_other(&format!("{PREFIX}/approvals"))
         }
         Ok(false) => gone(),

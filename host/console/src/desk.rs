@@ -4,58 +4,95 @@
 //! brought back to the call where it waits. The person behind the call is
 //! told where the question is being decided (URL-mode elicitation).
 
-use std::sync::{Arc, OnceLock};
-use std::time::{Duration, SystemTime};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use wasm_agent_mcp::StateKeys;
 use wasm_agent_sandbox::ask::{
     Asker, Asking, OPERATORS, OperatorDesk, Question, Reply, SessionAnswers,
 };
+use wasm_agent_sandbox::text::one_line;
 use wasm_agent_session::SessionStore;
 
 /// Where a waiting question's details are kept (its mailbox holds them).
 pub const QUESTION_PREFIX: &str = "console-question:";
 /// Where its answer is left for the replica that waits.
 const ANSWER_PREFIX: &str = "console-answer:";
-/// How often the waiting replica looks for the answer.
+/// How often the waiting replica first looks for the answer (then less
+/// often, up to [`MAX_POLL`]).
 const POLL: Duration = Duration::from_millis(200);
+/// The longest between two looks.
+const MAX_POLL: Duration = Duration::from_secs(1);
 /// Most questions the approvals page lists.
 pub const MAX_LISTED: usize = 200;
+/// Most questions one caller may have waiting on one replica; more are not
+/// asked (their calls are refused as having nobody to ask).
+pub const MAX_PER_CALLER: usize = 8;
+/// Most questions waiting on one replica in all.
+pub const MAX_WAITING: usize = 256;
+/// What question details and answers are sealed for (with the replicas'
+/// request-state keys), so a store writer can neither forge an answer nor
+/// change what operators read.
+const QUESTION_SEAL: &str = "wasm-agent console question v1";
+const ANSWER_SEAL: &str = "wasm-agent console answer v1";
 
 /// A question waiting for an operator, as the console shows it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Pending {
-    /// Its id (in its page's address).
+    /// Its id (in its page's address): the time asked, then random.
     pub id: String,
     /// The tool it is about.
     pub tool: String,
     /// The question, as the person would have read it.
     pub text: String,
-    /// Who made the call.
-    pub caller: String,
-    /// Whether "allow for the session" may be answered.
-    pub offer_session: bool,
+    /// Who made the call (escaped).
+    pub principal: Option<String>,
+    /// Their tenant (escaped).
+    pub tenant: Option<String>,
+    /// What "allow for the session" covers, when it may be answered.
+    pub session_choice: Option<String>,
     /// When it was asked (RFC 3339).
     pub asked: String,
+    /// The SHA-256 of exactly what was asked (tool, version, arguments or
+    /// destination): what an answer covers.
+    pub key: String,
 }
 
-/// An operator's answer, as left for the waiting replica.
+impl Pending {
+    /// Who made the call, as a page shows it.
+    pub fn caller(&self) -> String {
+        let principal = self.principal.as_deref().unwrap_or("(none)");
+        match &self.tenant {
+            Some(tenant) => format!("principal {principal}, tenant {tenant}"),
+            None => format!("principal {principal}"),
+        }
+    }
+}
+
+/// An operator's answer, as left (sealed) for the waiting replica.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct Answer {
     /// `allow_once`, `allow_for_session` or `deny`.
     pub answer: String,
     /// Who answered.
     pub operator: String,
+    /// The [`Pending::key`] of the question answered.
+    pub key: String,
 }
 
 /// The desk: the shared store questions go through, and how long they wait.
 #[derive(Clone)]
 pub struct Desk {
     store: Arc<dyn SessionStore>,
+    keys: StateKeys,
     wait: Duration,
-    offer_session: bool,
     /// The console's address as the person's client should open it.
     base: Arc<OnceLock<String>>,
+    /// Questions waiting on this replica, by caller.
+    waiting_here: Arc<Mutex<HashMap<String, usize>>>,
 }
 
 impl std::fmt::Debug for Desk {
@@ -66,13 +103,16 @@ impl std::fmt::Debug for Desk {
 
 impl Desk {
     /// Questions through `store` (shared by replicas), each waiting at most
-    /// `wait`; "allow for the session" offered when `offer_session`.
-    pub fn new(store: Arc<dyn SessionStore>, wait: Duration, offer_session: bool) -> Self {
+    /// `wait` (for a call with no session of its own; else its session's
+    /// wait), sealed with `keys` (the replicas' shared request-state keys).
+    /// "Allow for the session" is offered where the caller's session offers it.
+    pub fn new(store: Arc<dyn SessionStore>, keys: StateKeys, wait: Duration) -> Self {
         Self {
             store,
+            keys,
             wait,
-            offer_session,
             base: Arc::default(),
+            waiting_here: Arc::default(),
         }
     }
 
@@ -82,25 +122,27 @@ impl Desk {
         let _ = self.base.set(base.into().trim_end_matches('/').to_string());
     }
 
-    /// The page of question `id`.
-    pub fn page_of(&self, id: &str) -> String {
-        let base = self.base.get().map(String::as_str).unwrap_or("");
-        format!("{base}{}/approvals/{id}", crate::PREFIX)
+    /// The page of question `id`, if the console's address is known.
+    pub fn page_of(&self, id: &str) -> Option<String> {
+        let base = self.base.get()?;
+        Some(format!("{base}{}/approvals/{id}", crate::PREFIX))
     }
 
-    /// The questions waiting, oldest first.
-    pub(crate) async fn waiting(&self) -> Result<Vec<Pending>, String> {
+    /// The questions waiting, oldest first (at most [`MAX_LISTED`]), and
+    /// whether there are more.
+    pub(crate) async fn waiting(&self) -> Result<(Vec<Pending>, bool), String> {
         let open = self
             .store
-            .mailboxes(QUESTION_PREFIX, MAX_LISTED)
+            .mailboxes(QUESTION_PREFIX, MAX_LISTED + 1)
             .await
             .map_err(|e| e.to_string())?;
-        let mut pending: Vec<Pending> = open
+        let more = open.len() > MAX_LISTED;
+        let pending = open
             .into_iter()
-            .filter_map(|(_, details)| serde_json::from_str(&details?).ok())
+            .take(MAX_LISTED)
+            .filter_map(|(address, details)| self.opened(&address, &details?))
             .collect();
-        pending.sort_by(|a, b| a.asked.cmp(&b.asked));
-        Ok(pending)
+        Ok((pending, more))
     }
 
     /// Question `id`, if it still waits.
@@ -109,14 +151,25 @@ impl Desk {
         let open = self.store.mailboxes(&address, 1).await.ok()?;
         let (found, details) = open.into_iter().next()?;
         (found == address)
-            .then(|| serde_json::from_str(&details?).ok())
+            .then(|| self.opened(&address, &details?))
             .flatten()
+    }
+
+    /// A question's sealed details, if they are this deployment's and for
+    /// the address they were found at.
+    fn opened(&self, address: &str, sealed: &str) -> Option<Pending> {
+        let pending: Pending = self
+            .keys
+            .open(&format!("{QUESTION_SEAL}\0{address}"), sealed)?;
+        (format!("{QUESTION_PREFIX}{}", pending.id) == address).then_some(pending)
     }
 
     /// Leaves `answer` for question `id`: `false` if it no longer waits or
     /// was answered already (the first answer counts).
     pub(crate) async fn answer(&self, id: &str, answer: &Answer) -> Result<bool, String> {
-        let text = serde_json::to_string(answer).map_err(|e| e.to_string())?;
+        let text = self
+            .keys
+            .seal(&format!("{ANSWER_SEAL}\0{id}"), answer, self.wait);
         let delivered = self
             .store
             .deliver(&format!("{ANSWER_PREFIX}{id}"), &text)
@@ -133,18 +186,22 @@ impl Desk {
 }
 
 impl OperatorDesk for Desk {
-    fn asking(&self, caller: &str, person: Option<&Asking>) -> Asking {
+    fn asking(
+        &self,
+        principal: Option<&str>,
+        tenant: Option<&str>,
+        person: Option<&Asking>,
+    ) -> Asking {
         let asker = Arc::new(DeskAsker {
             desk: self.clone(),
-            caller: caller.to_string(),
+            principal: principal.map(|p| one_line(p).into_owned()),
+            tenant: tenant.map(|t| one_line(t).into_owned()),
             person: person.map(|p| p.asker().clone()),
         });
         match person {
             Some(person) => person.to(asker),
-            None => Asking::new(
-                asker,
-                Arc::new(SessionAnswers::new(self.wait, self.offer_session)),
-            ),
+            // No session to remember an answer in: allow once, or deny.
+            None => Asking::new(asker, Arc::new(SessionAnswers::new(self.wait, false))),
         }
     }
 }
@@ -152,62 +209,129 @@ impl OperatorDesk for Desk {
 /// Asks the operators one call's questions.
 struct DeskAsker {
     desk: Desk,
-    caller: String,
+    principal: Option<String>,
+    tenant: Option<String>,
     /// Who would have been asked: told where the question is decided.
     person: Option<Arc<dyn Asker>>,
+}
+
+impl DeskAsker {
+    /// Takes a place among the caller's waiting questions, if one is free.
+    fn place(&self) -> Option<Place> {
+        let caller = format!("{:?}", (self.principal.as_deref(), self.tenant.as_deref()));
+        let mut waiting = self
+            .desk
+            .waiting_here
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let total: usize = waiting.values().sum();
+        let mine = waiting.entry(caller.clone()).or_default();
+        if *mine >= MAX_PER_CALLER || total >= MAX_WAITING {
+            return None;
+        }
+        *mine += 1;
+        Some(Place {
+            waiting: self.desk.waiting_here.clone(),
+            caller,
+        })
+    }
+}
+
+/// A caller's place among the questions waiting here, given back when dropped.
+struct Place {
+    waiting: Arc<Mutex<HashMap<String, usize>>>,
+    caller: String,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = waiting.get_mut(&self.caller) {
+            *count -= 1;
+            if *count == 0 {
+                waiting.remove(&self.caller);
+            }
+        }
+    }
 }
 
 #[async_trait::async_trait]
 impl Asker for DeskAsker {
     async fn ask(&self, question: &Question) -> Reply {
-        let id = uuid::Uuid::new_v4().simple().to_string();
+        let Some(_place) = self.place() else {
+            tracing::warn!(
+                "a caller has {MAX_PER_CALLER} questions waiting for operators here (or this \
+                 replica {MAX_WAITING}); this one is not asked"
+            );
+            return Reply::Unavailable;
+        };
+        let now = SystemTime::now();
+        let millis = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        // Oldest first wherever listed: the time comes first.
+        let id = format!("{millis:013}{}", uuid::Uuid::new_v4().simple());
+        let key = hex::encode(Sha256::digest(question.key()));
         let pending = Pending {
             id: id.clone(),
-            tool: question.tool.clone(),
+            tool: one_line(&question.tool).into_owned(),
             text: question.text(),
-            caller: self.caller.clone(),
-            offer_session: question.offer_session,
-            asked: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+            principal: self.principal.clone(),
+            tenant: self.tenant.clone(),
+            session_choice: question
+                .offer_session
+                .then(|| question.session_choice().to_string()),
+            asked: humantime::format_rfc3339_seconds(now).to_string(),
+            key: key.clone(),
         };
         let store = &self.desk.store;
         let (asked_at, answer_at) = (
             format!("{QUESTION_PREFIX}{id}"),
             format!("{ANSWER_PREFIX}{id}"),
         );
+        let details = self.desk.keys.seal(
+            &format!("{QUESTION_SEAL}\0{asked_at}"),
+            &pending,
+            self.desk.wait,
+        );
         let posted = async {
             store.open_mailbox(&answer_at, self.desk.wait).await?;
             store.open_mailbox(&asked_at, self.desk.wait).await?;
-            let details = serde_json::to_string(&pending).unwrap_or_default();
             store.deliver(&asked_at, &details).await
         };
         if let Err(error) = posted.await {
             tracing::warn!(%error, "cannot put a question on the operators' desk");
             return Reply::Unavailable;
         }
-        let _withdrawn = Withdraw {
+        let mut withdrawn = Withdraw {
             store: store.clone(),
             addresses: [asked_at, answer_at.clone()],
+            telling: None,
         };
         let url = self.desk.page_of(&id);
-        if let Some(person) = self.person.clone() {
-            let (id, url, wait) = (id.clone(), url.clone(), self.desk.wait);
+        if let (Some(person), Some(url)) = (self.person.clone(), url.clone()) {
+            let (id, wait) = (id.clone(), self.desk.wait);
             let message = format!(
                 "An operator decides this: {} Follow its progress at the operators' console.",
                 question.text()
             );
             // Told, not waited for: the answer comes from the console.
-            tokio::spawn(async move {
+            withdrawn.telling = Some(tokio::spawn(async move {
                 let _ = tokio::time::timeout(wait, person.point_to(&id, &url, &message)).await;
-            });
+            }));
         }
-        tracing::info!(question = %id, tool = %question.tool, "a question waits for an operator at {url}");
+        tracing::info!(question = %id, tool = %question.tool, "a question waits for an operator");
+        let seal = format!("{ANSWER_SEAL}\0{id}");
+        let mut poll = POLL;
         let reply = loop {
             match store.collect_mail(&answer_at).await {
-                Ok(Some(text)) => break reply_of(&text),
+                Ok(Some(sealed)) => {
+                    let answer: Option<Answer> = self.desk.keys.open(&seal, &sealed);
+                    break reply_of(answer.as_ref(), &key);
+                }
                 Ok(None) => {}
                 Err(error) => tracing::debug!(%error, "cannot look for an operator's answer"),
             }
-            tokio::time::sleep(POLL).await;
+            tokio::time::sleep(poll).await;
+            poll = (poll * 3 / 2).min(MAX_POLL);
         };
         if let Some(person) = &self.person {
             person.answered_elsewhere(&id);
@@ -220,23 +344,29 @@ impl Asker for DeskAsker {
     }
 }
 
-/// An operator's answer as a reply; anything unexpected denies.
-fn reply_of(text: &str) -> Reply {
-    match serde_json::from_str::<Answer>(text).map(|a| a.answer) {
-        Ok(answer) if answer == "allow_once" => Reply::Once,
-        Ok(answer) if answer == "allow_for_session" => Reply::Session,
+/// An operator's answer (opened from its seal) as the reply to the question
+/// of `key`; anything unexpected, forged or for another question denies.
+fn reply_of(answer: Option<&Answer>, key: &str) -> Reply {
+    match answer {
+        Some(answer) if answer.key == key && answer.answer == "allow_once" => Reply::Once,
+        Some(answer) if answer.key == key && answer.answer == "allow_for_session" => Reply::Session,
         _ => Reply::Deny,
     }
 }
 
-/// Takes a question off the desk when its wait ends, however it ends.
+/// Takes a question off the desk when its wait ends, however it ends, and
+/// stops telling the person about it.
 struct Withdraw {
     store: Arc<dyn SessionStore>,
     addresses: [String; 2],
+    telling: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for Withdraw {
     fn drop(&mut self) {
+        if let Some(telling) = self.telling.take() {
+            telling.abort();
+        }
         let (store, addresses) = (self.store.clone(), self.addresses.clone());
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
@@ -267,33 +397,47 @@ mod tests {
         }
     }
 
+    fn desk(store: &Arc<dyn SessionStore>, keys: &StateKeys) -> Desk {
+        Desk::new(store.clone(), keys.clone(), Duration::from_secs(30))
+    }
+
+    /// Asks `question()` on `desk` for alice of acme; the first pending one.
+    async fn asked(desk: &Desk) -> (tokio::task::JoinHandle<Reply>, Pending) {
+        let asker = desk
+            .asking(Some("alice"), Some("acme"), None)
+            .asker()
+            .clone();
+        let asked = tokio::spawn(async move { asker.ask(&question()).await });
+        loop {
+            if let Some(first) = desk.waiting().await.unwrap().0.into_iter().next() {
+                return (asked, first);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     #[tokio::test]
     async fn a_question_waits_on_the_desk_until_an_operator_answers_it_once() {
         let store: Arc<dyn SessionStore> = Arc::new(InMemorySessionStore::default());
-        let desk = Desk::new(store, Duration::from_secs(30), false);
-        let asking = desk.asking("alice (acme)", None);
-        let asked = {
-            let asker = asking.asker().clone();
-            tokio::spawn(async move { asker.ask(&question()).await })
-        };
-        let pending = loop {
-            let waiting = desk.waiting().await.unwrap();
-            if let Some(first) = waiting.into_iter().next() {
-                break first;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+        let keys = StateKeys::random();
+        let (desk, other_replica) = (desk(&store, &keys), desk(&store, &keys));
+        let (asked, pending) = asked(&desk).await;
         assert_eq!(pending.tool, "drop_table");
-        assert_eq!(pending.caller, "alice (acme)");
+        assert_eq!(pending.caller(), "principal alice, tenant acme");
         assert!(pending.text.contains(r#"{"table":"users"}"#));
-        assert_eq!(desk.question(&pending.id).await.unwrap().id, pending.id);
+        assert_eq!(
+            other_replica.question(&pending.id).await.unwrap().id,
+            pending.id
+        );
         assert!(desk.question("unknown").await.is_none());
         let answer = |a: &str| Answer {
             answer: a.into(),
             operator: "olga".into(),
+            key: pending.key.clone(),
         };
         assert!(
-            desk.answer(&pending.id, &answer("allow_once"))
+            other_replica
+                .answer(&pending.id, &answer("allow_once"))
                 .await
                 .unwrap()
         );
@@ -302,20 +446,80 @@ mod tests {
             "the first counts"
         );
         assert_eq!(asked.await.unwrap(), Reply::Once);
-        assert!(desk.waiting().await.unwrap().is_empty());
+        assert!(desk.waiting().await.unwrap().0.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_store_writer_can_neither_answer_nor_show_another_question() {
+        let store: Arc<dyn SessionStore> = Arc::new(InMemorySessionStore::default());
+        let desk = desk(&store, &StateKeys::random());
+        let (asked, pending) = asked(&desk).await;
+        // Forged details are not listed; a forged answer denies.
+        store
+            .open_mailbox(
+                &format!("{QUESTION_PREFIX}0forged"),
+                Duration::from_secs(30),
+            )
+            .await
+            .unwrap();
+        let forged = r#"{"id":"0forged","tool":"x","text":"harmless","asked":"","key":""}"#;
+        store
+            .deliver(&format!("{QUESTION_PREFIX}0forged"), forged)
+            .await
+            .unwrap();
+        assert_eq!(desk.waiting().await.unwrap().0.len(), 1);
+        let unsealed = format!(
+            r#"{{"answer":"allow_once","operator":"o","key":"{}"}}"#,
+            pending.key
+        );
+        assert!(
+            store
+                .deliver(&format!("{ANSWER_PREFIX}{}", pending.id), &unsealed)
+                .await
+                .unwrap()
+        );
+        assert_eq!(asked.await.unwrap(), Reply::Deny);
+    }
+
+    #[tokio::test]
+    async fn one_caller_cannot_fill_the_desk() {
+        let store: Arc<dyn SessionStore> = Arc::new(InMemorySessionStore::default());
+        let desk = desk(&store, &StateKeys::random());
+        let asker = desk.asking(Some("mallory"), None, None).asker().clone();
+        let waiting: Vec<_> = (0..MAX_PER_CALLER)
+            .map(|_| {
+                let asker = asker.clone();
+                tokio::spawn(async move { asker.ask(&question()).await })
+            })
+            .collect();
+        while desk.waiting().await.unwrap().0.len() < MAX_PER_CALLER {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(asker.ask(&question()).await, Reply::Unavailable);
+        let (other, _) = asked(&desk).await;
+        other.abort();
+        for task in waiting {
+            task.abort();
+        }
     }
 
     #[test]
-    fn anything_but_an_allow_denies() {
+    fn anything_but_an_allow_of_this_question_denies() {
+        let answer = |answer: &str, key: &str| Answer {
+            answer: answer.into(),
+            operator: "o".into(),
+            key: key.into(),
+        };
+        assert_eq!(reply_of(Some(&answer("allow_once", "k")), "k"), Reply::Once);
         assert_eq!(
-            reply_of(r#"{"answer":"allow_once","operator":"o"}"#),
-            Reply::Once
-        );
-        assert_eq!(
-            reply_of(r#"{"answer":"allow_for_session","operator":"o"}"#),
+            reply_of(Some(&answer("allow_for_session", "k")), "k"),
             Reply::Session
         );
-        assert_eq!(reply_of(r#"{"answer":"yes","operator":"o"}"#), Reply::Deny);
-        assert_eq!(reply_of("not json"), Reply::Deny);
+        assert_eq!(
+            reply_of(Some(&answer("allow_once", "other")), "k"),
+            Reply::Deny
+        );
+        assert_eq!(reply_of(Some(&answer("yes", "k")), "k"), Reply::Deny);
+        assert_eq!(reply_of(None, "k"), Reply::Deny);
     }
 }

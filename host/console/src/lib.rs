@@ -94,6 +94,24 @@ impl Inner {
             log.operator_action(action);
         }
     }
+
+    /// Records what an operator did and waits until it is written (an error
+    /// when it could not be and the log fails closed).
+    async fn record_now(
+        &self,
+        action: wasm_agent_audit::record::OperatorAction,
+    ) -> Result<(), String> {
+        let Some(log) = self.actions.clone() else {
+            return Ok(());
+        };
+        log.operator_action(action);
+        let flushed = tokio::task::spawn_blocking(move || match log.flush() {
+            Err(error) if log.fails_closed() => Err(error.to_string()),
+            _ => Ok(()),
+        })
+        .await;
+        flushed.unwrap_or_else(|_| Err("the audit writer stopped".into()))
+    }
 }
 
 impl std::fmt::Debug for Console {

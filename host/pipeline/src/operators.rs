@@ -23,23 +23,17 @@ impl Layer for Operators {
 
     async fn call(&self, call: &mut ToolCall, next: Next<'_>) -> Called {
         if let Some(desk) = &self.desk {
-            let caller = caller(call);
-            let asking = desk.asking(&caller, call.context.asker());
+            let context = &call.context;
+            let asking = desk.asking(
+                context.user_id.as_deref(),
+                context.tenant_id.as_deref(),
+                context.asker(),
+            );
             call.context.set_asking(Some(asking));
         } else {
             // Nobody may answer in the person's place, and nobody else can.
             call.context.set_asking(None);
         }
         next.run(call).await
-    }
-}
-
-/// Who made the call, as the operators read it.
-fn caller(call: &ToolCall) -> String {
-    match (&call.context.user_id, &call.context.tenant_id) {
-        (Some(principal), Some(tenant)) => format!("{principal} ({tenant})"),
-        (Some(principal), None) => principal.clone(),
-        (None, Some(tenant)) => format!("(tenant {tenant})"),
-        (None, None) => "anonymous".into(),
     }
 }

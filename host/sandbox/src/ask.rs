@@ -184,10 +184,15 @@ pub const OPERATORS: &str = "an operator (console)";
 /// (`[calls.TOOL] answered_by = "operators"`): the operator console. The
 /// person behind the call is only told where it is being decided.
 pub trait OperatorDesk: Send + Sync + 'static {
-    /// Who the questions of a call made by `caller` go to; `person` is who
-    /// they would have gone to (told where the question is answered, when
-    /// it can be), its session's answers kept.
-    fn asking(&self, caller: &str, person: Option<&Asking>) -> Asking;
+    /// Who the questions of a call made by `principal` of `tenant` go to;
+    /// `person` is who they would have gone to (told where the question is
+    /// answered, when it can be), its session's answers kept.
+    fn asking(
+        &self,
+        principal: Option<&str>,
+        tenant: Option<&str>,
+        person: Option<&Asking>,
+    ) -> Asking;
 }
 
 /// How a question ended.

@@ -26,8 +26,11 @@ impl Asker for Operators {
 }
 
 impl OperatorDesk for Desk {
-    fn asking(&self, caller: &str, person: Option<&Asking>) -> Asking {
-        self.callers.lock().unwrap().push(caller.to_string());
+    fn asking(&self, principal: Option<&str>, _: Option<&str>, person: Option<&Asking>) -> Asking {
+        self.callers
+            .lock()
+            .unwrap()
+            .push(principal.unwrap_or_default().to_string());
         let asker = Arc::new(Operators(self.reply));
         match person {
             Some(person) => person.to(asker),
