@@ -133,7 +133,7 @@ async def test_an_operator_sees_the_tools_watches_calls_live_and_searches_the_au
     assert marker.is_displayed()  # the same page: no reload happened
     calc_row = next(r for r in recent if "calculate" in r)
     fetch_row = next(r for r in recent if "fetch" in r)
-    assert "alice (acme)" in calc_row and " ok " in f" {calc_row} "
+    assert "principal alice, tenant acme" in calc_row and " ok " in f" {calc_row} "
     assert "capability_denied" in fetch_row and "example.com" in fetch_row, fetch_row
     assert "--allow-host" in fetch_row or "network" in fetch_row, fetch_row
     shot(driver, "calls")

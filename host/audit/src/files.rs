@@ -30,6 +30,14 @@ impl ChainEnd {
     }
 }
 
+/// Every file of the log at `path`, oldest first: its rotated files, then
+/// itself.
+pub fn log_files(path: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = rotated(path).into_iter().map(|(_, p)| p).collect();
+    files.push(path.to_path_buf());
+    files
+}
+
 /// The rotated files of the log at `path`, oldest first, with their numbers.
 pub fn rotated(path: &Path) -> Vec<(u64, PathBuf)> {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {

@@ -33,7 +33,7 @@ use std::path::PathBuf;
 
 pub use chain::GENESIS;
 pub use config::{AuditConfig, AuditSection};
-pub use files::{ChainEnd, rotated as rotated_files};
+pub use files::{ChainEnd, log_files};
 pub use head::Head;
 pub use key::DigestKey;
 pub use log::AuditLog;

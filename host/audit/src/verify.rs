@@ -46,8 +46,7 @@ pub struct Expect {
 /// head `expect` names. Unless `expect.partial`, the chain must start at the
 /// first record ever written (`seq` 0).
 pub fn verify(path: &Path, expect: &Expect) -> Result<Verified, AuditError> {
-    let mut paths: Vec<PathBuf> = files::rotated(path).into_iter().map(|(_, p)| p).collect();
-    paths.push(path.to_path_buf());
+    let paths = files::log_files(path);
     let noted = Head::read(&Head::path_beside(path))?;
     let mut chain = Chain::new(expect, noted);
     let count = paths.len();

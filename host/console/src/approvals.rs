@@ -5,7 +5,6 @@
 
 use askama::Template;
 use http::{Response, StatusCode};
-use serde::Deserialize;
 use wasm_agent_audit::record::OperatorAction;
 use wasm_agent_mcp::PageBody;
 
@@ -78,26 +77,17 @@ pub(crate) async fn get(inner: &Inner, operator: &Operator, rest: &str) -> Respo
     }
 }
 
-#[derive(Deserialize)]
-struct AnswerForm {
-    #[serde(default)]
-    answer: String,
-}
-
 /// `POST /console/approvals/ID`: the operator's answer (the CSRF token was
 /// checked already).
 pub(crate) async fn answer(
     inner: &Inner,
     operator: &Operator,
     id: &str,
-    form: &str,
+    answer: String,
 ) -> Response<PageBody> {
     let (Some(desk), true) = (&inner.desk, is_id(id)) else {
         return web::text(StatusCode::NOT_FOUND, "not found: no such question");
     };
-    let answer = serde_urlencoded::from_str::<AnswerForm>(form)
-        .map(|f| f.answer)
-        .unwrap_or_default();
     if !ANSWERS.contains(&answer.as_str()) {
         return web::text(
             StatusCode::BAD_REQUEST,

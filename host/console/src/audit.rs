@@ -3,12 +3,12 @@
 //! checks it, with its head; the matches exported as JSON lines.
 
 use std::io::{BufRead, Read as _};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::SystemTime;
 
 use serde::Deserialize;
 use serde_json::Value;
-use wasm_agent_audit::{Expect, rotated_files, verify};
+use wasm_agent_audit::{Expect, log_files, verify};
 
 /// Most rows the page shows.
 pub const SHOWN: usize = 200;
@@ -90,8 +90,10 @@ impl Search {
             other => other,
         };
         let when = humantime::parse_rfc3339_weak(text("time")).ok();
+        // Callers of calls, and operators with the callers they answered.
+        let who = ["principal", "tenant", "operator", "caller"];
         contains(text("tool"), &f.tool)
-            && (contains(text("principal"), &f.who) || contains(text("tenant"), &f.who))
+            && who.iter().any(|key| contains(text(key), &f.who))
             && (f.outcome.trim().is_empty() || outcome == f.outcome.trim())
             && self.from.is_none_or(|from| when.is_some_and(|w| w >= from))
             && self.to.is_none_or(|to| when.is_some_and(|w| w <= to))
@@ -115,13 +117,6 @@ pub(crate) struct Found {
     pub rows: Vec<AuditRow>,
 }
 
-/// The log's files, oldest first.
-fn files(path: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = rotated_files(path).into_iter().map(|(_, p)| p).collect();
-    files.push(path.to_path_buf());
-    files
-}
-
 /// Every record of the log at `path` that `filter` matches, in order, to
 /// `each` (which says whether to go on).
 fn scan(
@@ -130,7 +125,7 @@ fn scan(
     mut each: impl FnMut(&str, &Value) -> bool,
 ) -> Result<(), String> {
     let search = filter.read()?;
-    for file in files(path) {
+    for file in log_files(path) {
         let Ok(opened) = std::fs::File::open(&file) else {
             continue;
         };
@@ -208,21 +203,27 @@ fn row(record: &Value) -> AuditRow {
             .to_string()
     };
     let event = text("event");
-    let (principal, tenant) = (text("principal"), text("tenant"));
+    let (outcome, caller, decided_by) = match event.as_str() {
+        "call" => (
+            text("outcome"),
+            crate::calls::caller(&text("principal"), &text("tenant")),
+            text("decided_by"),
+        ),
+        // An operator's action: what they did, about whose call.
+        "operator" => (
+            text("action"),
+            text("caller"),
+            format!("operator {}", text("operator")),
+        ),
+        _ => (String::new(), String::new(), String::new()),
+    };
     AuditRow {
         seq: record.get("seq").map(Value::to_string).unwrap_or_default(),
         time: text("time"),
-        outcome: match event.as_str() {
-            "call" => text("outcome"),
-            _ => String::new(),
-        },
         tool: text("tool"),
-        caller: match (principal.as_str(), tenant.as_str()) {
-            ("", "") => String::new(),
-            (p, "") => p.to_string(),
-            (p, t) => format!("{p} ({t})"),
-        },
-        decided_by: text("decided_by"),
+        outcome,
+        caller,
+        decided_by,
         event,
     }
 }
@@ -252,6 +253,7 @@ pub(crate) fn chain_state(path: &Path) -> (String, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
     use serde_json::json;
 
     fn write_log(dir: &Path) -> PathBuf {

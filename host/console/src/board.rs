@@ -1,19 +1,18 @@
 //! The calls the console shows: those in flight (a pipeline layer, told
-//! when each call starts and ends) and the last [`RECENT`] ended, each as
-//! its audit record reads (a [`CallAuditor`] beside the host's own), told
-//! to live pages as they happen.
+//! when each call starts and ends) and the last [`RECENT`] ended, each made
+//! a row from the report the host's auditor gets (a [`CallAuditor`] beside
+//! it), told to live pages as they happen.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Instant, SystemTime};
 
 use serde::Serialize;
-use serde_json::Value;
 use tokio::sync::broadcast;
-use wasm_agent_audit::record::{Event, body};
 use wasm_agent_pipeline::{Called, Layer, Next, ToolCall};
 use wasm_agent_sandbox::report::{CallAuditor, CallReport, Settled};
 
+use crate::calls::CallRow;
 use crate::series::Series;
 
 /// How many ended calls the board keeps.
@@ -24,7 +23,7 @@ const BACKLOG: usize = 512;
 /// What live pages are told.
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum BoardEvent {
+pub(crate) enum BoardEvent {
     /// A call began.
     Started(Running),
     /// The call `id` (of a `Started`) ended.
@@ -32,10 +31,12 @@ pub enum BoardEvent {
         /// Its board id.
         id: u64,
     },
-    /// A call's record: how it ended.
+    /// How a call ended.
     Call {
-        /// The record, as the audit log has it (without `seq`, `prev`).
-        record: Arc<Value>,
+        /// Its row.
+        row: Arc<CallRow>,
+        /// The row as JSON, made once for every live page.
+        json: Arc<str>,
     },
 }
 
@@ -65,7 +66,7 @@ impl Running {
 
 #[derive(Default)]
 struct State {
-    recent: VecDeque<Arc<Value>>,
+    recent: VecDeque<Arc<CallRow>>,
     running: BTreeMap<u64, Running>,
     next: u64,
 }
@@ -104,8 +105,8 @@ impl CallBoard {
         self.lock().running.values().cloned().collect()
     }
 
-    /// The ended calls' records, newest first.
-    pub fn recent(&self) -> Vec<Arc<Value>> {
+    /// The ended calls, newest first.
+    pub(crate) fn recent(&self) -> Vec<Arc<CallRow>> {
         self.lock().recent.iter().rev().cloned().collect()
     }
 
@@ -118,7 +119,7 @@ impl CallBoard {
     }
 
     /// Live events from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<BoardEvent> {
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<BoardEvent> {
         self.events.subscribe()
     }
 
@@ -152,29 +153,24 @@ impl CallBoard {
 
     /// A call ended as `report` says.
     pub fn record(&self, report: &CallReport) {
-        let text = body(
-            &Event::Call(Box::new(report.clone())),
-            0,
-            "",
-            report.started,
-        );
-        let Ok(Value::Object(mut record)) = serde_json::from_str::<Value>(&text) else {
-            return;
-        };
-        record.remove("seq");
-        record.remove("prev");
-        let record = Arc::new(Value::Object(record));
+        let row = Arc::new(CallRow::of(report));
+        let json: Arc<str> = serde_json::to_string(&*row).unwrap_or_default().into();
         self.series
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .add(&record, SystemTime::now());
+            .add(
+                &row.outcome,
+                row.duration_us,
+                row.refusals,
+                SystemTime::now(),
+            );
         let mut state = self.lock();
         if state.recent.len() == RECENT {
             state.recent.pop_front();
         }
-        state.recent.push_back(record.clone());
+        state.recent.push_back(row.clone());
         drop(state);
-        let _ = self.events.send(BoardEvent::Call { record });
+        let _ = self.events.send(BoardEvent::Call { row, json });
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

@@ -10,9 +10,10 @@ use http::header::{self, HeaderValue};
 use http::{Response, StatusCode};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
-use serde_json::Value;
+use serde::Serialize;
 use tokio::sync::{OwnedSemaphorePermit, broadcast};
 use wasm_agent_mcp::PageBody;
+use wasm_agent_sandbox::report::CallReport;
 
 use crate::board::{BoardEvent, CallBoard, Running};
 use crate::web;
@@ -20,11 +21,13 @@ use crate::web;
 /// A comment line sent this often keeps proxies from closing the stream.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// One ended call as the page shows it.
+/// One ended call as the page shows it (and, as JSON, as live pages get it).
+#[derive(Clone, Debug, Serialize)]
 pub(crate) struct CallRow {
     pub time: String,
     pub tool: String,
     pub caller: String,
+    /// `ok` or the error kind.
     pub outcome: String,
     pub took: String,
     pub fuel: String,
@@ -33,41 +36,50 @@ pub(crate) struct CallRow {
     pub denials: Vec<String>,
     /// `ok` or `failed`, for the row's look.
     pub class: &'static str,
+    /// How long it took, in µs (for the hour's figures).
+    #[serde(skip)]
+    pub duration_us: u64,
+    /// How many times its tool was refused something.
+    #[serde(skip)]
+    pub refusals: u64,
 }
 
 impl CallRow {
-    /// The row of a call record.
-    pub(crate) fn of(record: &Value) -> Self {
-        let text = |key: &str| record.get(key).and_then(Value::as_str).unwrap_or("");
-        let number = |key: &str| record.get(key).and_then(Value::as_u64);
-        let outcome = text("outcome").to_string();
-        let mut denials: Vec<String> = record
-            .get("denials")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .map(|d| {
-                let field = |k: &str| d.get(k).and_then(Value::as_str).unwrap_or("");
-                format!("{}: {}", field("attempt"), field("reason"))
-            })
+    /// The row of the call `report` tells of.
+    pub(crate) fn of(report: &CallReport) -> Self {
+        let outcome = report
+            .outcome
+            .map_or("ok", |kind| kind.as_str())
+            .to_string();
+        let usage = report.usage.as_ref();
+        let tool_denials = usage.map_or(&[][..], |u| &u.activity.denials[..]);
+        let mut denials: Vec<String> = tool_denials
+            .iter()
+            .map(|d| format!("{}: {}", d.attempt, d.reason))
             .collect();
         // What refused it, when a rule or quota did (not what let it in).
-        if let Some(by) = record.get("decided_by").and_then(Value::as_str)
+        if let Some(by) = &report.decided_by
             && outcome != "ok"
             && !by.contains(": allow")
         {
             denials.push(format!("decided by {by}"));
         }
+        let duration_us = u64::try_from(report.duration.as_micros()).unwrap_or(u64::MAX);
         Self {
-            time: text("time").to_string(),
-            tool: text("tool").to_string(),
-            caller: caller(text("principal"), text("tenant")),
+            time: humantime::format_rfc3339_micros(report.started).to_string(),
+            tool: report.tool.clone(),
+            caller: caller(
+                report.principal.as_deref().unwrap_or(""),
+                report.tenant.as_deref().unwrap_or(""),
+            ),
             class: if outcome == "ok" { "ok" } else { "failed" },
             outcome,
-            took: number("duration_us").map_or(String::new(), micros),
-            fuel: number("fuel_used").map_or(String::new(), |f| f.to_string()),
-            memory: number("peak_memory").map_or(String::new(), |b| format!("{} KiB", b / 1024)),
+            took: micros(duration_us),
+            fuel: usage.map_or(String::new(), |u| u.fuel_used.to_string()),
+            memory: usage.map_or(String::new(), |u| format!("{} KiB", u.peak_memory / 1024)),
             denials,
+            duration_us,
+            refusals: tool_denials.len() as u64,
         }
     }
 }
@@ -82,12 +94,20 @@ impl Running {
     }
 }
 
-fn caller(principal: &str, tenant: &str) -> String {
+/// Who made a call, labelled (so no principal can pass for a principal
+/// and tenant) and on one line; every page and record of the console
+/// names callers so.
+pub(crate) fn caller(principal: &str, tenant: &str) -> String {
+    let one_line = |text: &str| wasm_agent_sandbox::text::one_line(text).into_owned();
     match (principal, tenant) {
         ("", "") => "anonymous".into(),
-        (principal, "") => principal.into(),
-        ("", tenant) => format!("(tenant {tenant})"),
-        (principal, tenant) => format!("{principal} ({tenant})"),
+        (principal, "") => format!("principal {}", one_line(principal)),
+        ("", tenant) => format!("tenant {}", one_line(tenant)),
+        (principal, tenant) => format!(
+            "principal {}, tenant {}",
+            one_line(principal),
+            one_line(tenant)
+        ),
     }
 }
 
@@ -152,60 +172,97 @@ pub(crate) fn events(
     response
 }
 
-/// One event in the stream's format: its kind, and its JSON on one line.
+/// One event in the stream's format: its kind, and its JSON on one line
+/// (JSON text has no raw line breaks, so one `data:` line carries it).
 fn sse(event: &BoardEvent) -> String {
-    let kind = match event {
-        BoardEvent::Started(_) => "started",
-        BoardEvent::Ended { .. } => "ended",
-        BoardEvent::Call { .. } => "call",
-    };
-    let data = match event {
-        BoardEvent::Call { record } => {
-            let row = CallRow::of(record);
+    let (kind, data) = match event {
+        BoardEvent::Call { json, .. } => ("call", json.to_string()),
+        BoardEvent::Started(running) => (
+            "started",
             serde_json::json!({
-                "time": row.time, "tool": row.tool, "caller": row.caller,
-                "outcome": row.outcome, "took": row.took, "fuel": row.fuel,
-                "memory": row.memory, "denials": row.denials, "class": row.class,
+                "id": running.id, "tool": running.tool, "caller": running.who(),
+                "started": running.started,
             })
-        }
-        BoardEvent::Started(running) => serde_json::json!({
-            "id": running.id, "tool": running.tool, "caller": running.who(),
-            "started": running.started,
-        }),
-        BoardEvent::Ended { id } => serde_json::json!({ "id": id }),
+            .to_string(),
+        ),
+        BoardEvent::Ended { id } => ("ended", serde_json::json!({ "id": id }).to_string()),
     };
-    // JSON text has no raw line breaks, so one `data:` line carries it.
     format!("event: {kind}\ndata: {data}\n\n")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use std::time::{Duration, SystemTime};
+    use wasm_agent_sandbox::result::ErrorKind;
+    use wasm_agent_sandbox::runtime::{CallActivity, CallUsage, Denial, DenialKind};
+
+    fn refused_fetch() -> CallReport {
+        CallReport {
+            started: SystemTime::UNIX_EPOCH,
+            call_id: "call-1".into(),
+            run_id: String::new(),
+            session_id: String::new(),
+            principal: Some("alice".into()),
+            tenant: Some("acme".into()),
+            tool: "fetch".into(),
+            component: None,
+            remote: None,
+            arguments_digest: String::new(),
+            arguments: None,
+            approval: None,
+            usage: Some(CallUsage {
+                fuel_used: 1234,
+                peak_memory: 2_097_152,
+                activity: CallActivity {
+                    denials: vec![Denial {
+                        attempt: "GET https://evil.example/".into(),
+                        reason: "no network grant matches; allow it with --allow-host".into(),
+                        kind: DenialKind::Network,
+                    }],
+                    ..CallActivity::default()
+                },
+            }),
+            outcome: Some(ErrorKind::CapabilityDenied),
+            duration: Duration::from_micros(1500),
+            depth: 0,
+            cached: false,
+            decided_by: Some("access: allow by the default".into()),
+        }
+    }
 
     #[test]
     fn a_refused_call_says_what_was_refused_and_what_would_allow_it() {
-        let row = CallRow::of(&json!({
-            "time": "2026-12-05T10:00:00Z", "tool": "fetch", "principal": "alice",
-            "tenant": "acme", "outcome": "capability_denied", "duration_us": 1500,
-            "fuel_used": 1234, "peak_memory": 2_097_152,
-            "denials": [{"kind": "network", "attempt": "GET https://evil.example/",
-                         "reason": "no network grant matches; allow it with --allow-host"}],
-        }));
-        assert_eq!(row.caller, "alice (acme)");
+        let row = CallRow::of(&refused_fetch());
+        assert_eq!(row.caller, "principal alice, tenant acme");
         assert_eq!(row.took, "1.5 ms");
         assert_eq!(row.memory, "2048 KiB");
-        assert_eq!(row.class, "failed");
+        assert_eq!(
+            (row.class, row.outcome.as_str()),
+            ("failed", "capability_denied")
+        );
+        // What let it in is not what refused it.
         assert_eq!(
             row.denials,
             ["GET https://evil.example/: no network grant matches; allow it with --allow-host"]
         );
+        assert_eq!((row.duration_us, row.refusals), (1500, 1));
+    }
+
+    #[test]
+    fn callers_cannot_pass_for_others() {
+        assert_eq!(caller("x (acme)", ""), "principal x (acme)");
+        assert_eq!(caller("x", "acme"), "principal x, tenant acme");
+        assert_eq!(caller("a\nb", ""), "principal a\\nb");
     }
 
     #[test]
     fn events_are_one_line_of_json_each() {
-        let record = Arc::new(json!({"tool": "t\nx", "outcome": "ok", "time": "now"}));
-        let text = sse(&BoardEvent::Call { record });
+        let mut report = refused_fetch();
+        report.tool = "t\nx".into();
+        let row = Arc::new(CallRow::of(&report));
+        let json: Arc<str> = serde_json::to_string(&*row).unwrap().into();
+        let text = sse(&BoardEvent::Call { row, json });
         assert!(text.starts_with("event: call\ndata: {"));
         assert_eq!(text.matches('\n').count(), 3, "{text:?}");
     }

@@ -64,11 +64,10 @@ pub struct Pending {
 impl Pending {
     /// Who made the call, as a page shows it.
     pub fn caller(&self) -> String {
-        let principal = self.principal.as_deref().unwrap_or("(none)");
-        match &self.tenant {
-            Some(tenant) => format!("principal {principal}, tenant {tenant}"),
-            None => format!("principal {principal}"),
-        }
+        crate::calls::caller(
+            self.principal.as_deref().unwrap_or(""),
+            self.tenant.as_deref().unwrap_or(""),
+        )
     }
 }
 

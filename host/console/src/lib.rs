@@ -2,8 +2,10 @@
 //!
 //! The operator console at `/console` of `wasm-agent serve --http` (or of
 //! its `--metrics-addr` listener): the loaded tools with their policies as
-//! applied, the calls in flight and the recent ones (live), the audit log
-//! searched and its chain checked, and the hour's health.
+//! applied, the calls in flight and the recent ones (live), the questions
+//! of tools answered by operators (the [`Desk`], shared by replicas through
+//! the session store), the audit log searched and its chain checked, and
+//! the hour's health.
 //!
 //! Operators log in with a token of their own (`--console-tokens`, never an
 //! MCP client's) or an OAuth access token granting the console's scope.
@@ -40,7 +42,7 @@ use wasm_agent_pipeline::CallSettings;
 use wasm_agent_sandbox::ToolHost;
 
 pub use auth::{LOGIN_TTL, LoginError, Operator, Operators};
-pub use board::{BoardEvent, CallBoard, InFlight, RECENT, Recording, Running};
+pub use board::{CallBoard, InFlight, RECENT, Recording, Running};
 pub use desk::{Desk, Pending};
 
 /// The path the console answers under.
@@ -148,11 +150,6 @@ impl Console {
                 actions: None,
             },
         }
-    }
-
-    /// The board of calls it shows.
-    pub fn board(&self) -> &Arc<CallBoard> {
-        &self.inner.board
     }
 }
 

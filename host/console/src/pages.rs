@@ -1,5 +1,6 @@
 //! The console's pages: each a template filled from the host, the board or
-//! the audit log, and the forms (log in, log out).
+//! the audit log, and the forms (log in, log out, an answer to a question,
+//! handed to `approvals`).
 
 use std::time::Duration;
 
@@ -45,7 +46,7 @@ struct CallsPage<'a> {
     page: &'static str,
     operator: &'a Operator,
     running: Vec<Running>,
-    recent: Vec<CallRow>,
+    recent: Vec<std::sync::Arc<CallRow>>,
 }
 
 struct Chain {
@@ -179,6 +180,9 @@ pub(crate) async fn log_in(inner: &Inner, request: Request<Incoming>) -> Respons
 struct ActionForm {
     #[serde(default)]
     csrf: String,
+    /// An answer to a question (`/approvals/ID`).
+    #[serde(default)]
+    answer: String,
 }
 
 /// A form an operator sent: refused unless it carries their CSRF token.
@@ -215,7 +219,7 @@ pub(crate) async fn post(
             response
         }
         path => match path.strip_prefix("/approvals/") {
-            Some(id) => approvals::answer(inner, operator, id, &text).await,
+            Some(id) => approvals::answer(inner, operator, id, form.answer).await,
             None => web::text(StatusCode::NOT_FOUND, "not found"),
         },
     }
@@ -245,12 +249,7 @@ pub(crate) async fn get(
             page: "calls",
             operator,
             running: inner.board.running(),
-            recent: inner
-                .board
-                .recent()
-                .iter()
-                .map(|r| CallRow::of(r))
-                .collect(),
+            recent: inner.board.recent(),
         }),
         "/calls/events" => match inner.streams.clone().try_acquire_owned() {
             Ok(permit) => calls::events(&inner.board, permit, still_in(inner, cookie)),
@@ -388,7 +387,7 @@ fn busy() -> Response<PageBody> {
 }
 
 async fn health_page(inner: &Inner, operator: &Operator) -> Response<PageBody> {
-    let charts = health::charts(&inner.board.series().last_hour(health::now()));
+    let charts = health::charts(&inner.board.series().last_hour(std::time::SystemTime::now()));
     let store = inner.host.session_store();
     let store_state = match tokio::time::timeout(STORE_CHECK, store.check()).await {
         Ok(Ok(())) => "answers".to_string(),

@@ -4,8 +4,6 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde_json::Value;
-
 /// Minutes kept.
 pub const MINUTES: usize = 60;
 /// Latency buckets: bucket `i` holds durations up to `2^(i/2)` µs.
@@ -74,8 +72,9 @@ pub struct Series {
 }
 
 impl Series {
-    /// Counts a call record (`outcome`, `duration_us`, `denials`) ending at `now`.
-    pub fn add(&mut self, record: &Value, now: SystemTime) {
+    /// Counts a call that ended at `now` with `outcome` (`ok` or an error
+    /// kind), after `duration_us`, its tool refused `denials` times.
+    pub fn add(&mut self, outcome: &str, duration_us: u64, denials: u64, now: SystemTime) {
         let stamp = minute_of(now);
         if self.minutes.is_empty() {
             self.minutes = vec![Minute::default(); MINUTES];
@@ -88,26 +87,13 @@ impl Series {
             };
         }
         slot.calls += 1;
-        let outcome = record.get("outcome").and_then(Value::as_str).unwrap_or("");
         if outcome != "ok" {
             slot.failed += 1;
         }
         let refused = u64::from(REFUSALS.contains(&outcome));
-        let tool_denials = record
-            .get("denials")
-            .and_then(Value::as_array)
-            .map_or(0, |d| d.len() as u64);
         // A call refused for what its tool tried counts the attempts, not twice.
-        slot.denials += if tool_denials > 0 {
-            tool_denials
-        } else {
-            refused
-        };
-        let micros = record
-            .get("duration_us")
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
-        slot.latency[bucket_of(micros)] += 1;
+        slot.denials += if denials > 0 { denials } else { refused };
+        slot.latency[bucket_of(duration_us)] += 1;
     }
 
     /// The last [`MINUTES`] minutes up to `now`, oldest first (empty
@@ -147,7 +133,6 @@ fn bucket_bound(bucket: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
     use std::time::Duration;
 
     #[test]
@@ -155,14 +140,10 @@ mod tests {
         let mut series = Series::default();
         let now = UNIX_EPOCH + Duration::from_secs(1_000_000 * 60 + 5);
         for micros in [100, 200, 300, 400, 100_000] {
-            series.add(&json!({"outcome": "ok", "duration_us": micros}), now);
+            series.add("ok", micros, 0, now);
         }
-        series.add(
-            &json!({"outcome": "capability_denied", "duration_us": 50,
-                    "denials": [{"kind": "network"}, {"kind": "network"}]}),
-            now,
-        );
-        series.add(&json!({"outcome": "denied", "duration_us": 10}), now);
+        series.add("capability_denied", 50, 2, now);
+        series.add("denied", 10, 0, now);
         let hour = series.last_hour(now + Duration::from_secs(30));
         assert_eq!(hour.len(), MINUTES);
         let last = hour.last().unwrap();
@@ -177,10 +158,10 @@ mod tests {
     fn an_hour_later_the_minute_is_gone() {
         let mut series = Series::default();
         let then = UNIX_EPOCH + Duration::from_secs(7_000 * 60);
-        series.add(&json!({"outcome": "ok", "duration_us": 5}), then);
+        series.add("ok", 5, 0, then);
         let later = then + Duration::from_secs(60 * 60);
         assert!(series.last_hour(later).iter().all(|m| m.calls == 0));
-        series.add(&json!({"outcome": "ok", "duration_us": 5}), later);
+        series.add("ok", 5, 0, later);
         assert_eq!(series.last_hour(later).last().unwrap().calls, 1);
     }
 }

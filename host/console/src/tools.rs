@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
-use wasm_agent_pipeline::CallSettings;
+use wasm_agent_pipeline::{AnsweredBy, CallSettings};
 use wasm_agent_sandbox::ToolHost;
 use wasm_agent_sandbox::approval::Approval;
 
@@ -71,7 +71,7 @@ pub(crate) fn rows(facts: &ToolFacts<'_>) -> Vec<ToolRow> {
                     lines if lines.is_empty() => vec!["every caller (no [access] rules)".into()],
                     lines => lines,
                 },
-                approval: approval_text(&settings.approval),
+                approval: approval_text(&settings),
                 cache: match settings.cache_ttl {
                     None => "not cached".into(),
                     Some(ttl) => format!(
@@ -97,11 +97,16 @@ pub(crate) fn rows(facts: &ToolFacts<'_>) -> Vec<ToolRow> {
         .collect()
 }
 
-fn approval_text(approval: &Approval) -> String {
-    match approval {
-        Approval::Never => "not needed".into(),
-        Approval::Always => "every call, asked of the person".into(),
-        Approval::When(_) => "calls whose arguments match its rules".into(),
+/// Which calls need approval, and who is asked.
+fn approval_text(settings: &CallSettings) -> String {
+    let who = match settings.answered_by {
+        AnsweredBy::Person => "the person behind the call",
+        AnsweredBy::Operators => "the operators, here",
+    };
+    match settings.approval {
+        Approval::Never => format!("not needed (its questions go to {who})"),
+        Approval::Always => format!("every call, asked of {who}"),
+        Approval::When(_) => format!("calls whose arguments match its rules, asked of {who}"),
     }
 }
 

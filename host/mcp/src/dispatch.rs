@@ -162,7 +162,8 @@ impl Dispatcher {
         }
     }
 
-    /// Whether the client's user can be asked (it declared elicitation).
+    /// Whether the client's user can be asked or sent to a page (it
+    /// declared elicitation, form or URL mode).
     pub fn can_elicit(&self) -> bool {
         self.client.can_elicit() || self.client.can_point()
     }

@@ -72,6 +72,11 @@ pub enum Refused {
     ByTheUser,
     /// An operator said no (in the console).
     ByAnOperator,
+    /// No operator answered within this long.
+    NoOperatorAnswer(Duration),
+    /// The operators' desk could not take the question (too many of the
+    /// caller's waiting, or the shared store not answering).
+    DeskUnavailable,
     /// The person did not answer within this long.
     NoAnswer(Duration),
     /// The call was cancelled while waiting for the answer.
@@ -114,13 +119,21 @@ pub async fn decide(
                 arguments: question::exact(&request.arguments),
             };
             let asked = asking.ask(&request.tool, subject, cancellation).await;
+            let operators = asked.by == OPERATORS;
+            let wait = asking.max_wait();
             let (verdict, refused) = match asked.outcome {
                 outcome if outcome.allowed() => (Verdict::Approved, None),
                 Outcome::Cancelled => (Verdict::Cancelled, Some(Refused::Cancelled)),
-                Outcome::NoAnswer => (Verdict::Denied, Some(Refused::NoAnswer(asking.max_wait()))),
+                Outcome::NoAnswer if operators => {
+                    (Verdict::Denied, Some(Refused::NoOperatorAnswer(wait)))
+                }
+                Outcome::NoAnswer => (Verdict::Denied, Some(Refused::NoAnswer(wait))),
+                Outcome::Unavailable if operators => {
+                    (Verdict::Denied, Some(Refused::DeskUnavailable))
+                }
                 Outcome::Unavailable => (Verdict::Denied, Some(Refused::NobodyToAsk(by_handler()))),
                 Outcome::Pending => (Verdict::Pending, Some(Refused::Pending)),
-                _ if asked.by == OPERATORS => (Verdict::Denied, Some(Refused::ByAnOperator)),
+                _ if operators => (Verdict::Denied, Some(Refused::ByAnOperator)),
                 _ => (Verdict::Denied, Some(Refused::ByTheUser)),
             };
             (note(verdict, asked.by, Some(asked.outcome)), refused)
@@ -155,6 +168,22 @@ pub fn refusal(tool: &str, why: Refused) -> CallError {
             format!(
                 "an operator did not approve this call to {tool:?}, so it did not run; do not \
                  retry it: continue without it"
+            ),
+        ),
+        Refused::NoOperatorAnswer(wait) => (
+            ErrorKind::Denied,
+            format!(
+                "no operator answered whether to allow this call to {tool:?} within {}, so it \
+                 did not run",
+                humantime::format_duration(wait)
+            ),
+        ),
+        Refused::DeskUnavailable => (
+            ErrorKind::Denied,
+            format!(
+                "the call to {tool:?} needs an operator's approval, and the operators' console \
+                 could not take the question now (too many of this caller's are waiting, or \
+                 its store does not answer), so it did not run"
             ),
         ),
         Refused::NoAnswer(wait) => (
