@@ -253,8 +253,8 @@ pub(crate) fn chain_state(path: &Path) -> (String, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
     use serde_json::json;
+    use std::path::PathBuf;
 
     fn write_log(dir: &Path) -> PathBuf {
         let path = dir.join("audit.jsonl");
