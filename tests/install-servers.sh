@@ -14,6 +14,8 @@ command -v htpasswd >/dev/null 2>&1 || missing+=(apache2-utils)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+# Chromium only recommends a font; its pages' text needs one.
+[ -d /usr/share/fonts/truetype/liberation ] || missing+=(fonts-liberation)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "installing ${missing[*]} (Debian packages) for the tests"
 if [ "$(id -u)" -ne 0 ]; then
