@@ -253,6 +253,13 @@ async def test_the_console_refuses_without_an_operator_login_a_forged_host_or_a_
         for page in ("/tools", "/calls", "/audit", "/health"):
             html = http.get(f"{base}{page}").text
             assert "<script>" not in html and " style=" not in html and " onclick" not in html, page
+        # Logged out, the login is over on the server too: its cookie,
+        # kept and sent again, opens nothing.
+        csrf = http.get(f"{base}/tools").text.split('name="csrf" value="')[1].split('"')[0]
+        assert http.post(f"{base}/logout", data={"csrf": csrf}, headers=own).status_code == 303
+        http.cookies.set("wa_console", login, path="/console")
+        assert http.get(f"{base}/tools").status_code == 303
+        assert http.post(f"{base}/logout", data={"csrf": csrf}, headers=own).status_code == 401
 
 
 def test_operators_need_tokens_of_their_own(tmp_path: Path):

@@ -14,6 +14,9 @@ from __future__ import annotations
 import json
 import secrets
 import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
@@ -22,7 +25,9 @@ import mcp_types as types
 import pytest
 from conftest import BIN, http_session, text_of, wasm
 from console_browser import browser, log_in, operators_file, shot, wait_for  # noqa: F401
-from servers import tokens_file
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from servers import HAProxy, tokens_file
 
 pytestmark = pytest.mark.anyio
 
@@ -82,6 +87,17 @@ class Person:
         return types.ElicitResult(action="accept")
 
 
+async def sent_to_page_by(calls, call, expression: str, person: Person) -> types.ElicitRequestParams:
+    """Starts `call(expression)` in `calls`; the URL-mode request that then
+    sends `person` to the question's page."""
+    calls.start_soon(call, expression)
+    with anyio.fail_after(20):
+        await person.told.wait()
+    params = person.sent_to[-1]
+    assert params.mode == "url", params
+    return params
+
+
 async def test_an_operator_answers_on_another_replica_and_the_call_goes_on(two_replicas, browser):
     from selenium.webdriver.common.by import By
 
@@ -98,12 +114,8 @@ async def test_an_operator_answers_on_another_replica_and_the_call_goes_on(two_r
             results.append(await session.call_tool("calculate", {"expression": expression}))
 
         async with anyio.create_task_group() as calls:
-            calls.start_soon(call, "6 * 7")
-            with anyio.fail_after(20):
-                await person.told.wait()
-            # The person was sent to the question's page, by URL, not asked.
-            params = person.sent_to[0]
-            assert params.mode == "url", params
+            # The person is sent to the question's page, by URL, not asked.
+            params = await sent_to_page_by(calls, call, "6 * 7", person)
             assert f"/console/approvals/" in params.url and params.elicitation_id in params.url
             assert "An operator decides this" in params.message and "calculate" in params.message
             question_id = params.url.rsplit("/", 1)[1]
@@ -204,6 +216,18 @@ async def test_a_question_for_operators_cannot_be_answered_by_the_client_or_a_fo
                 response = http.post(page, data={"answer": "allow_once", "csrf": csrf}, headers=own)
                 assert response.status_code == 409, "the first answer counts"
         assert result[0].is_error and "an operator did not approve" in text_of(result[0])
+    # The trail has the answer that counted, and no record of the refused one.
+    deadline = time.monotonic() + 10
+    while True:
+        records = [json.loads(line) for line in a.audit.read_text().splitlines()]
+        actions = [r["action"] for r in records if r["event"] == "operator" and r.get("question")]
+        if actions or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    time.sleep(0.5)
+    records = [json.loads(line) for line in a.audit.read_text().splitlines()]
+    actions = [r["action"] for r in records if r["event"] == "operator" and r.get("question")]
+    assert actions == ["deny"], actions
 
 
 def test_operators_answer_only_where_the_console_is(tmp_path: Path):
@@ -213,3 +237,140 @@ def test_operators_answer_only_where_the_console_is(tmp_path: Path):
     )
     assert result.returncode != 0
     assert '[calls.calculate] answered_by = "operators"' in result.stderr and "--console-tokens" in result.stderr
+
+
+# The sessionless revision (2026-07-28): a client that declares URL-mode
+# elicitation is sent to the question's page with an input-required result,
+# and its retry, on either replica, goes on once an operator answers.
+SESSIONLESS = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"url": {}}},
+    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+}
+
+
+def sessionless_call(url: str, expression: str, *, state: str | None = None, responses: dict | None = None) -> dict:
+    params: dict = {"name": "calculate", "arguments": {"expression": expression}, "_meta": SESSIONLESS}
+    if state is not None:
+        params["requestState"], params["inputResponses"] = state, responses or {}
+    response = httpx2.post(
+        url,
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params},
+        headers={
+            "Authorization": f"Bearer {CLIENT_TOKEN}",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": "calculate",
+        },
+        timeout=60,
+    )
+    assert response.status_code == 200, response.text
+    if response.headers["content-type"].startswith("text/event-stream"):
+        data = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
+        return json.loads(data[-1])
+    return response.json()
+
+
+@contextmanager
+def operator_client(authority: str, token: str = OPERATOR_TOKEN):
+    """An operator logged in to the console at `authority` over plain HTTP."""
+    with httpx2.Client(follow_redirects=False, timeout=10, headers={"Origin": f"http://{authority}"}) as http:
+        form = http.get(f"http://{authority}/console/login")
+        response = http.post(
+            f"http://{authority}/console/login", data={"form": form.cookies["wa_console_form"], "token": token}
+        )
+        assert response.status_code == 303, response.text
+        yield http
+
+
+def answer(http: httpx2.Client, page: str, decision: str) -> None:
+    csrf = http.get(page).text.split('name="csrf" value="')[1].split('"')[0]
+    response = http.post(page, data={"answer": decision, "csrf": csrf})
+    assert response.status_code == 303, response.text
+
+
+def sent_to_page(message: dict) -> tuple[str, str, dict]:
+    """The state of an input-required result that sends the person to a
+    question's page, its one request's key, and the request's parameters."""
+    result = message["result"]
+    assert result["resultType"] == "input_required", message
+    ((key, request),) = result["inputRequests"].items()
+    assert request["method"] == "elicitation/create", request
+    return result["requestState"], key, request["params"]
+
+
+def test_a_sessionless_client_is_sent_to_the_page_and_its_own_reply_answers_nothing(two_replicas):
+    a, b = two_replicas
+    # The first request, on A: the person is sent to the question's page.
+    state, key, params = sent_to_page(sessionless_call(a.url, "6 * 7"))
+    assert params["mode"] == "url", params
+    assert params["url"].startswith(f"http://{a.authority}/console/approvals/"), params
+    assert params["url"].endswith(params["elicitationId"]), params
+    assert "An operator decides this" in params["message"] and "6 * 7" in params["message"]
+    page = params["url"].replace(a.authority, b.authority)
+    # The retry, on B, claims an approval in its reply: it answers nothing,
+    # and the call waits for the operator.
+    claimed = {key: {"action": "accept", "content": {"decision": "allow_once"}}}
+    with ThreadPoolExecutor(1) as pool:
+        retry = pool.submit(sessionless_call, b.url, "6 * 7", state=state, responses=claimed)
+        time.sleep(1.5)
+        assert not retry.done(), "the client's own reply approved the call"
+        with operator_client(b.authority) as operator:
+            answer(operator, page, "deny")
+        message = retry.result(timeout=30)
+    text = message["result"]["content"][0]["text"]
+    assert message["result"]["isError"] and "an operator did not approve" in text, message
+    # The state was good for that one retry.
+    again = sessionless_call(a.url, "6 * 7", state=state, responses=claimed)
+    assert "requestState refused" in again["error"]["message"], again
+
+    # Allowed by an operator on A, the call sent to the page on B goes on
+    # in the retry on A, and its answer is the tool's.
+    state, key, params = sent_to_page(sessionless_call(b.url, "2 + 3"))
+    with operator_client(a.authority) as operator:
+        answer(operator, params["url"].replace(b.authority, a.authority), "allow_once")
+    message = sessionless_call(a.url, "2 + 3", state=state, responses={key: {"action": "accept"}})
+    assert message["result"]["content"][0]["text"] == "5", message
+    a_calls = [json.loads(line) for line in a.audit.read_text().splitlines()]
+    b_calls = [json.loads(line) for line in b.audit.read_text().splitlines()]
+    approvals = [
+        r["approval"] for r in a_calls + b_calls if r.get("event") == "call" and r.get("tool") == "calculate"
+    ]
+    assert sorted(x["decision"] for x in approvals) == ["approved", "denied"], approvals
+    assert {x["by"] for x in approvals} == {"an operator (console)"}, approvals
+
+
+async def test_the_official_sessionless_client_opens_the_page_and_its_call_goes_on(two_replicas):
+    a, b = two_replicas
+    for replica in two_replicas:  # HAProxy sends requests only to ready replicas
+        deadline = time.monotonic() + 60
+        while httpx2.get(f"http://{replica.authority}/readyz", timeout=5).status_code != 200:
+            assert time.monotonic() < deadline, replica.output()
+            time.sleep(0.1)
+    proxy = HAProxy([a.authority, b.authority])
+    person = Person()
+    try:
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {CLIENT_TOKEN}"}, timeout=60) as http:
+            transport = streamable_http_client(proxy.url, http_client=http)
+            async with Client(transport, mode="2026-07-28", elicitation_callback=person) as client:
+                results: list = []
+
+                async def call(expression: str) -> None:
+                    results.append(await client.call_tool("calculate", {"expression": expression}))
+
+                async with anyio.create_task_group() as calls:
+                    params = await sent_to_page_by(calls, call, "6 * 7", person)
+                    # The person accepted at once; the call still waits for an operator.
+                    await anyio.sleep(1)
+                    assert results == []
+                    page = params.url.replace(a.authority, b.authority)
+
+                    def allow() -> None:
+                        with operator_client(b.authority) as operator:
+                            answer(operator, page, "allow_once")
+
+                    await anyio.to_thread.run_sync(allow)
+                assert not results[0].is_error and text_of(results[0]).startswith("42\n"), results
+    finally:
+        proxy.close()

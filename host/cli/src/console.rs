@@ -37,7 +37,8 @@ pub struct ConsoleFlags {
     pub console_on: Option<Listener>,
     /// The console's address as people open it (behind a load balancer or
     /// proxy), for the links clients' users are sent to (default: the
-    /// listener's own address).
+    /// listener's own address). An https:// address (a TLS proxy in
+    /// front) marks the console's cookies Secure.
     #[arg(long, value_name = "URL")]
     pub console_url: Option<String>,
 }
@@ -139,8 +140,10 @@ impl Setup {
         Ok(Some(Self {
             board: CallBoard::new(),
             on,
-            desk: Desk::new(store, keys.clone(), args.host.ask.wait),
-            operators: Operators::new(tokens, oauth, keys),
+            desk: Desk::new(store.clone(), keys.clone(), args.host.ask.wait),
+            operators: Operators::new(tokens, oauth, keys)
+                .logouts_in(store)
+                .over_https(url.as_ref().is_some_and(|url| url.starts_with("https://"))),
             url,
         }))
     }

@@ -125,24 +125,37 @@ pub(crate) async fn answer(
         caller: Some(question.caller()),
         detail: Some(format!("sha256:{}", question.key)),
     };
-    if let Err(error) = inner.record_now(action).await {
+    if let Err(error) = inner.record_now(action.clone()).await {
         return web::text(
             StatusCode::SERVICE_UNAVAILABLE,
             &format!("the answer was not given: its audit record could not be written ({error})"),
         );
     }
-    match desk.answer(id, &given).await {
+    let (response, why) = match desk.answer(id, &given).await {
         Ok(true) => {
             tracing::info!(operator = %operator.name, question = %id, %answer, "an operator answered a question");
-            web::see_other(&format!("{PREFIX}/approvals"))
+            return web::see_other(&format!("{PREFIX}/approvals"));
         }
-        Ok(false) => gone(),
-        Err(error) => web::text(
-            StatusCode::SERVICE_UNAVAILABLE,
-            &format!("the answer could not be left in the shared store: {error}"),
+        Ok(false) => (gone(), "the question no longer waited".to_string()),
+        Err(error) => (
+            web::text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("the answer could not be left in the shared store: {error}"),
+            ),
+            format!("the shared store did not take it: {error}"),
         ),
-    }
+    };
+    // The trail says the answer was given: it also says it did not count.
+    inner.record(OperatorAction {
+        action: NOT_TAKEN.into(),
+        detail: Some(format!("{answer}: {why}")),
+        ..action
+    });
+    response
 }
+
+/// The action recorded after an answer that came too late or was not left.
+pub(crate) const NOT_TAKEN: &str = "answer_not_taken";
 
 fn gone() -> Response<PageBody> {
     web::text(

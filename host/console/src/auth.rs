@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use wasm_agent_mcp::{ResourceServer, StateKeys, TokenTable};
+use wasm_agent_session::{SessionError, SessionStore};
 
 /// The login cookie.
 pub(crate) const LOGIN_COOKIE: &str = "wa_console";
@@ -23,6 +24,9 @@ const PURPOSE: &str = "wasm-agent console login v1";
 const FORM_PURPOSE: &str = "wasm-agent console login form v1";
 /// How long a login form may be sent after it was loaded.
 pub(crate) const FORM_TTL: Duration = Duration::from_secs(600);
+/// Where a login that was logged out is marked (in the shared store, so
+/// every replica refuses it), for as long as it would have lasted.
+const LOGGED_OUT: &str = "console-logout:";
 
 /// How operators prove who they are.
 #[derive(Clone)]
@@ -30,6 +34,10 @@ pub struct Operators {
     tokens: Option<Arc<TokenTable>>,
     oauth: Option<(Arc<ResourceServer>, String)>,
     keys: StateKeys,
+    /// Where logouts are marked.
+    logouts: Option<Arc<dyn SessionStore>>,
+    /// Whether browsers reach the console over HTTPS (cookies then `Secure`).
+    https: bool,
 }
 
 impl std::fmt::Debug for Operators {
@@ -61,6 +69,10 @@ struct Login {
     /// The fingerprint of the token (tokens file), checked on every request.
     #[serde(default)]
     fp: String,
+    /// This login's own id: two logins are never one cookie (a logout ends
+    /// only its own).
+    #[serde(default)]
+    id: String,
 }
 
 /// Why a login was refused.
@@ -90,6 +102,57 @@ impl Operators {
             tokens,
             oauth,
             keys,
+            logouts: None,
+            https: false,
+        }
+    }
+
+    /// Browsers reach the console over HTTPS (a TLS proxy in front): its
+    /// cookies are marked `Secure`, never sent over plain HTTP.
+    pub fn over_https(mut self, https: bool) -> Self {
+        self.https = https;
+        self
+    }
+
+    /// The attributes of the console's cookies besides their path and age.
+    pub(crate) fn cookie_attributes(&self) -> &'static str {
+        match self.https {
+            true => "HttpOnly; SameSite=Strict; Secure",
+            false => "HttpOnly; SameSite=Strict",
+        }
+    }
+
+    /// Logouts marked in `store` (the replicas' shared store): a login
+    /// logged out on one replica is refused by all.
+    pub fn logouts_in(mut self, store: Arc<dyn SessionStore>) -> Self {
+        self.logouts = Some(store);
+        self
+    }
+
+    /// Ends the login `cookie` on every replica.
+    pub(crate) async fn log_out(&self, cookie: &str) -> Result<(), SessionError> {
+        match &self.logouts {
+            Some(store) => store.open_mailbox(&logged_out(cookie), LOGIN_TTL).await,
+            None => Ok(()),
+        }
+    }
+
+    /// The operator a login cookie names (see [`operator`](Self::operator)),
+    /// unless it was logged out. When the shared store cannot say, the
+    /// login still shows pages but does not act (`acting`).
+    pub(crate) async fn signed_in(&self, cookie: &str, acting: bool) -> Option<Operator> {
+        let operator = self.operator(cookie)?;
+        let Some(store) = &self.logouts else {
+            return Some(operator);
+        };
+        let address = logged_out(cookie);
+        match store.mailboxes(&address, 1).await {
+            Ok(marked) if marked.iter().any(|(found, _)| *found == address) => None,
+            Ok(_) => Some(operator),
+            Err(error) => {
+                tracing::warn!(%error, "cannot check console logouts in the shared store");
+                (!acting).then_some(operator)
+            }
         }
     }
 
@@ -129,6 +192,7 @@ impl Operators {
                 op: name.clone(),
                 by: "tokens".into(),
                 fp: TokenTable::fingerprint(token),
+                id: uuid::Uuid::new_v4().simple().to_string(),
             };
             return Ok((self.keys.seal(PURPOSE, &login, LOGIN_TTL), name));
         }
@@ -156,6 +220,7 @@ impl Operators {
             op: name.clone(),
             by: "oauth".into(),
             fp: String::new(),
+            id: uuid::Uuid::new_v4().simple().to_string(),
         };
         let purpose = self.oauth_purpose().unwrap_or_default();
         Ok((self.keys.seal(&purpose, &login, left.min(LOGIN_TTL)), name))
@@ -183,6 +248,14 @@ impl Operators {
             csrf: csrf_of(cookie),
         })
     }
+}
+
+/// Where the logout of login `cookie` is marked.
+fn logged_out(cookie: &str) -> String {
+    format!(
+        "{LOGGED_OUT}{}",
+        hex::encode(Sha256::digest(cookie.as_bytes()))
+    )
 }
 
 /// The CSRF token of a login: a page of another site cannot read the
@@ -263,6 +336,29 @@ mod tests {
         .unwrap();
         let after = Operators::new(Some(Arc::new(rotated)), None, ops.keys.clone());
         assert!(after.operator(&cookie).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_login_logged_out_on_one_replica_is_refused_by_all() {
+        let store: Arc<dyn SessionStore> =
+            Arc::new(wasm_agent_session::InMemorySessionStore::default());
+        let ops = operators().logouts_in(store.clone());
+        let other = Operators::new(ops.tokens.clone(), None, ops.keys.clone()).logouts_in(store);
+        let (cookie, _) = ops.log_in("op-secret").await.unwrap();
+        let (kept, _) = ops.log_in("op-secret").await.unwrap();
+        assert!(other.signed_in(&cookie, true).await.is_some());
+        ops.log_out(&cookie).await.unwrap();
+        assert!(other.signed_in(&cookie, false).await.is_none());
+        assert!(ops.signed_in(&cookie, true).await.is_none());
+        // Only that login: another of the same operator holds.
+        assert!(other.signed_in(&kept, true).await.is_some());
+    }
+
+    #[test]
+    fn cookies_are_secure_only_behind_https() {
+        assert!(!operators().cookie_attributes().contains("Secure"));
+        let https = operators().over_https(true).cookie_attributes();
+        assert_eq!(https, "HttpOnly; SameSite=Strict; Secure");
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use http::header::{self, HeaderValue};
 use http::{Response, StatusCode};
 use http_body_util::{BodyExt, StreamBody};
@@ -127,7 +128,7 @@ pub(crate) fn micros(us: u64) -> String {
 pub(crate) fn events(
     board: &Arc<CallBoard>,
     permit: OwnedSemaphorePermit,
-    still_in: impl Fn() -> bool + Send + Sync + 'static,
+    still_in: impl Fn() -> BoxFuture<'static, bool> + Send + Sync + 'static,
 ) -> Response<PageBody> {
     let receiver = board.subscribe();
     let state = (receiver, permit, still_in, Instant::now(), false);
@@ -137,13 +138,15 @@ pub(crate) fn events(
             if ended {
                 return None;
             }
-            let checked = match checked.elapsed() >= KEEP_ALIVE {
-                true if !still_in() => {
+            let checked = if checked.elapsed() >= KEEP_ALIVE {
+                // Checked in a task of its own: the body must stay `Sync`.
+                if !tokio::spawn(still_in()).await.unwrap_or(false) {
                     let reload = Bytes::from_static(b"event: reload\ndata: {}\n\n");
                     return Some((reload, (receiver, permit, still_in, checked, true)));
                 }
-                true => Instant::now(),
-                false => checked,
+                Instant::now()
+            } else {
+                checked
             };
             let chunk = match tokio::time::timeout(KEEP_ALIVE, receiver.recv()).await {
                 Err(_) => ": keep-alive\n\n".to_string(),

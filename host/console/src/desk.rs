@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use wasm_agent_mcp::StateKeys;
 use wasm_agent_sandbox::ask::{
-    Asker, Asking, OPERATORS, OperatorDesk, Question, Reply, SessionAnswers,
+    Asker, Asking, OPERATORS, OperatorDesk, Question, Referral, Reply, SessionAnswers,
 };
 use wasm_agent_sandbox::text::one_line;
 use wasm_agent_session::SessionStore;
@@ -306,15 +306,20 @@ impl Asker for DeskAsker {
             telling: None,
         };
         let url = self.desk.page_of(&id);
-        if let (Some(person), Some(url)) = (self.person.clone(), url.clone()) {
-            let (id, wait) = (id.clone(), self.desk.wait);
-            let message = format!(
-                "An operator decides this: {} Follow its progress at the operators' console.",
-                question.text()
-            );
+        if let (Some(person), Some(url)) = (self.person.clone(), url) {
+            let referral = Referral {
+                question: question.clone(),
+                id: id.clone(),
+                url,
+                message: format!(
+                    "An operator decides this: {} Follow its progress at the operators' console.",
+                    question.text()
+                ),
+            };
+            let wait = self.desk.wait;
             // Told, not waited for: the answer comes from the console.
             withdrawn.telling = Some(tokio::spawn(async move {
-                let _ = tokio::time::timeout(wait, person.point_to(&id, &url, &message)).await;
+                let _ = tokio::time::timeout(wait, person.point_to(&referral)).await;
             }));
         }
         tracing::info!(question = %id, tool = %question.tool, "a question waits for an operator");

@@ -236,7 +236,8 @@ impl Pages for Console {
         let cookie = web::cookie(request.headers(), auth::LOGIN_COOKIE)
             .unwrap_or("")
             .to_string();
-        let Some(operator) = self.inner.operators.operator(&cookie) else {
+        let acting = method != Method::GET;
+        let Some(operator) = self.inner.operators.signed_in(&cookie, acting).await else {
             return match method {
                 Method::GET => web::see_other(&format!("{PREFIX}/login")),
                 _ => web::text(
@@ -246,7 +247,7 @@ impl Pages for Console {
             };
         };
         if method == Method::POST {
-            return pages::post(&self.inner, &operator, &path, request).await;
+            return pages::post(&self.inner, &operator, &cookie, &path, request).await;
         }
         if method != Method::GET {
             return web::text(StatusCode::METHOD_NOT_ALLOWED, "use GET or POST");

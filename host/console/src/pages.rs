@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use askama::Template;
 use bytes::Bytes;
+use futures::future::BoxFuture;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde::Deserialize;
@@ -128,7 +129,13 @@ pub(crate) fn login_form(operators: &Operators, error: Option<String>) -> Respon
         error,
     });
     *response.status_mut() = status;
-    web::set_cookie(&mut response, FORM_COOKIE, &form, auth::FORM_TTL.as_secs());
+    let attributes = operators.cookie_attributes();
+    web::set_cookie(
+        &mut response,
+        (FORM_COOKIE, &form),
+        attributes,
+        auth::FORM_TTL.as_secs(),
+    );
     response
 }
 
@@ -168,8 +175,14 @@ pub(crate) async fn log_in(inner: &Inner, request: Request<Incoming>) -> Respons
                 ..OperatorAction::default()
             });
             let mut response = web::see_other(&format!("{PREFIX}/tools"));
-            web::set_cookie(&mut response, LOGIN_COOKIE, &cookie, LOGIN_TTL.as_secs());
-            web::set_cookie(&mut response, FORM_COOKIE, "", 0);
+            let attributes = operators.cookie_attributes();
+            web::set_cookie(
+                &mut response,
+                (LOGIN_COOKIE, &cookie),
+                attributes,
+                LOGIN_TTL.as_secs(),
+            );
+            web::set_cookie(&mut response, (FORM_COOKIE, ""), attributes, 0);
             response
         }
         Err(error) => login_form(operators, Some(error.to_string())),
@@ -189,6 +202,7 @@ struct ActionForm {
 pub(crate) async fn post(
     inner: &Inner,
     operator: &Operator,
+    cookie: &str,
     path: &str,
     request: Request<Incoming>,
 ) -> Response<PageBody> {
@@ -209,13 +223,20 @@ pub(crate) async fn post(
     match path {
         "/logout" => {
             tracing::info!(operator = %operator.name, "an operator logged out of the console");
+            if let Err(error) = inner.operators.log_out(cookie).await {
+                return web::text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &format!("not logged out: the shared store did not take the logout ({error})"),
+                );
+            }
             inner.record(OperatorAction {
                 operator: operator.name.clone(),
                 action: "log_out".into(),
                 ..OperatorAction::default()
             });
             let mut response = web::see_other(&format!("{PREFIX}/login"));
-            web::set_cookie(&mut response, LOGIN_COOKIE, "", 0);
+            let attributes = inner.operators.cookie_attributes();
+            web::set_cookie(&mut response, (LOGIN_COOKIE, ""), attributes, 0);
             response
         }
         path => match path.strip_prefix("/approvals/") {
@@ -274,9 +295,15 @@ pub(crate) async fn get(
 
 /// Whether the login `cookie` still holds (a live page's stream ends
 /// when it does not).
-fn still_in(inner: &Inner, cookie: &str) -> impl Fn() -> bool + Send + Sync + 'static {
+fn still_in(
+    inner: &Inner,
+    cookie: &str,
+) -> impl Fn() -> BoxFuture<'static, bool> + Send + Sync + 'static {
     let (operators, cookie) = (inner.operators.clone(), cookie.to_string());
-    move || operators.operator(&cookie).is_some()
+    move || {
+        let (operators, cookie) = (operators.clone(), cookie.clone());
+        Box::pin(async move { operators.signed_in(&cookie, false).await.is_some() })
+    }
 }
 
 async fn audit_page(inner: &Inner, operator: &Operator, query: Option<&str>) -> Response<PageBody> {

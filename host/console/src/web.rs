@@ -109,11 +109,17 @@ pub(crate) fn see_other(location: &str) -> Response<PageBody> {
     response
 }
 
-/// Sets cookie `name` for the console's path: HttpOnly, SameSite=Strict,
-/// for `max_age` seconds (0 removes it).
-pub(crate) fn set_cookie(response: &mut Response<PageBody>, name: &str, value: &str, max_age: u64) {
+/// Sets cookie `name` for the console's path with `attributes`
+/// (HttpOnly, SameSite=Strict, and Secure over HTTPS), for `max_age`
+/// seconds (0 removes it).
+pub(crate) fn set_cookie(
+    response: &mut Response<PageBody>,
+    (name, value): (&str, &str),
+    attributes: &str,
+    max_age: u64,
+) {
     let cookie = format!(
-        "{name}={value}; Path={}; HttpOnly; SameSite=Strict; Max-Age={max_age}",
+        "{name}={value}; Path={}; {attributes}; Max-Age={max_age}",
         crate::PREFIX
     );
     if let Ok(value) = HeaderValue::from_str(&cookie) {

@@ -27,7 +27,7 @@ use super::content;
 use super::handles;
 use super::held::{Continue, Next, Paused, Running};
 use super::identity::Identity;
-use super::input_required::{Binding, Round};
+use super::input_required::{Binding, Round, Shows};
 use super::server::{McpServer, Shared};
 
 /// Who a call's questions go to.
@@ -41,6 +41,7 @@ pub(crate) enum Ask {
     WithTheAnswer {
         state: Option<String>,
         responses: Option<InputResponses>,
+        shows: Shows,
     },
 }
 
@@ -120,13 +121,17 @@ impl McpServer {
         let (asking, round) = match ask {
             Ask::Nobody => (None, None),
             Ask::Now(asking) => (Some(asking), None),
-            Ask::WithTheAnswer { state, responses } => {
+            Ask::WithTheAnswer {
+                state,
+                responses,
+                shows,
+            } => {
                 binding.version = tool.target.version().unwrap_or_default();
                 binding.arguments = question::exact(&arguments);
                 let round = self
                     .shared()
                     .rounds
-                    .open(state.as_deref(), responses.as_ref(), &mut binding)
+                    .open(state.as_deref(), responses.as_ref(), &mut binding, shows)
                     .await?;
                 if binding.session.is_empty() {
                     // A state that named no session: one of its own.
@@ -294,7 +299,7 @@ impl GoOn {
         paused: Paused,
     ) -> BoxFuture<'static, Result<CallToolResponse, ErrorData>> {
         Box::pin(async move {
-            let question = paused.question.clone();
+            let (question, referral) = (paused.question.clone(), paused.referral.clone());
             let then = self.clone();
             let next: Continue = Arc::new(move |running| then.clone().after(running));
             let caller = format!("{}\0{}", self.binding.tenant, self.binding.principal);
@@ -304,6 +309,7 @@ impl GoOn {
                     .rounds
                     .held(
                         &question,
+                        referral.as_ref(),
                         &self.round.carried(&self.binding, self.interpreter),
                         &self.binding,
                         held,

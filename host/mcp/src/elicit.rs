@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use rmcp::model::{InitializeRequestParams, NumberOrString, ProtocolVersion, RequestId};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
-use wasm_agent_sandbox::ask::{Asker, Question, Reply};
+use wasm_agent_sandbox::ask::{Asker, Question, Referral, Reply};
 
 use super::relay::Relay;
 
@@ -219,16 +219,11 @@ impl Asker for Elicitor {
         "the MCP client's user (elicitation)".into()
     }
 
-    async fn point_to(&self, id: &str, url: &str, message: &str) {
+    async fn point_to(&self, referral: &Referral) {
         if !self.requests.can_point() {
             return;
         }
-        let params = json!({
-            "mode": "url",
-            "message": message,
-            "url": url,
-            "elicitationId": id,
-        });
+        let params = pointer(referral);
         // Whether the user agreed to open it does not matter: the answer
         // comes from the page.
         let _ = self
@@ -246,6 +241,17 @@ impl Asker for Elicitor {
             }));
         }
     }
+}
+
+/// The URL-mode `elicitation/create` parameters that send the person to
+/// where `referral` is decided.
+pub(crate) fn pointer(referral: &Referral) -> Value {
+    json!({
+        "mode": "url",
+        "message": referral.message,
+        "url": referral.url,
+        "elicitationId": referral.id,
+    })
 }
 
 /// The `elicitation/create` parameters for `question`: its text and one

@@ -16,6 +16,7 @@ use tracing::Instrument;
 use super::call::{Ask, ClientCall, SendProgress};
 use super::handles::{self, SESSION_ARGUMENT};
 use super::identity::Identity;
+use super::input_required::Shows;
 use super::server::McpServer;
 use super::traced::{self, Origin};
 
@@ -124,16 +125,24 @@ impl ServerHandler for McpServer {
             headers.map_or(Origin::STDIO, Origin::http),
         );
         // The sessionless revision asks with the call's answer (input
-        // required), when the client can show a form; a request state is
-        // checked whatever the client declares.
+        // required), when the client can show a form or open a page; a
+        // request state is checked whatever the client declares.
         let state = request.request_state.take();
         let responses = request.input_responses.take();
-        let ask = if state.is_some()
-            || context
-                .client_capabilities()
-                .is_some_and(|c| form_elicitation(&c))
-        {
-            Ask::WithTheAnswer { state, responses }
+        let shows = context
+            .client_capabilities()
+            .map(|c| shown_by(&c))
+            .unwrap_or_default();
+        let ask = if state.is_some() || shows.forms || shows.pages {
+            Ask::WithTheAnswer {
+                state,
+                responses,
+                // A retry from a client that declares nothing is asked as before.
+                shows: Shows {
+                    forms: shows.forms || !shows.pages,
+                    pages: shows.pages,
+                },
+            }
         } else {
             Ask::Nobody
         };
@@ -200,13 +209,14 @@ impl McpServer {
     }
 }
 
-/// Whether a client's capabilities say it shows elicitation forms (an empty
-/// elicitation capability means forms).
-fn form_elicitation(capabilities: &rmcp::model::ClientCapabilities) -> bool {
-    capabilities
-        .elicitation
-        .as_ref()
-        .is_some_and(|e| e.form.is_some() || e.url.is_none())
+/// What a client's capabilities say it shows: elicitation forms (an empty
+/// elicitation capability means forms) and URL-mode pages.
+fn shown_by(capabilities: &rmcp::model::ClientCapabilities) -> Shows {
+    let elicitation = capabilities.elicitation.as_ref();
+    Shows {
+        forms: elicitation.is_some_and(|e| e.form.is_some() || e.url.is_none()),
+        pages: elicitation.is_some_and(|e| e.url.is_some()),
+    }
 }
 
 /// The `_meta` key that names a tool session in sessionless requests.

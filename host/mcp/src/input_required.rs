@@ -14,7 +14,7 @@
 //! question twice.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::ErrorData;
@@ -24,13 +24,14 @@ use rmcp::model::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use wasm_agent_sandbox::ask::{Asker, Asking, Question, Reply, SessionAnswers, SharedAnswers};
+use wasm_agent_sandbox::ask::{Question, Referral, Reply};
 use wasm_agent_session::SessionStore;
 
-use tokio::sync::{mpsc, oneshot};
+mod round;
+
+pub(crate) use round::Round;
 
 use super::elicit;
-use super::held::Paused;
 use super::identity::Identity;
 use super::state_keys::StateKeys;
 
@@ -95,6 +96,15 @@ struct Sealed {
     script: Option<String>,
 }
 
+/// What the client of a request can show its user, as its capabilities
+/// declare: elicitation forms (questions it answers), and URL-mode
+/// elicitation (pages where a question is decided elsewhere).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Shows {
+    pub forms: bool,
+    pub pages: bool,
+}
+
 /// The request states of one server.
 pub(crate) struct Rounds {
     keys: StateKeys,
@@ -116,10 +126,11 @@ impl Rounds {
         state: Option<&str>,
         responses: Option<&InputResponses>,
         binding: &mut Binding,
+        shows: Shows,
     ) -> Result<Round, ErrorData> {
         let mut answers = HashMap::new();
         let Some(state) = state else {
-            return Ok(Round::new(answers, self.wait, None, None));
+            return Ok(Round::new(answers, self.wait, None, None, shows));
         };
         let sealed: Sealed = self.keys.codec().open_json(state).map_err(|error| {
             refused(match error {
@@ -163,10 +174,15 @@ impl Rounds {
             let reply = responses
                 .and_then(|responses| responses.get(key))
                 .map_or(Reply::NoAnswer, elicit::reply_of);
-            answers.insert(question.clone(), reply);
+            // A page the person was sent to is decided there: whatever the
+            // client replies answers nothing (its held call's own asker
+            // ignores it).
+            if !question.starts_with(REFERRAL) {
+                answers.insert(question.clone(), reply);
+            }
             held = sealed.held.clone().map(|id| (id, reply));
         }
-        Ok(Round::new(answers, self.wait, held, sealed.script))
+        Ok(Round::new(answers, self.wait, held, sealed.script, shows))
     }
 
     /// The input-required result when the call stopped for questions the
@@ -183,7 +199,7 @@ impl Rounds {
         script: Option<String>,
         interpreter: bool,
     ) -> Option<InputRequiredResult> {
-        let deferred = round.asker.deferred();
+        let deferred = round.deferred();
         if deferred.is_empty() {
             return None;
         }
@@ -194,20 +210,33 @@ impl Rounds {
     }
 
     /// The input-required result of `question`, asked by a running call
-    /// held as `held`.
+    /// held as `held`; with `referral`, the person is sent to the page
+    /// where it is decided instead.
     pub fn held(
         &self,
         question: &Question,
+        referral: Option<&Referral>,
         answers: &[(String, String)],
         binding: &Binding,
         held: String,
     ) -> InputRequiredResult {
-        let sealed = self.sealed(
+        let mut sealed = self.sealed(
             std::slice::from_ref(question),
             answers.to_vec(),
             binding,
             Some(held),
         );
+        if let Some(referral) = referral {
+            let (requests, state) = &mut sealed;
+            let request =
+                json!({"method": "elicitation/create", "params": elicit::pointer(referral)});
+            let request: InputRequest =
+                serde_json::from_value(request).expect("a URL-mode elicitation request");
+            for (key, question) in &mut state.asked {
+                requests.insert(key.clone(), request.clone());
+                *question = format!("{REFERRAL}{question}");
+            }
+        }
         self.finish(sealed)
     }
 
@@ -257,174 +286,9 @@ impl Rounds {
     }
 }
 
-/// The answers one request carries, and the questions its call stopped for.
-pub(crate) struct Round {
-    answers: HashMap<String, Reply>,
-    asker: Arc<RoundAsker>,
-    wait: Duration,
-    /// The hold whose question this request answers, and the answer.
-    held: Option<(String, Reply)>,
-    /// The pause of the script this request goes on with.
-    script: Option<String>,
-}
-
-impl Round {
-    fn new(
-        answers: HashMap<String, Reply>,
-        wait: Duration,
-        held: Option<(String, Reply)>,
-        script: Option<String>,
-    ) -> Self {
-        let asker = Arc::new(RoundAsker {
-            answers: Mutex::new(answers.clone()),
-            deferred: Mutex::default(),
-            pauses: Mutex::default(),
-        });
-        Self {
-            answers,
-            asker,
-            wait,
-            held,
-            script,
-        }
-    }
-
-    /// The pause of the script this request goes on with, if any.
-    pub fn script(&self) -> Option<&str> {
-        self.script.as_deref()
-    }
-
-    /// The answers a state carries to the retry: all of them, or, for an
-    /// interpreter's call (a script, which goes on rather than starting
-    /// again), those it has not used and the one about the call itself.
-    pub fn carried(&self, binding: &Binding, interpreter: bool) -> Vec<(String, String)> {
-        match interpreter {
-            true => self.unused_answers_and(&top_level(binding)),
-            false => self.answers(),
-        }
-    }
-
-    /// The answers the call has not used (yet), and the one to question
-    /// `kept` whether used or not, as a state carries them.
-    fn unused_answers_and(&self, kept: &str) -> Vec<(String, String)> {
-        let unused = self
-            .asker
-            .answers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let kept = self.answers.get_key_value(kept);
-        unused
-            .iter()
-            .filter(|(question, _)| kept.is_none_or(|(key, _)| key != *question))
-            .chain(kept)
-            .filter_map(|(question, reply)| Some((question.clone(), name_of(*reply)?.into())))
-            .collect()
-    }
-
-    /// The held call this request answers the question of, and the answer.
-    pub fn held(&self) -> Option<&(String, Reply)> {
-        self.held.as_ref()
-    }
-
-    /// Questions of the call once it runs go to `pauses` (the call is held
-    /// while the person is asked).
-    pub fn pause_with(&self, pauses: mpsc::Sender<Paused>) {
-        *self
-            .asker
-            .pauses
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(pauses);
-    }
-
-    /// The answers given so far, as a state carries them.
-    pub fn answers(&self) -> Vec<(String, String)> {
-        self.answers
-            .iter()
-            .filter_map(|(question, reply)| Some((question.clone(), name_of(*reply)?.into())))
-            .collect()
-    }
-
-    /// Who the call's questions go to: the answers carried, else the person
-    /// with the call's answer. "Allow for this session" is offered (when
-    /// the server offers it) only in a tool session the caller named or was
-    /// handed, and is kept in `shared` for every replica.
-    pub fn asking(&self, shared: Option<Arc<dyn SharedAnswers>>) -> Asking {
-        let answers = SessionAnswers::new(self.wait, shared.is_some());
-        let answers = match shared {
-            Some(shared) => answers.shared(shared),
-            None => answers,
-        };
-        Asking::new(self.asker.clone(), Arc::new(answers))
-    }
-}
-
-/// Answers from the request, else defers the question to the person.
-struct RoundAsker {
-    /// Answers to questions asked before the call starts; each is used once.
-    answers: Mutex<HashMap<String, Reply>>,
-    deferred: Mutex<Vec<Question>>,
-    /// Where a running call's questions go.
-    pauses: Mutex<Option<mpsc::Sender<Paused>>>,
-}
-
-impl RoundAsker {
-    fn deferred(&self) -> Vec<Question> {
-        self.deferred
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-}
-
-#[async_trait::async_trait]
-impl Asker for RoundAsker {
-    async fn ask(&self, question: &Question) -> Reply {
-        // A running call's questions are never answered from the request
-        // (its own call of the same tool with the same arguments asks anew).
-        if !question.running {
-            let carried = self
-                .answers
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&question.key());
-            if let Some(reply) = carried {
-                return reply;
-            }
-        }
-        if question.running {
-            // A running call cannot stop to be made again: it is held.
-            let pauses = self
-                .pauses
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone();
-            let Some(pauses) = pauses else {
-                return Reply::Unavailable;
-            };
-            let (reply, replied) = oneshot::channel();
-            let paused = Paused {
-                question: question.clone(),
-                reply,
-            };
-            if pauses.send(paused).await.is_err() {
-                return Reply::Unavailable;
-            }
-            return replied.await.unwrap_or(Reply::NoAnswer);
-        }
-        // One form per question, however many calls ask it (a script's
-        // gathered identical calls): one answer, one call, the others asked
-        // again.
-        let mut deferred = self.deferred.lock().unwrap_or_else(PoisonError::into_inner);
-        if !deferred.iter().any(|asked| asked.key() == question.key()) {
-            deferred.push(question.clone());
-        }
-        Reply::Later
-    }
-
-    fn who(&self) -> String {
-        "the MCP client's user (input required)".into()
-    }
-}
+/// What the sealed state names a page the person was sent to by (never a
+/// question's key, so the client's reply to it answers nothing).
+const REFERRAL: &str = "referral\0";
 
 /// A reply as a state or a relayed answer names it (`None`: not an answer).
 pub(crate) fn name_of(reply: Reply) -> Option<&'static str> {
@@ -491,7 +355,7 @@ mod tests {
     use super::*;
     use wasm_agent_sandbox::ask::Subject;
 
-    fn question(running: bool) -> Question {
+    pub(super) fn question(running: bool) -> Question {
         Question {
             tool: "t".into(),
             subject: Subject::Call {
@@ -504,16 +368,52 @@ mod tests {
         }
     }
 
+    pub(super) fn referral() -> Referral {
+        Referral {
+            question: question(false),
+            id: "q1".into(),
+            url: "http://127.0.0.1:1/console/approvals/q1".into(),
+            message: "An operator decides this".into(),
+        }
+    }
+
     #[tokio::test]
-    async fn an_answer_carried_by_the_request_is_used_once_and_never_by_a_running_call() {
-        let answers = HashMap::from([(question(false).key(), Reply::Once)]);
-        let round = Round::new(answers, Duration::from_secs(1), None, None);
-        // The same question from the running call (a tool calling itself
-        // with the same arguments) is not answered from the request.
-        assert_eq!(round.asker.ask(&question(true)).await, Reply::Unavailable);
-        assert_eq!(round.asker.ask(&question(false)).await, Reply::Once);
-        // Asked again before the call starts: it goes to the person.
-        assert_eq!(round.asker.ask(&question(false)).await, Reply::Later);
-        assert_eq!(round.asker.deferred().len(), 1);
+    async fn the_reply_to_a_page_is_no_answer() {
+        let store = Arc::new(wasm_agent_session::InMemorySessionStore::default());
+        let rounds = Rounds::new(StateKeys::random(), store, Duration::from_secs(30));
+        let mut binding = Binding {
+            principal: "alice".into(),
+            tenant: "acme".into(),
+            tool: "t".into(),
+            version: "sha256:00".into(),
+            arguments: "sha256:11".into(),
+            session: String::new(),
+            handle: None,
+        };
+        let sent = rounds.held(
+            &question(false),
+            Some(&referral()),
+            &[],
+            &binding,
+            "h1".into(),
+        );
+        let sent = serde_json::to_value(&sent).unwrap();
+        let requests = sent["inputRequests"].as_object().unwrap();
+        let (key, request) = requests.iter().next().unwrap();
+        assert_eq!(request["params"]["mode"], "url");
+        assert_eq!(request["params"]["elicitationId"], "q1");
+        // The client claims an approval: only its held call hears it (and
+        // the call's own asker ignores it); no answer is recorded.
+        let claimed = InputResponses::from([(
+            key.clone(),
+            json!({"action": "accept", "content": {"decision": "allow_once"}}),
+        )]);
+        let state = sent["requestState"].as_str().unwrap();
+        let round = rounds
+            .open(Some(state), Some(&claimed), &mut binding, Shows::default())
+            .await
+            .unwrap();
+        assert!(round.answers().is_empty(), "{:?}", round.answers());
+        assert_eq!(round.held().map(|(id, _)| id.as_str()), Some("h1"));
     }
 }

@@ -162,18 +162,31 @@ pub trait Asker: Send + Sync + 'static {
     /// Who answers, for the audit trail (`the MCP client's user`).
     fn who(&self) -> String;
 
-    /// Tells the person that question `id` about their call is answered
-    /// elsewhere, at `url` (the operators' console page), when they can be
-    /// told (an MCP client that declared URL-mode elicitation); `message`
-    /// says what it is about. Returns once they were told, or could not be.
-    async fn point_to(&self, id: &str, url: &str, message: &str) {
-        let _ = (id, url, message);
+    /// Tells the person that a question about their call is answered
+    /// elsewhere (the operators' console page), when they can be told (an
+    /// MCP client that declared URL-mode elicitation). Returns once they
+    /// were told, or could not be. Whatever they reply is not an answer.
+    async fn point_to(&self, referral: &Referral) {
+        let _ = referral;
     }
 
     /// The question `id` that [`point_to`](Self::point_to) named was answered.
     fn answered_elsewhere(&self, id: &str) {
         let _ = id;
     }
+}
+
+/// A question decided elsewhere, and where the person can follow it.
+#[derive(Clone, Debug)]
+pub struct Referral {
+    /// The question.
+    pub question: Question,
+    /// Its id where it is decided.
+    pub id: String,
+    /// The page where it is decided.
+    pub url: String,
+    /// What the person is told (one line, escaped).
+    pub message: String,
 }
 
 /// Who answers for an [`OperatorDesk`] (its askers' [`Asker::who`]), as
