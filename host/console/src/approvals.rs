@@ -146,11 +146,14 @@ pub(crate) async fn answer(
         ),
     };
     // The trail says the answer was given: it also says it did not count.
-    inner.record(OperatorAction {
+    let not_taken = OperatorAction {
         action: NOT_TAKEN.into(),
         detail: Some(format!("{answer}: {why}")),
         ..action
-    });
+    };
+    if let Err(error) = inner.record_now(not_taken).await {
+        tracing::warn!(%error, "cannot record that an operator's answer did not count");
+    }
     response
 }
 

@@ -139,8 +139,8 @@ impl Operators {
 
     /// The operator a login cookie names (see [`operator`](Self::operator)),
     /// unless it was logged out. When the shared store cannot say, the
-    /// login still shows pages but does not act (`acting`).
-    pub(crate) async fn signed_in(&self, cookie: &str, acting: bool) -> Option<Operator> {
+    /// login holds only where that is not `strict`.
+    pub(crate) async fn signed_in(&self, cookie: &str, strict: bool) -> Option<Operator> {
         let operator = self.operator(cookie)?;
         let Some(store) = &self.logouts else {
             return Some(operator);
@@ -151,7 +151,7 @@ impl Operators {
             Ok(_) => Some(operator),
             Err(error) => {
                 tracing::warn!(%error, "cannot check console logouts in the shared store");
-                (!acting).then_some(operator)
+                (!strict).then_some(operator)
             }
         }
     }

@@ -26,6 +26,13 @@ const ANSWER_PREFIX: &str = "console-answer:";
 const POLL: Duration = Duration::from_millis(200);
 /// The longest between two looks.
 const MAX_POLL: Duration = Duration::from_secs(1);
+/// Longest a call made again (its person was sent to the question's page)
+/// waits for the answer before the person is sent there again: well under
+/// clients' and proxies' request timeouts.
+const RETRY_WAIT: Duration = Duration::from_secs(20);
+/// How often the replica that asked a question referred with the call's
+/// answer looks whether it still waits (it keeps the caller's place).
+const PLACE_CHECK: Duration = Duration::from_secs(5);
 /// Most questions the approvals page lists.
 pub const MAX_LISTED: usize = 200;
 /// Most questions one caller may have waiting on one replica; more are not
@@ -92,6 +99,8 @@ pub struct Desk {
     base: Arc<OnceLock<String>>,
     /// Questions waiting on this replica, by caller.
     waiting_here: Arc<Mutex<HashMap<String, usize>>>,
+    /// How long a call made again waits for the answer (see [`RETRY_WAIT`]).
+    retry_wait: Duration,
 }
 
 impl std::fmt::Debug for Desk {
@@ -112,6 +121,7 @@ impl Desk {
             wait,
             base: Arc::default(),
             waiting_here: Arc::default(),
+            retry_wait: RETRY_WAIT.min(wait),
         }
     }
 
@@ -161,6 +171,54 @@ impl Desk {
             .keys
             .open(&format!("{QUESTION_SEAL}\0{address}"), sealed)?;
         (format!("{QUESTION_PREFIX}{}", pending.id) == address).then_some(pending)
+    }
+
+    /// The page the person behind the call of question `id` is sent to.
+    fn referral(&self, question: &Question, id: &str) -> Option<Referral> {
+        Some(Referral {
+            question: question.clone(),
+            id: id.to_string(),
+            url: self.page_of(id)?,
+            message: format!(
+                "An operator decides this: {} Follow its progress at the operators' console.",
+                question.text()
+            ),
+        })
+    }
+
+    /// The operator's answer to question `id` (whose digest is `key`), if
+    /// one was left; anything forged or for another question denies.
+    async fn answer_to(&self, id: &str, key: &str) -> Option<Reply> {
+        let address = format!("{ANSWER_PREFIX}{id}");
+        match self.store.collect_mail(&address).await {
+            Ok(Some(sealed)) => {
+                let _ = self.store.close_mailbox(&address).await;
+                let seal = format!("{ANSWER_SEAL}\0{id}");
+                let answer: Option<Answer> = self.keys.open(&seal, &sealed);
+                Some(reply_of(answer.as_ref(), key))
+            }
+            Ok(None) => None,
+            Err(error) => {
+                tracing::debug!(%error, "cannot look for an operator's answer");
+                None
+            }
+        }
+    }
+
+    /// Keeps `place` (a caller's among the questions waiting here) while
+    /// question `id`, asked with the call's answer, still waits.
+    fn keep_place(&self, place: Place, id: String) {
+        let desk = self.clone();
+        tokio::spawn(async move {
+            let _place = place;
+            let started = tokio::time::Instant::now();
+            while started.elapsed() < desk.wait {
+                tokio::time::sleep(PLACE_CHECK).await;
+                if desk.question(&id).await.is_none() {
+                    break;
+                }
+            }
+        });
     }
 
     /// Leaves `answer` for question `id`: `false` if it no longer waits or
@@ -257,7 +315,12 @@ impl Drop for Place {
 #[async_trait::async_trait]
 impl Asker for DeskAsker {
     async fn ask(&self, question: &Question) -> Reply {
-        let Some(_place) = self.place() else {
+        // The call made again after its person was sent to the page.
+        let referred = self.person.as_ref().and_then(|p| p.referred(question));
+        if let (Some(id), Some(person)) = (referred, &self.person) {
+            return self.collect(question, &id, person.as_ref()).await;
+        }
+        let Some(place) = self.place() else {
             tracing::warn!(
                 "a caller has {MAX_PER_CALLER} questions waiting for operators here (or this \
                  replica {MAX_WAITING}); this one is not asked"
@@ -300,39 +363,33 @@ impl Asker for DeskAsker {
             tracing::warn!(%error, "cannot put a question on the operators' desk");
             return Reply::Unavailable;
         }
+        tracing::info!(question = %id, tool = %question.tool, "a question waits for an operator");
+        let referral = self.desk.referral(question, &id);
+        if let (Some(person), Some(referral)) = (&self.person, &referral)
+            && person.refer_later(referral)
+        {
+            // Sent with the call's answer: the question stays on the desk
+            // (until answered or expired), and the caller's place with it.
+            self.desk.keep_place(place, id);
+            return Reply::Later;
+        }
+        let _place = place;
         let mut withdrawn = Withdraw {
             store: store.clone(),
             addresses: [asked_at, answer_at.clone()],
             telling: None,
         };
-        let url = self.desk.page_of(&id);
-        if let (Some(person), Some(url)) = (self.person.clone(), url) {
-            let referral = Referral {
-                question: question.clone(),
-                id: id.clone(),
-                url,
-                message: format!(
-                    "An operator decides this: {} Follow its progress at the operators' console.",
-                    question.text()
-                ),
-            };
+        if let (Some(person), Some(referral)) = (self.person.clone(), referral) {
             let wait = self.desk.wait;
             // Told, not waited for: the answer comes from the console.
             withdrawn.telling = Some(tokio::spawn(async move {
                 let _ = tokio::time::timeout(wait, person.point_to(&referral)).await;
             }));
         }
-        tracing::info!(question = %id, tool = %question.tool, "a question waits for an operator");
-        let seal = format!("{ANSWER_SEAL}\0{id}");
         let mut poll = POLL;
         let reply = loop {
-            match store.collect_mail(&answer_at).await {
-                Ok(Some(sealed)) => {
-                    let answer: Option<Answer> = self.desk.keys.open(&seal, &sealed);
-                    break reply_of(answer.as_ref(), &key);
-                }
-                Ok(None) => {}
-                Err(error) => tracing::debug!(%error, "cannot look for an operator's answer"),
+            if let Some(reply) = self.desk.answer_to(&id, &key).await {
+                break reply;
             }
             tokio::time::sleep(poll).await;
             poll = (poll * 3 / 2).min(MAX_POLL);
@@ -345,6 +402,39 @@ impl Asker for DeskAsker {
 
     fn who(&self) -> String {
         OPERATORS.into()
+    }
+}
+
+impl DeskAsker {
+    /// The answer to question `id`, asked when the call was first made
+    /// (its person sent to the page): waited for a while, then the person
+    /// is sent there again (the call stops again); once the question no
+    /// longer waits unanswered, there is no answer.
+    async fn collect(&self, question: &Question, id: &str, person: &dyn Asker) -> Reply {
+        let key = hex::encode(Sha256::digest(question.key()));
+        let started = tokio::time::Instant::now();
+        let mut poll = POLL;
+        loop {
+            if let Some(reply) = self.desk.answer_to(id, &key).await {
+                return reply;
+            }
+            if self.desk.question(id).await.is_none() {
+                // Answered between the two looks, or gone.
+                return self
+                    .desk
+                    .answer_to(id, &key)
+                    .await
+                    .unwrap_or(Reply::NoAnswer);
+            }
+            if started.elapsed() >= self.desk.retry_wait
+                && let Some(referral) = self.desk.referral(question, id)
+                && person.refer_later(&referral)
+            {
+                return Reply::Later;
+            }
+            tokio::time::sleep(poll).await;
+            poll = (poll * 3 / 2).min(MAX_POLL);
+        }
     }
 }
 
@@ -383,147 +473,4 @@ impl Drop for Withdraw {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use wasm_agent_sandbox::ask::Subject;
-    use wasm_agent_session::InMemorySessionStore;
-
-    fn question() -> Question {
-        Question {
-            tool: "drop_table".into(),
-            subject: Subject::Call {
-                summary: r#"{"table":"users"}"#.into(),
-                version: "sha256:00".into(),
-                arguments: "sha256:11".into(),
-            },
-            offer_session: false,
-            running: false,
-        }
-    }
-
-    fn desk(store: &Arc<dyn SessionStore>, keys: &StateKeys) -> Desk {
-        Desk::new(store.clone(), keys.clone(), Duration::from_secs(30))
-    }
-
-    /// Asks `question()` on `desk` for alice of acme; the first pending one.
-    async fn asked(desk: &Desk) -> (tokio::task::JoinHandle<Reply>, Pending) {
-        let asker = desk
-            .asking(Some("alice"), Some("acme"), None)
-            .asker()
-            .clone();
-        let asked = tokio::spawn(async move { asker.ask(&question()).await });
-        loop {
-            if let Some(first) = desk.waiting().await.unwrap().0.into_iter().next() {
-                return (asked, first);
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    #[tokio::test]
-    async fn a_question_waits_on_the_desk_until_an_operator_answers_it_once() {
-        let store: Arc<dyn SessionStore> = Arc::new(InMemorySessionStore::default());
-        let keys = StateKeys::random();
-        let (desk, other_replica) = (desk(&store, &keys), desk(&store, &keys));
-        let (asked, pending) = asked(&desk).await;
-        assert_eq!(pending.tool, "drop_table");
-        assert_eq!(pending.caller(), "principal alice, tenant acme");
-        assert!(pending.text.contains(r#"{"table":"users"}"#));
-        assert_eq!(
-            other_replica.question(&pending.id).await.unwrap().id,
-            pending.id
-        );
-        assert!(desk.question("unknown").await.is_none());
-        let answer = |a: &str| Answer {
-            answer: a.into(),
-            operator: "olga".into(),
-            key: pending.key.clone(),
-        };
-        assert!(
-            other_replica
-                .answer(&pending.id, &answer("allow_once"))
-                .await
-                .unwrap()
-        );
-        assert!(
-            !desk.answer(&pending.id, &answer("deny")).await.unwrap(),
-            "the first counts"
-        );
-        assert_eq!(asked.await.unwrap(), Reply::Once);
-        assert!(desk.waiting().await.unwrap().0.is_empty());
-    }
-
-    #[tokio::test]
-    async fn a_store_writer_can_neither_answer_nor_show_another_question() {
-        let store: Arc<dyn SessionStore> = Arc::new(InMemorySessionStore::default());
-        let desk = desk(&store, &StateKeys::random());
-        let (asked, pending) = asked(&desk).await;
-        // Forged details are not listed; a forged answer denies.
-        store
-            .open_mailbox(
-                &format!("{QUESTION_PREFIX}0forged"),
-                Duration::from_secs(30),
-            )
-            .await
-            .unwrap();
-        let forged = r#"{"id":"0forged","tool":"x","text":"harmless","asked":"","key":""}"#;
-        store
-            .deliver(&format!("{QUESTION_PREFIX}0forged"), forged)
-            .await
-            .unwrap();
-        assert_eq!(desk.waiting().await.unwrap().0.len(), 1);
-        let unsealed = format!(
-            r#"{{"answer":"allow_once","operator":"o","key":"{}"}}"#,
-            pending.key
-        );
-        assert!(
-            store
-                .deliver(&format!("{ANSWER_PREFIX}{}", pending.id), &unsealed)
-                .await
-                .unwrap()
-        );
-        assert_eq!(asked.await.unwrap(), Reply::Deny);
-    }
-
-    #[tokio::test]
-    async fn one_caller_cannot_fill_the_desk() {
-        let store: Arc<dyn SessionStore> = Arc::new(InMemorySessionStore::default());
-        let desk = desk(&store, &StateKeys::random());
-        let asker = desk.asking(Some("mallory"), None, None).asker().clone();
-        let waiting: Vec<_> = (0..MAX_PER_CALLER)
-            .map(|_| {
-                let asker = asker.clone();
-                tokio::spawn(async move { asker.ask(&question()).await })
-            })
-            .collect();
-        while desk.waiting().await.unwrap().0.len() < MAX_PER_CALLER {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        assert_eq!(asker.ask(&question()).await, Reply::Unavailable);
-        let (other, _) = asked(&desk).await;
-        other.abort();
-        for task in waiting {
-            task.abort();
-        }
-    }
-
-    #[test]
-    fn anything_but_an_allow_of_this_question_denies() {
-        let answer = |answer: &str, key: &str| Answer {
-            answer: answer.into(),
-            operator: "o".into(),
-            key: key.into(),
-        };
-        assert_eq!(reply_of(Some(&answer("allow_once", "k")), "k"), Reply::Once);
-        assert_eq!(
-            reply_of(Some(&answer("allow_for_session", "k")), "k"),
-            Reply::Session
-        );
-        assert_eq!(
-            reply_of(Some(&answer("allow_once", "other")), "k"),
-            Reply::Deny
-        );
-        assert_eq!(reply_of(Some(&answer("yes", "k")), "k"), Reply::Deny);
-        assert_eq!(reply_of(None, "k"), Reply::Deny);
-    }
-}
+mod tests;

@@ -236,8 +236,11 @@ impl Pages for Console {
         let cookie = web::cookie(request.headers(), auth::LOGIN_COOKIE)
             .unwrap_or("")
             .to_string();
-        let acting = method != Method::GET;
-        let Some(operator) = self.inner.operators.signed_in(&cookie, acting).await else {
+        // Should the shared store not say whether a login was logged out,
+        // it still shows the tools and health pages (what an operator needs
+        // when the store is down), and nothing else.
+        let strict = method != Method::GET || !matches!(path.as_str(), "/tools" | "/health");
+        let Some(operator) = self.inner.operators.signed_in(&cookie, strict).await else {
             return match method {
                 Method::GET => web::see_other(&format!("{PREFIX}/login")),
                 _ => web::text(

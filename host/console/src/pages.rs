@@ -24,6 +24,9 @@ use crate::{Inner, PREFIX, web};
 
 /// Longest the health page waits for the session store.
 const STORE_CHECK: Duration = Duration::from_secs(2);
+/// Longest a live page's check of its login waits for the shared store
+/// (unanswered: the login is taken to be over).
+const STILL_IN_WAIT: Duration = Duration::from_secs(5);
 
 #[derive(Template)]
 #[template(path = "login.html")]
@@ -223,18 +226,23 @@ pub(crate) async fn post(
     match path {
         "/logout" => {
             tracing::info!(operator = %operator.name, "an operator logged out of the console");
-            if let Err(error) = inner.operators.log_out(cookie).await {
-                return web::text(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    &format!("not logged out: the shared store did not take the logout ({error})"),
-                );
-            }
+            let ended = inner.operators.log_out(cookie).await;
             inner.record(OperatorAction {
                 operator: operator.name.clone(),
                 action: "log_out".into(),
                 ..OperatorAction::default()
             });
-            let mut response = web::see_other(&format!("{PREFIX}/login"));
+            // The browser forgets the login either way.
+            let mut response = match ended {
+                Ok(()) => web::see_other(&format!("{PREFIX}/login")),
+                Err(error) => web::text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &format!(
+                        "logged out in this browser only: the shared store did not take the \
+                         logout ({error}), so a copy of the login is still good until it expires"
+                    ),
+                ),
+            };
             let attributes = inner.operators.cookie_attributes();
             web::set_cookie(&mut response, (LOGIN_COOKIE, ""), attributes, 0);
             response
@@ -302,7 +310,13 @@ fn still_in(
     let (operators, cookie) = (inner.operators.clone(), cookie.to_string());
     move || {
         let (operators, cookie) = (operators.clone(), cookie.clone());
-        Box::pin(async move { operators.signed_in(&cookie, false).await.is_some() })
+        Box::pin(async move {
+            let check = operators.signed_in(&cookie, true);
+            matches!(
+                tokio::time::timeout(STILL_IN_WAIT, check).await,
+                Ok(Some(_))
+            )
+        })
     }
 }
 

@@ -299,7 +299,7 @@ impl GoOn {
         paused: Paused,
     ) -> BoxFuture<'static, Result<CallToolResponse, ErrorData>> {
         Box::pin(async move {
-            let (question, referral) = (paused.question.clone(), paused.referral.clone());
+            let question = paused.question.clone();
             let then = self.clone();
             let next: Continue = Arc::new(move |running| then.clone().after(running));
             let caller = format!("{}\0{}", self.binding.tenant, self.binding.principal);
@@ -309,7 +309,6 @@ impl GoOn {
                     .rounds
                     .held(
                         &question,
-                        referral.as_ref(),
                         &self.round.carried(&self.binding, self.interpreter),
                         &self.binding,
                         held,

@@ -20,7 +20,7 @@ use rmcp::model::{CallToolResponse, CallToolResult, InputRequiredResult};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
-use wasm_agent_sandbox::ask::{Question, Referral, Reply};
+use wasm_agent_sandbox::ask::{Question, Reply};
 use wasm_agent_session::SessionStore;
 
 use super::drain::InFlight;
@@ -40,9 +40,6 @@ const CLAIM_WAIT: Duration = Duration::from_secs(3);
 /// A running call's question, and where its answer goes.
 pub(crate) struct Paused {
     pub question: Question,
-    /// Set when the question is decided elsewhere: the person is only sent
-    /// to its page, and their reply is no answer.
-    pub referral: Option<Referral>,
     pub reply: oneshot::Sender<Reply>,
 }
 

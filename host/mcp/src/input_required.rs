@@ -24,7 +24,7 @@ use rmcp::model::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use wasm_agent_sandbox::ask::{Question, Referral, Reply};
+use wasm_agent_sandbox::ask::{Question, Reply};
 use wasm_agent_session::SessionStore;
 
 mod round;
@@ -82,6 +82,11 @@ struct Sealed {
     answers: Vec<(String, String)>,
     /// This round's questions: input request key, question.
     asked: Vec<(String, String)>,
+    /// This round's questions decided elsewhere, whose pages the person
+    /// was sent to: question, its id there. (The client's reply to a page
+    /// is no answer: only where it is decided counts.)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    referred: Vec<(String, String)>,
     /// The hold of the running call that asked them, if one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     held: Option<String>,
@@ -130,7 +135,14 @@ impl Rounds {
     ) -> Result<Round, ErrorData> {
         let mut answers = HashMap::new();
         let Some(state) = state else {
-            return Ok(Round::new(answers, self.wait, None, None, shows));
+            return Ok(Round::new(
+                answers,
+                self.wait,
+                None,
+                None,
+                shows,
+                HashMap::new(),
+            ));
         };
         let sealed: Sealed = self.keys.codec().open_json(state).map_err(|error| {
             refused(match error {
@@ -174,15 +186,18 @@ impl Rounds {
             let reply = responses
                 .and_then(|responses| responses.get(key))
                 .map_or(Reply::NoAnswer, elicit::reply_of);
-            // A page the person was sent to is decided there: whatever the
-            // client replies answers nothing (its held call's own asker
-            // ignores it).
-            if !question.starts_with(REFERRAL) {
-                answers.insert(question.clone(), reply);
-            }
+            answers.insert(question.clone(), reply);
             held = sealed.held.clone().map(|id| (id, reply));
         }
-        Ok(Round::new(answers, self.wait, held, sealed.script, shows))
+        let referred = sealed.referred.into_iter().collect();
+        Ok(Round::new(
+            answers,
+            self.wait,
+            held,
+            sealed.script,
+            shows,
+            referred,
+        ))
     }
 
     /// The input-required result when the call stopped for questions the
@@ -199,44 +214,41 @@ impl Rounds {
         script: Option<String>,
         interpreter: bool,
     ) -> Option<InputRequiredResult> {
-        let deferred = round.deferred();
-        if deferred.is_empty() {
+        let (deferred, referrals) = (round.deferred(), round.referrals());
+        if deferred.is_empty() && referrals.is_empty() {
             return None;
         }
         let answers = round.carried(binding, interpreter);
-        let mut sealed = self.sealed(&deferred, answers, binding, None);
-        sealed.1.script = script;
-        Some(self.finish(sealed))
+        let (mut requests, mut sealed) = self.sealed(&deferred, answers, binding, None);
+        for (number, referral) in referrals.iter().enumerate() {
+            let request =
+                json!({"method": "elicitation/create", "params": elicit::pointer(referral)});
+            let request: InputRequest =
+                serde_json::from_value(request).expect("a URL-mode elicitation request");
+            requests.insert(format!("wasm-agent-page-{}", number + 1), request);
+            sealed
+                .referred
+                .push((referral.question.key(), referral.id.clone()));
+        }
+        sealed.script = script;
+        Some(self.finish((requests, sealed)))
     }
 
     /// The input-required result of `question`, asked by a running call
-    /// held as `held`; with `referral`, the person is sent to the page
-    /// where it is decided instead.
+    /// held as `held`.
     pub fn held(
         &self,
         question: &Question,
-        referral: Option<&Referral>,
         answers: &[(String, String)],
         binding: &Binding,
         held: String,
     ) -> InputRequiredResult {
-        let mut sealed = self.sealed(
+        let sealed = self.sealed(
             std::slice::from_ref(question),
             answers.to_vec(),
             binding,
             Some(held),
         );
-        if let Some(referral) = referral {
-            let (requests, state) = &mut sealed;
-            let request =
-                json!({"method": "elicitation/create", "params": elicit::pointer(referral)});
-            let request: InputRequest =
-                serde_json::from_value(request).expect("a URL-mode elicitation request");
-            for (key, question) in &mut state.asked {
-                requests.insert(key.clone(), request.clone());
-                *question = format!("{REFERRAL}{question}");
-            }
-        }
         self.finish(sealed)
     }
 
@@ -268,6 +280,7 @@ impl Rounds {
             arguments: binding.arguments.clone(),
             answers,
             asked,
+            referred: Vec::new(),
             held,
             session: binding.session.clone(),
             handle: binding.handle.clone(),
@@ -285,10 +298,6 @@ impl Rounds {
         InputRequiredResult::new(Some(requests), Some(state))
     }
 }
-
-/// What the sealed state names a page the person was sent to by (never a
-/// question's key, so the client's reply to it answers nothing).
-const REFERRAL: &str = "referral\0";
 
 /// A reply as a state or a relayed answer names it (`None`: not an answer).
 pub(crate) fn name_of(reply: Reply) -> Option<&'static str> {
@@ -353,7 +362,7 @@ fn refused(why: String) -> ErrorData {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wasm_agent_sandbox::ask::Subject;
+    use wasm_agent_sandbox::ask::{Referral, Subject};
 
     pub(super) fn question(running: bool) -> Question {
         Question {
@@ -378,7 +387,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_reply_to_a_page_is_no_answer() {
+    async fn a_page_goes_out_with_the_answer_and_the_reply_to_it_is_no_answer() {
         let store = Arc::new(wasm_agent_session::InMemorySessionStore::default());
         let rounds = Rounds::new(StateKeys::random(), store, Duration::from_secs(30));
         let mut binding = Binding {
@@ -390,30 +399,41 @@ mod tests {
             session: String::new(),
             handle: None,
         };
-        let sent = rounds.held(
-            &question(false),
-            Some(&referral()),
-            &[],
-            &binding,
-            "h1".into(),
-        );
+        let shows = Shows {
+            forms: true,
+            pages: true,
+        };
+        let first = rounds.open(None, None, &mut binding, shows).await.unwrap();
+        let asker = first.asking(None).asker().clone();
+        assert!(asker.refer_later(&referral()));
+        let sent = rounds
+            .input_required(&first, &binding, None, false)
+            .unwrap();
         let sent = serde_json::to_value(&sent).unwrap();
         let requests = sent["inputRequests"].as_object().unwrap();
         let (key, request) = requests.iter().next().unwrap();
         assert_eq!(request["params"]["mode"], "url");
         assert_eq!(request["params"]["elicitationId"], "q1");
-        // The client claims an approval: only its held call hears it (and
-        // the call's own asker ignores it); no answer is recorded.
+        assert_eq!(request["params"]["url"], referral().url);
+        // The client claims an approval: no answer is recorded; the retry
+        // brings the question's id where it is decided, for that question only.
         let claimed = InputResponses::from([(
             key.clone(),
             json!({"action": "accept", "content": {"decision": "allow_once"}}),
         )]);
         let state = sent["requestState"].as_str().unwrap();
-        let round = rounds
-            .open(Some(state), Some(&claimed), &mut binding, Shows::default())
+        let retry = rounds
+            .open(Some(state), Some(&claimed), &mut binding, shows)
             .await
             .unwrap();
-        assert!(round.answers().is_empty(), "{:?}", round.answers());
-        assert_eq!(round.held().map(|(id, _)| id.as_str()), Some("h1"));
+        assert!(retry.answers().is_empty(), "{:?}", retry.answers());
+        let asker = retry.asking(None).asker().clone();
+        assert_eq!(asker.referred(&question(false)).as_deref(), Some("q1"));
+        assert_eq!(asker.referred(&question(true)), None);
+        assert_eq!(
+            asker.ask(&question(false)).await,
+            Reply::Later,
+            "not approved"
+        );
     }
 }

@@ -170,6 +170,24 @@ pub trait Asker: Send + Sync + 'static {
         let _ = referral;
     }
 
+    /// Sends the person to `referral`'s page with the call's answer (an
+    /// MCP input-required result) when they are asked that way (a question
+    /// about a call that has not started): the call stops before it starts
+    /// and is made again, bringing the referral back (see
+    /// [`referred`](Self::referred)). `false`: not asked that way (then see
+    /// [`point_to`](Self::point_to)).
+    fn refer_later(&self, referral: &Referral) -> bool {
+        let _ = referral;
+        false
+    }
+
+    /// The id, where it is decided, of `question` when the person was sent
+    /// there and the call is now made again ([`refer_later`](Self::refer_later)).
+    fn referred(&self, question: &Question) -> Option<String> {
+        let _ = question;
+        None
+    }
+
     /// The question `id` that [`point_to`](Self::point_to) named was answered.
     fn answered_elsewhere(&self, id: &str) {
         let _ = id;

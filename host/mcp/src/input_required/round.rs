@@ -1,6 +1,6 @@
 //! The round one request opens: the answers it carries, and who the
-//! call's questions go to (the person with the call's answer, or the call
-//! held where it paused).
+//! call's questions go to (the person with the call's answer, the page
+//! where someone else decides it, or the call held where it paused).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -32,10 +32,13 @@ impl Round {
         held: Option<(String, Reply)>,
         script: Option<String>,
         shows: Shows,
+        referred: HashMap<String, String>,
     ) -> Self {
         let asker = Arc::new(RoundAsker {
             answers: Mutex::new(answers.clone()),
             deferred: Mutex::default(),
+            referrals: Mutex::default(),
+            referred,
             pauses: Mutex::default(),
             shows,
         });
@@ -51,6 +54,16 @@ impl Round {
     /// The questions the call stopped for, to go to the person.
     pub(super) fn deferred(&self) -> Vec<Question> {
         self.asker.deferred()
+    }
+
+    /// The pages the person is sent to, where questions the call stopped
+    /// for are decided.
+    pub(super) fn referrals(&self) -> Vec<Referral> {
+        self.asker
+            .referrals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The pause of the script this request goes on with, if any.
@@ -127,6 +140,11 @@ struct RoundAsker {
     /// Answers to questions asked before the call starts; each is used once.
     answers: Mutex<HashMap<String, Reply>>,
     deferred: Mutex<Vec<Question>>,
+    /// Questions decided elsewhere, whose pages the person is sent to.
+    referrals: Mutex<Vec<Referral>>,
+    /// Questions decided elsewhere that the request brings back: their ids
+    /// there, by question.
+    referred: HashMap<String, String>,
     /// Where a running call's questions go.
     pauses: Mutex<Option<mpsc::Sender<Paused>>>,
     shows: Shows,
@@ -140,9 +158,9 @@ impl RoundAsker {
             .clone()
     }
 
-    /// Holds the call at `question` (or the page it is decided at) until
-    /// the retry brings the client's reply.
-    async fn hold(&self, question: &Question, referral: Option<&Referral>) -> Reply {
+    /// Holds the running call at `question` until the retry brings the
+    /// client's reply.
+    async fn hold(&self, question: &Question) -> Reply {
         let pauses = self
             .pauses
             .lock()
@@ -154,7 +172,6 @@ impl RoundAsker {
         let (reply, replied) = oneshot::channel();
         let paused = Paused {
             question: question.clone(),
-            referral: referral.cloned(),
             reply,
         };
         if pauses.send(paused).await.is_err() {
@@ -185,7 +202,7 @@ impl Asker for RoundAsker {
         }
         if question.running {
             // A running call cannot stop to be made again: it is held.
-            return self.hold(question, None).await;
+            return self.hold(question).await;
         }
         // One form per question, however many calls ask it (a script's
         // gathered identical calls): one answer, one call, the others asked
@@ -201,13 +218,30 @@ impl Asker for RoundAsker {
         "the MCP client's user (input required)".into()
     }
 
-    /// The call is held, whether it started or not (it waits for the
-    /// decision made elsewhere, not for the person), and the person is sent
-    /// to the page with the call's answer; the retry goes on waiting.
-    async fn point_to(&self, referral: &Referral) {
-        if self.shows.pages {
-            let _ = self.hold(&referral.question, Some(referral)).await;
+    /// A question about a call that has not started: the person is sent
+    /// to its page with the call's answer (one page per question). A
+    /// running call's question is decided while it waits (the person is
+    /// not told: the response is its only way to them).
+    fn refer_later(&self, referral: &Referral) -> bool {
+        if !self.shows.pages || referral.question.running {
+            return false;
         }
+        let mut referrals = self
+            .referrals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let key = referral.question.key();
+        if !referrals.iter().any(|r| r.question.key() == key) {
+            referrals.push(referral.clone());
+        }
+        true
+    }
+
+    fn referred(&self, question: &Question) -> Option<String> {
+        if question.running {
+            return None;
+        }
+        self.referred.get(&question.key()).cloned()
     }
 }
 
@@ -216,14 +250,16 @@ mod tests {
     use super::super::tests::{question, referral};
     use super::*;
 
+    fn round_of(answers: HashMap<String, Reply>, forms: bool, pages: bool) -> Round {
+        let shows = Shows { forms, pages };
+        let wait = Duration::from_secs(1);
+        Round::new(answers, wait, None, None, shows, HashMap::new())
+    }
+
     #[tokio::test]
     async fn an_answer_carried_by_the_request_is_used_once_and_never_by_a_running_call() {
         let answers = HashMap::from([(question(false).key(), Reply::Once)]);
-        let shows = Shows {
-            forms: true,
-            pages: false,
-        };
-        let round = Round::new(answers, Duration::from_secs(1), None, None, shows);
+        let round = round_of(answers, true, false);
         // The same question from the running call (a tool calling itself
         // with the same arguments) is not answered from the request.
         assert_eq!(round.asker.ask(&question(true)).await, Reply::Unavailable);
@@ -235,36 +271,23 @@ mod tests {
 
     #[tokio::test]
     async fn a_client_of_pages_is_sent_to_one_and_asked_no_form() {
-        let pages = Shows {
-            forms: false,
-            pages: true,
-        };
-        let round = Round::new(HashMap::new(), Duration::from_secs(1), None, None, pages);
+        let round = round_of(HashMap::new(), false, true);
         assert_eq!(round.asker.ask(&question(false)).await, Reply::Unavailable);
         assert_eq!(round.asker.ask(&question(true)).await, Reply::Unavailable);
-        // Sent to a page, the call is held there until the retry.
-        let (pauses, mut paused) = mpsc::channel(1);
-        round.pause_with(pauses);
-        let asker = round.asker.clone();
-        let told = tokio::spawn(async move { asker.point_to(&referral()).await });
-        let held = paused.recv().await.expect("held");
-        assert_eq!(held.referral.as_ref().map(|r| r.id.as_str()), Some("q1"));
-        let _ = held.reply.send(Reply::Once);
-        told.await.unwrap();
-        // A client that opens no pages is not held for one.
-        let forms = Round::new(
-            HashMap::new(),
-            Duration::from_secs(1),
-            None,
-            None,
-            Shows {
-                forms: true,
-                pages: false,
-            },
+        // Sent to the page of a question about a call not started yet, once.
+        assert!(round.asker.refer_later(&referral()));
+        assert!(round.asker.refer_later(&referral()));
+        assert_eq!(round.referrals().len(), 1);
+        // Not for a running call's question, nor by a client of forms only.
+        let running = Referral {
+            question: question(true),
+            ..referral()
+        };
+        assert!(!round.asker.refer_later(&running));
+        assert!(
+            !round_of(HashMap::new(), true, false)
+                .asker
+                .refer_later(&referral())
         );
-        let (pauses, mut paused) = mpsc::channel(1);
-        forms.pause_with(pauses);
-        forms.asker.point_to(&referral()).await;
-        assert!(paused.try_recv().is_err());
     }
 }
