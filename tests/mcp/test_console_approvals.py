@@ -250,7 +250,12 @@ SESSIONLESS = {
 
 
 def sessionless_call(url: str, expression: str, *, state: str | None = None, responses: dict | None = None) -> dict:
-    params: dict = {"name": "calculate", "arguments": {"expression": expression}, "_meta": SESSIONLESS}
+    return sessionless_request(url, "calculate", {"expression": expression}, state, responses)
+
+
+def sessionless_request(url: str, tool: str, arguments: dict, state: str | None, responses: dict | None) -> dict:
+    """A 2026-07-28 `tools/call` of `tool` by the client, declaring URL mode; its answer."""
+    params: dict = {"name": tool, "arguments": arguments, "_meta": SESSIONLESS}
     if state is not None:
         params["requestState"], params["inputResponses"] = state, responses or {}
     response = httpx2.post(
@@ -261,7 +266,7 @@ def sessionless_call(url: str, expression: str, *, state: str | None = None, res
             "Accept": "application/json, text/event-stream",
             "MCP-Protocol-Version": "2026-07-28",
             "Mcp-Method": "tools/call",
-            "Mcp-Name": "calculate",
+            "Mcp-Name": tool,
         },
         timeout=60,
     )
@@ -375,3 +380,42 @@ async def test_the_official_sessionless_client_opens_the_page_and_its_call_goes_
                 assert not results[0].is_error and text_of(results[0]).startswith("42\n"), results
     finally:
         proxy.close()
+
+
+def test_a_call_with_two_questions_for_operators_runs_after_both_answers(launch_http, postgres, tmp_path: Path):
+    """`search` needs approval and asks for a folder, both answered by
+    operators: each retry brings back what was decided, so neither is asked
+    twice and the call runs once both are allowed."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "notes.txt").write_text("alpha\nbeta\n")
+    path = tmp_path / "files.toml"
+    path.write_text(
+        f'[tools.files]\ncomponent = "{wasm("files")}"\n\n'
+        '[calls.search]\nrequires_approval = "always"\nanswered_by = "operators"\n'
+    )
+    keys = tmp_path / "keys.toml"
+    keys.write_text(f'[[keys]]\nid = "k1"\nsecret = "{secrets.token_hex(32)}"\n')
+    clients = tokens_file(tmp_path / "clients.toml", {CLIENT_TOKEN: ("alice", "acme")})
+    operators = operators_file(tmp_path / "operators.toml", {OPERATOR_TOKEN: "olga"})
+    server = launch_http(
+        "--config", path, "--store", postgres.url, "--tokens", clients, "--console-tokens", operators,
+        "--request-state-keys", keys, "--ask", f"{data}:/data:ro", "--ask-wait", "60s",
+    )
+    arguments = {"path": "/data", "pattern": "beta"}
+
+    def call(state: str | None = None, responses: dict | None = None) -> dict:
+        return sessionless_request(server.url, "search", arguments, state, responses)
+
+    pages = []
+    message = call()
+    with operator_client(server.authority) as operator:
+        for _ in range(2):
+            state, key, params = sent_to_page(message)
+            pages.append(params["message"])
+            answer(operator, params["url"], "allow_once")
+            message = call(state, {key: {"action": "accept"}})
+    assert "result" in message and message["result"].get("resultType", "complete") == "complete", message
+    assert "beta" in json.dumps(message["result"]["content"]), message
+    # Two questions, each asked once: the call's own, and the folder's.
+    assert len(set(pages)) == 2 and sum("/data" in page for page in pages) >= 1, pages

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use wasm_agent_mcp::StateKeys;
 use wasm_agent_sandbox::ask::{
-    Asker, Asking, OPERATORS, OperatorDesk, Question, Referral, Reply, SessionAnswers,
+    Asker, Asking, OPERATORS, OperatorDesk, Question, Referral, Referred, Reply, SessionAnswers,
 };
 use wasm_agent_sandbox::text::one_line;
 use wasm_agent_session::SessionStore;
@@ -164,6 +164,17 @@ impl Desk {
             .flatten()
     }
 
+    /// Whether question `id` still waits (an error when the store cannot say).
+    async fn still_waits(&self, id: &str) -> Result<bool, String> {
+        let address = format!("{QUESTION_PREFIX}{id}");
+        let open = self
+            .store
+            .mailboxes(&address, 1)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(open.iter().any(|(found, _)| *found == address))
+    }
+
     /// A question's sealed details, if they are this deployment's and for
     /// the address they were found at.
     fn opened(&self, address: &str, sealed: &str) -> Option<Pending> {
@@ -192,7 +203,6 @@ impl Desk {
         let address = format!("{ANSWER_PREFIX}{id}");
         match self.store.collect_mail(&address).await {
             Ok(Some(sealed)) => {
-                let _ = self.store.close_mailbox(&address).await;
                 let seal = format!("{ANSWER_SEAL}\0{id}");
                 let answer: Option<Answer> = self.keys.open(&seal, &sealed);
                 Some(reply_of(answer.as_ref(), key))
@@ -214,7 +224,7 @@ impl Desk {
             let started = tokio::time::Instant::now();
             while started.elapsed() < desk.wait {
                 tokio::time::sleep(PLACE_CHECK).await;
-                if desk.question(&id).await.is_none() {
+                if let Ok(false) = desk.still_waits(&id).await {
                     break;
                 }
             }
@@ -316,9 +326,17 @@ impl Drop for Place {
 impl Asker for DeskAsker {
     async fn ask(&self, question: &Question) -> Reply {
         // The call made again after its person was sent to the page.
-        let referred = self.person.as_ref().and_then(|p| p.referred(question));
-        if let (Some(id), Some(person)) = (referred, &self.person) {
-            return self.collect(question, &id, person.as_ref()).await;
+        if let Some(person) = &self.person {
+            match person.referred(question) {
+                Some(Referred::Waiting(id)) => {
+                    return self.collect(question, &id, person.as_ref()).await;
+                }
+                Some(Referred::Decided(reply)) => {
+                    person.decided_elsewhere(question, reply);
+                    return reply;
+                }
+                None => {}
+            }
         }
         let Some(place) = self.place() else {
             tracing::warn!(
@@ -365,20 +383,28 @@ impl Asker for DeskAsker {
         }
         tracing::info!(question = %id, tool = %question.tool, "a question waits for an operator");
         let referral = self.desk.referral(question, &id);
-        if let (Some(person), Some(referral)) = (&self.person, &referral)
-            && person.refer_later(referral)
-        {
-            // Sent with the call's answer: the question stays on the desk
-            // (until answered or expired), and the caller's place with it.
-            self.desk.keep_place(place, id);
-            return Reply::Later;
-        }
-        let _place = place;
         let mut withdrawn = Withdraw {
             store: store.clone(),
             addresses: [asked_at, answer_at.clone()],
             telling: None,
         };
+        let sent_to = match (&self.person, &referral) {
+            (Some(person), Some(referral)) => person.refer_later(referral),
+            _ => None,
+        };
+        if let Some(sent_to) = sent_to {
+            if sent_to == id {
+                // Sent with the call's answer: the question stays on the
+                // desk (until answered or expired), and the caller's place
+                // with it.
+                withdrawn.addresses = Default::default();
+                self.desk.keep_place(place, id);
+            }
+            // Else the same question was referred already in this call:
+            // this one is withdrawn, and the person sent to that one.
+            return Reply::Later;
+        }
+        let _place = place;
         if let (Some(person), Some(referral)) = (self.person.clone(), referral) {
             let wait = self.desk.wait;
             // Told, not waited for: the answer comes from the console.
@@ -414,27 +440,30 @@ impl DeskAsker {
         let key = hex::encode(Sha256::digest(question.key()));
         let started = tokio::time::Instant::now();
         let mut poll = POLL;
-        loop {
+        let reply = loop {
             if let Some(reply) = self.desk.answer_to(id, &key).await {
-                return reply;
+                break reply;
             }
-            if self.desk.question(id).await.is_none() {
-                // Answered between the two looks, or gone.
-                return self
-                    .desk
-                    .answer_to(id, &key)
-                    .await
-                    .unwrap_or(Reply::NoAnswer);
+            // A store that does not answer is asked again, not taken to
+            // mean the question is gone.
+            if let Ok(false) = self.desk.still_waits(id).await {
+                // Answered between the two looks, or gone unanswered.
+                let last = self.desk.answer_to(id, &key).await;
+                break last.unwrap_or(Reply::NoAnswer);
             }
             if started.elapsed() >= self.desk.retry_wait
                 && let Some(referral) = self.desk.referral(question, id)
-                && person.refer_later(&referral)
+                && person.refer_later(&referral).is_some()
             {
                 return Reply::Later;
             }
             tokio::time::sleep(poll).await;
             poll = (poll * 3 / 2).min(MAX_POLL);
-        }
+        };
+        // Should the call stop again (for another question), this reply
+        // goes with it.
+        person.decided_elsewhere(question, reply);
+        reply
     }
 }
 
@@ -462,6 +491,9 @@ impl Drop for Withdraw {
             telling.abort();
         }
         let (store, addresses) = (self.store.clone(), self.addresses.clone());
+        if addresses.iter().all(String::is_empty) {
+            return;
+        }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 for address in addresses {

@@ -238,8 +238,11 @@ impl Pages for Console {
             .to_string();
         // Should the shared store not say whether a login was logged out,
         // it still shows the tools and health pages (what an operator needs
-        // when the store is down), and nothing else.
-        let strict = method != Method::GET || !matches!(path.as_str(), "/tools" | "/health");
+        // when the store is down) and may log out, and nothing else.
+        let strict = !matches!(
+            (&method, path.as_str()),
+            (&Method::GET, "/tools" | "/health") | (&Method::POST, "/logout")
+        );
         let Some(operator) = self.inner.operators.signed_in(&cookie, strict).await else {
             return match method {
                 Method::GET => web::see_other(&format!("{PREFIX}/login")),

@@ -137,10 +137,17 @@ impl ServerHandler for McpServer {
             Ask::WithTheAnswer {
                 state,
                 responses,
-                // A retry from a client that declares nothing is asked as before.
-                shows: Shows {
-                    forms: shows.forms || !shows.pages,
-                    pages: shows.pages,
+                // A retry from a client that declares nothing is taken to
+                // show what it was sent before.
+                shows: match shows {
+                    Shows {
+                        forms: false,
+                        pages: false,
+                    } => Shows {
+                        forms: true,
+                        pages: true,
+                    },
+                    shows => shows,
                 },
             }
         } else {

@@ -24,7 +24,7 @@ use rmcp::model::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use wasm_agent_sandbox::ask::{Question, Reply};
+use wasm_agent_sandbox::ask::{Question, Referred, Reply};
 use wasm_agent_session::SessionStore;
 
 mod round;
@@ -82,11 +82,11 @@ struct Sealed {
     answers: Vec<(String, String)>,
     /// This round's questions: input request key, question.
     asked: Vec<(String, String)>,
-    /// This round's questions decided elsewhere, whose pages the person
-    /// was sent to: question, its id there. (The client's reply to a page
-    /// is no answer: only where it is decided counts.)
+    /// Questions decided elsewhere: those whose pages the person was sent
+    /// to (the client's reply to a page is no answer: only where it is
+    /// decided counts), and those already decided there.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    referred: Vec<(String, String)>,
+    elsewhere: Vec<Elsewhere>,
     /// The hold of the running call that asked them, if one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     held: Option<String>,
@@ -108,6 +108,18 @@ struct Sealed {
 pub(crate) struct Shows {
     pub forms: bool,
     pub pages: bool,
+}
+
+/// A question decided elsewhere, as a state carries it.
+#[derive(Serialize, Deserialize)]
+struct Elsewhere {
+    question: String,
+    /// Its id where it waits, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
+    /// Its reply, once decided (as [`name_of`] names it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reply: Option<String>,
 }
 
 /// The request states of one server.
@@ -189,7 +201,18 @@ impl Rounds {
             answers.insert(question.clone(), reply);
             held = sealed.held.clone().map(|id| (id, reply));
         }
-        let referred = sealed.referred.into_iter().collect();
+        let referred = sealed
+            .elsewhere
+            .into_iter()
+            .filter_map(|elsewhere| {
+                let referred = match (elsewhere.reply, elsewhere.id) {
+                    (Some(reply), _) => Referred::Decided(reply_named(&reply)),
+                    (None, Some(id)) => Referred::Waiting(id),
+                    (None, None) => return None,
+                };
+                Some((elsewhere.question, referred))
+            })
+            .collect();
         Ok(Round::new(
             answers,
             self.wait,
@@ -220,15 +243,26 @@ impl Rounds {
         }
         let answers = round.carried(binding, interpreter);
         let (mut requests, mut sealed) = self.sealed(&deferred, answers, binding, None);
+        for (question, reply) in round.decided(binding, interpreter) {
+            if let Some(reply) = name_of(reply) {
+                sealed.elsewhere.push(Elsewhere {
+                    question,
+                    id: None,
+                    reply: Some(reply.into()),
+                });
+            }
+        }
         for (number, referral) in referrals.iter().enumerate() {
             let request =
                 json!({"method": "elicitation/create", "params": elicit::pointer(referral)});
             let request: InputRequest =
                 serde_json::from_value(request).expect("a URL-mode elicitation request");
             requests.insert(format!("wasm-agent-page-{}", number + 1), request);
-            sealed
-                .referred
-                .push((referral.question.key(), referral.id.clone()));
+            sealed.elsewhere.push(Elsewhere {
+                question: referral.question.key(),
+                id: Some(referral.id.clone()),
+                reply: None,
+            });
         }
         sealed.script = script;
         Some(self.finish((requests, sealed)))
@@ -280,7 +314,7 @@ impl Rounds {
             arguments: binding.arguments.clone(),
             answers,
             asked,
-            referred: Vec::new(),
+            elsewhere: Vec::new(),
             held,
             session: binding.session.clone(),
             handle: binding.handle.clone(),
@@ -405,7 +439,7 @@ mod tests {
         };
         let first = rounds.open(None, None, &mut binding, shows).await.unwrap();
         let asker = first.asking(None).asker().clone();
-        assert!(asker.refer_later(&referral()));
+        assert_eq!(asker.refer_later(&referral()).as_deref(), Some("q1"));
         let sent = rounds
             .input_required(&first, &binding, None, false)
             .unwrap();
@@ -428,12 +462,46 @@ mod tests {
             .unwrap();
         assert!(retry.answers().is_empty(), "{:?}", retry.answers());
         let asker = retry.asking(None).asker().clone();
-        assert_eq!(asker.referred(&question(false)).as_deref(), Some("q1"));
         assert_eq!(asker.referred(&question(true)), None);
+        assert_eq!(
+            asker.referred(&question(false)),
+            Some(Referred::Waiting("q1".into()))
+        );
+        assert_eq!(asker.referred(&question(false)), None, "taken once");
         assert_eq!(
             asker.ask(&question(false)).await,
             Reply::Later,
             "not approved"
+        );
+        // Decided there while the call stopped again for another question:
+        // the reply goes with the next answer, so it is not asked again.
+        asker.decided_elsewhere(&question(false), Reply::Once);
+        let other = Referral {
+            question: Question {
+                tool: "other".into(),
+                ..question(false)
+            },
+            id: "q2".into(),
+            ..referral()
+        };
+        assert_eq!(asker.refer_later(&other).as_deref(), Some("q2"));
+        let sent = rounds
+            .input_required(&retry, &binding, None, false)
+            .unwrap();
+        let sent = serde_json::to_value(&sent).unwrap();
+        let state = sent["requestState"].as_str().unwrap();
+        let third = rounds
+            .open(Some(state), None, &mut binding, shows)
+            .await
+            .unwrap();
+        let asker = third.asking(None).asker().clone();
+        assert_eq!(
+            asker.referred(&question(false)),
+            Some(Referred::Decided(Reply::Once))
+        );
+        assert_eq!(
+            asker.referred(&other.question),
+            Some(Referred::Waiting("q2".into()))
         );
     }
 }

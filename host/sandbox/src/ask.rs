@@ -174,24 +174,42 @@ pub trait Asker: Send + Sync + 'static {
     /// MCP input-required result) when they are asked that way (a question
     /// about a call that has not started): the call stops before it starts
     /// and is made again, bringing the referral back (see
-    /// [`referred`](Self::referred)). `false`: not asked that way (then see
+    /// [`referred`](Self::referred)). The id of the page the person is sent
+    /// to for this question (an earlier one's, if the same question was
+    /// referred already); `None`: not asked that way (then see
     /// [`point_to`](Self::point_to)).
-    fn refer_later(&self, referral: &Referral) -> bool {
+    fn refer_later(&self, referral: &Referral) -> Option<String> {
         let _ = referral;
-        false
+        None
     }
 
-    /// The id, where it is decided, of `question` when the person was sent
-    /// there and the call is now made again ([`refer_later`](Self::refer_later)).
-    fn referred(&self, question: &Question) -> Option<String> {
+    /// What the call made again brings back about `question`, decided
+    /// elsewhere ([`refer_later`](Self::refer_later)); taken once.
+    fn referred(&self, question: &Question) -> Option<Referred> {
         let _ = question;
         None
+    }
+
+    /// `question` was decided elsewhere with `reply`: should the call stop
+    /// again before it runs, the reply goes with it, so the question is not
+    /// asked again.
+    fn decided_elsewhere(&self, question: &Question, reply: Reply) {
+        let _ = (question, reply);
     }
 
     /// The question `id` that [`point_to`](Self::point_to) named was answered.
     fn answered_elsewhere(&self, id: &str) {
         let _ = id;
     }
+}
+
+/// What a call made again brings back about a question decided elsewhere.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Referred {
+    /// It waited there, under this id, when the call stopped.
+    Waiting(String),
+    /// It was decided, in an earlier round of the same call.
+    Decided(Reply),
 }
 
 /// A question decided elsewhere, and where the person can follow it.

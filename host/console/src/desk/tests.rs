@@ -124,27 +124,31 @@ async fn one_caller_cannot_fill_the_desk() {
 }
 
 /// A person asked with the call's answer (as over the sessionless
-/// revision): sent to pages, and bringing `back` a question's id.
+/// revision): sent to pages, and bringing `back` what was referred.
 #[derive(Default)]
-struct Referred {
+struct Person {
     pages: Mutex<Vec<Referral>>,
-    back: Mutex<Option<String>>,
+    back: Mutex<Option<Referred>>,
+    decided: Mutex<Vec<Reply>>,
 }
 
 #[async_trait::async_trait]
-impl Asker for Referred {
+impl Asker for Person {
     async fn ask(&self, _: &Question) -> Reply {
         Reply::Later
     }
     fn who(&self) -> String {
         "the person".into()
     }
-    fn refer_later(&self, referral: &Referral) -> bool {
+    fn refer_later(&self, referral: &Referral) -> Option<String> {
         self.pages.lock().unwrap().push(referral.clone());
-        true
+        Some(referral.id.clone())
     }
-    fn referred(&self, _: &Question) -> Option<String> {
-        self.back.lock().unwrap().clone()
+    fn referred(&self, _: &Question) -> Option<Referred> {
+        self.back.lock().unwrap().take()
+    }
+    fn decided_elsewhere(&self, _: &Question, reply: Reply) {
+        self.decided.lock().unwrap().push(reply);
     }
 }
 
@@ -154,7 +158,7 @@ async fn a_question_sent_with_the_calls_answer_is_collected_when_the_call_is_mad
     let mut desk = desk(&store, &StateKeys::random());
     desk.retry_wait = Duration::from_millis(300);
     desk.set_base("http://127.0.0.1:1");
-    let person = Arc::new(Referred::default());
+    let person = Arc::new(Person::default());
     let answers = Arc::new(SessionAnswers::new(Duration::from_secs(30), false));
     let asking = Asking::new(person.clone(), answers);
     let asker = desk
@@ -172,7 +176,7 @@ async fn a_question_sent_with_the_calls_answer_is_collected_when_the_call_is_mad
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].id, page.id);
     // Made again before anyone answered: sent to the same page again.
-    *person.back.lock().unwrap() = Some(page.id.clone());
+    *person.back.lock().unwrap() = Some(Referred::Waiting(page.id.clone()));
     assert_eq!(asker.ask(&question()).await, Reply::Later);
     assert_eq!(person.pages.lock().unwrap()[1].id, page.id);
     assert_eq!(desk.waiting().await.unwrap().0.len(), 1, "not asked twice");
@@ -183,7 +187,16 @@ async fn a_question_sent_with_the_calls_answer_is_collected_when_the_call_is_mad
         key: pending[0].key.clone(),
     };
     assert!(desk.answer(&page.id, &allow).await.unwrap());
+    *person.back.lock().unwrap() = Some(Referred::Waiting(page.id.clone()));
     assert_eq!(asker.ask(&question()).await, Reply::Once);
+    // The reply is kept with the call, should it stop again.
+    assert_eq!(*person.decided.lock().unwrap(), [Reply::Once]);
+    // Brought back decided, it is not asked again.
+    *person.back.lock().unwrap() = Some(Referred::Decided(Reply::Once));
+    assert_eq!(asker.ask(&question()).await, Reply::Once);
+    assert!(desk.waiting().await.unwrap().0.is_empty());
+    // The answer was used: a state naming the question again gets none.
+    *person.back.lock().unwrap() = Some(Referred::Waiting(page.id.clone()));
     assert_eq!(asker.ask(&question()).await, Reply::NoAnswer);
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use wasm_agent_sandbox::ask::{
-    Asker, Asking, Question, Referral, Reply, SessionAnswers, SharedAnswers,
+    Asker, Asking, Question, Referral, Referred, Reply, SessionAnswers, SharedAnswers,
 };
 
 use super::super::held::Paused;
@@ -32,13 +32,14 @@ impl Round {
         held: Option<(String, Reply)>,
         script: Option<String>,
         shows: Shows,
-        referred: HashMap<String, String>,
+        referred: HashMap<String, Referred>,
     ) -> Self {
         let asker = Arc::new(RoundAsker {
             answers: Mutex::new(answers.clone()),
             deferred: Mutex::default(),
             referrals: Mutex::default(),
-            referred,
+            referred: Mutex::new(referred),
+            settled: Mutex::default(),
             pauses: Mutex::default(),
             shows,
         });
@@ -64,6 +65,35 @@ impl Round {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// The questions decided elsewhere whose replies go with the call's
+    /// answer: those this request brought and did not use, and those
+    /// decided during it (for an interpreter's call, which goes on rather
+    /// than starting again, only the one about the call itself).
+    pub(super) fn decided(&self, binding: &Binding, interpreter: bool) -> Vec<(String, Reply)> {
+        let unused = self
+            .asker
+            .referred
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter_map(|(question, referred)| match referred {
+                Referred::Decided(reply) => Some((question.clone(), *reply)),
+                Referred::Waiting(_) => None,
+            })
+            .collect::<Vec<_>>();
+        let itself = top_level(binding);
+        let settled = self
+            .asker
+            .settled
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|(question, _)| !interpreter || **question == itself)
+            .map(|(question, reply)| (question.clone(), *reply))
+            .collect::<Vec<_>>();
+        unused.into_iter().chain(settled).collect()
     }
 
     /// The pause of the script this request goes on with, if any.
@@ -142,9 +172,11 @@ struct RoundAsker {
     deferred: Mutex<Vec<Question>>,
     /// Questions decided elsewhere, whose pages the person is sent to.
     referrals: Mutex<Vec<Referral>>,
-    /// Questions decided elsewhere that the request brings back: their ids
-    /// there, by question.
-    referred: HashMap<String, String>,
+    /// Questions decided elsewhere that the request brings back, by
+    /// question; each taken once.
+    referred: Mutex<HashMap<String, Referred>>,
+    /// Questions decided elsewhere during this request, and their replies.
+    settled: Mutex<HashMap<String, Reply>>,
     /// Where a running call's questions go.
     pauses: Mutex<Option<mpsc::Sender<Paused>>>,
     shows: Shows,
@@ -222,26 +254,39 @@ impl Asker for RoundAsker {
     /// to its page with the call's answer (one page per question). A
     /// running call's question is decided while it waits (the person is
     /// not told: the response is its only way to them).
-    fn refer_later(&self, referral: &Referral) -> bool {
+    fn refer_later(&self, referral: &Referral) -> Option<String> {
         if !self.shows.pages || referral.question.running {
-            return false;
+            return None;
         }
         let mut referrals = self
             .referrals
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let key = referral.question.key();
-        if !referrals.iter().any(|r| r.question.key() == key) {
-            referrals.push(referral.clone());
+        if let Some(earlier) = referrals.iter().find(|r| r.question.key() == key) {
+            return Some(earlier.id.clone());
         }
-        true
+        referrals.push(referral.clone());
+        Some(referral.id.clone())
     }
 
-    fn referred(&self, question: &Question) -> Option<String> {
+    fn referred(&self, question: &Question) -> Option<Referred> {
         if question.running {
             return None;
         }
-        self.referred.get(&question.key()).cloned()
+        self.referred
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&question.key())
+    }
+
+    fn decided_elsewhere(&self, question: &Question, reply: Reply) {
+        if !question.running {
+            self.settled
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(question.key(), reply);
+        }
     }
 }
 
@@ -275,19 +320,20 @@ mod tests {
         assert_eq!(round.asker.ask(&question(false)).await, Reply::Unavailable);
         assert_eq!(round.asker.ask(&question(true)).await, Reply::Unavailable);
         // Sent to the page of a question about a call not started yet, once.
-        assert!(round.asker.refer_later(&referral()));
-        assert!(round.asker.refer_later(&referral()));
+        assert_eq!(round.asker.refer_later(&referral()).as_deref(), Some("q1"));
+        let again = Referral {
+            id: "q2".into(),
+            ..referral()
+        };
+        assert_eq!(round.asker.refer_later(&again).as_deref(), Some("q1"));
         assert_eq!(round.referrals().len(), 1);
         // Not for a running call's question, nor by a client of forms only.
         let running = Referral {
             question: question(true),
             ..referral()
         };
-        assert!(!round.asker.refer_later(&running));
-        assert!(
-            !round_of(HashMap::new(), true, false)
-                .asker
-                .refer_later(&referral())
-        );
+        assert_eq!(round.asker.refer_later(&running), None);
+        let forms = round_of(HashMap::new(), true, false);
+        assert_eq!(forms.asker.refer_later(&referral()), None);
     }
 }
