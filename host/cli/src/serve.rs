@@ -128,6 +128,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         open_cache(args.cache.as_deref(), config.as_ref())?,
         metrics.clone(),
     );
+    let cache_location = cache.location();
     let access = crate::access::rules(config.as_ref())?;
     let (quotas, quota_store) = crate::access::quotas(config.as_ref())?;
     let mut builder = server_builder(&host, &args, config.as_ref())?
@@ -171,6 +172,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         parts.probes.push((
             "quota checks answered from this replica's memory".into(),
             Arc::new(move || pipeline.quota_fallbacks().to_string()),
+        ));
+        let metrics = metrics.clone();
+        parts.probes.push((
+            format!("result cache ({cache_location}): operations failed, calls went on uncached"),
+            Arc::new(move || metrics.cache_failures().to_string()),
         ));
         let on = setup.on;
         let pages: Arc<dyn mcp::Pages> = Arc::new(setup.console(host.clone(), parts));

@@ -223,6 +223,19 @@ impl Metrics {
     }
 
     /// Notes a result-cache operation: how long it took, whether it failed.
+    /// Result-cache operations that failed since start (their calls went
+    /// on uncached).
+    pub fn cache_failures(&self) -> u64 {
+        ["get", "put", "clear"]
+            .into_iter()
+            .map(|operation| {
+                self.cache_errors
+                    .get_or_create(&OperationLabel { operation })
+                    .get()
+            })
+            .sum()
+    }
+
     pub(crate) fn cache_operation(&self, operation: &'static str, took: Duration, failed: bool) {
         note(
             &self.cache_timings,
