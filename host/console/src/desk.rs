@@ -345,49 +345,10 @@ impl Asker for DeskAsker {
             );
             return Reply::Unavailable;
         };
-        let now = SystemTime::now();
-        let millis = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
-        // Oldest first wherever listed: the time comes first.
-        let id = format!("{millis:013}{}", uuid::Uuid::new_v4().simple());
-        let key = hex::encode(Sha256::digest(question.key()));
-        let pending = Pending {
-            id: id.clone(),
-            tool: one_line(&question.tool).into_owned(),
-            text: question.text(),
-            principal: self.principal.clone(),
-            tenant: self.tenant.clone(),
-            session_choice: question
-                .offer_session
-                .then(|| question.session_choice().to_string()),
-            asked: humantime::format_rfc3339_seconds(now).to_string(),
-            key: key.clone(),
-        };
-        let store = &self.desk.store;
-        let (asked_at, answer_at) = (
-            format!("{QUESTION_PREFIX}{id}"),
-            format!("{ANSWER_PREFIX}{id}"),
-        );
-        let details = self.desk.keys.seal(
-            &format!("{QUESTION_SEAL}\0{asked_at}"),
-            &pending,
-            self.desk.wait,
-        );
-        let posted = async {
-            store.open_mailbox(&answer_at, self.desk.wait).await?;
-            store.open_mailbox(&asked_at, self.desk.wait).await?;
-            store.deliver(&asked_at, &details).await
-        };
-        if let Err(error) = posted.await {
-            tracing::warn!(%error, "cannot put a question on the operators' desk");
+        let Some((id, key, mut withdrawn)) = self.post(question).await else {
             return Reply::Unavailable;
-        }
-        tracing::info!(question = %id, tool = %question.tool, "a question waits for an operator");
-        let referral = self.desk.referral(question, &id);
-        let mut withdrawn = Withdraw {
-            store: store.clone(),
-            addresses: [asked_at, answer_at.clone()],
-            telling: None,
         };
+        let referral = self.desk.referral(question, &id);
         let sent_to = match (&self.person, &referral) {
             (Some(person), Some(referral)) => person.refer_later(referral),
             _ => None,
@@ -432,6 +393,55 @@ impl Asker for DeskAsker {
 }
 
 impl DeskAsker {
+    /// Puts `question` on the desk (sealed, for every replica's console):
+    /// its id, the digest of exactly what it asks, and what takes it off
+    /// again. `None` when the shared store does not take it.
+    async fn post(&self, question: &Question) -> Option<(String, String, Withdraw)> {
+        let now = SystemTime::now();
+        let millis = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        // Oldest first wherever listed: the time comes first.
+        let id = format!("{millis:013}{}", uuid::Uuid::new_v4().simple());
+        let key = hex::encode(Sha256::digest(question.key()));
+        let pending = Pending {
+            id: id.clone(),
+            tool: one_line(&question.tool).into_owned(),
+            text: question.text(),
+            principal: self.principal.clone(),
+            tenant: self.tenant.clone(),
+            session_choice: question
+                .offer_session
+                .then(|| question.session_choice().to_string()),
+            asked: humantime::format_rfc3339_seconds(now).to_string(),
+            key: key.clone(),
+        };
+        let store = &self.desk.store;
+        let (asked_at, answer_at) = (
+            format!("{QUESTION_PREFIX}{id}"),
+            format!("{ANSWER_PREFIX}{id}"),
+        );
+        let details = self.desk.keys.seal(
+            &format!("{QUESTION_SEAL}\0{asked_at}"),
+            &pending,
+            self.desk.wait,
+        );
+        let posted = async {
+            store.open_mailbox(&answer_at, self.desk.wait).await?;
+            store.open_mailbox(&asked_at, self.desk.wait).await?;
+            store.deliver(&asked_at, &details).await
+        };
+        if let Err(error) = posted.await {
+            tracing::warn!(%error, "cannot put a question on the operators' desk");
+            return None;
+        }
+        tracing::info!(question = %id, tool = %question.tool, "a question waits for an operator");
+        let withdrawn = Withdraw {
+            store: store.clone(),
+            addresses: [asked_at, answer_at],
+            telling: None,
+        };
+        Some((id, key, withdrawn))
+    }
+
     /// The answer to question `id`, asked when the call was first made
     /// (its person sent to the page): waited for a while, then the person
     /// is sent there again (the call stops again); once the question no
