@@ -19,11 +19,19 @@ WASI_WIT := $(JS_DEPS)/node_modules/@bytecodealliance/jco/lib/wit/builtin/0.2.12
 POLYGLOT := $(addprefix $(POLY)/,textstats.wasm fixture-py.wasm mdtable.wasm fixture-js.wasm \
 	run_python.wasm run_javascript.wasm)
 
-.PHONY: setup wasm-target host guests polyglot py-toolchain js-toolchain demo test test-servers test-tools test-mcp mcp-venv mcp-ts bench soak fuzz lint clean
+.PHONY: setup compiled wasm-target host guests polyglot py-toolchain js-toolchain demo test test-servers test-tools test-mcp mcp-venv mcp-ts bench soak fuzz lint clean
 
 ## Install the wasm32-wasip2 target, build the host (release) and every guest,
-## the Python and JavaScript ones included.
-setup: wasm-target host guests polyglot
+## the Python and JavaScript ones included, and compile the example tools into
+## the cache, so that the demo and `serve` start without compiling.
+setup: wasm-target host guests polyglot compiled
+
+## The example tools (and the interpreters behind run_* and code mode).
+EXAMPLES := $(addprefix $(WASM)/,calculator.wasm files.wasm json.wasm fetch.wasm weather.wasm run_monty.wasm) \
+	$(addprefix $(POLY)/,textstats.wasm mdtable.wasm run_python.wasm run_javascript.wasm)
+
+compiled: host guests polyglot
+	$(BIN) compile $(EXAMPLES)
 
 wasm-target:
 	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2

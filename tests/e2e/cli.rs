@@ -410,3 +410,41 @@ fn falls_back_to_on_demand_allocation_when_the_pool_cannot_be_reserved() {
         stderr(&output)
     );
 }
+
+#[test]
+fn compile_fills_the_cache_that_later_loads_use() {
+    let cache = temp_dir();
+    let compile = |args: &[&str]| {
+        wasm_agent()
+            .env("WASM_AGENT_CACHE_DIR", cache.path())
+            .arg("compile")
+            .args(args)
+            .output()
+            .expect("wasm-agent runs")
+    };
+    let (calculator, json) = (path("calculator"), path("json"));
+    let first = compile(&[&calculator, &json]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let text = stdout(&first);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines.iter().all(|l| l.contains(": compiled in ")), "{text}");
+    assert!(text.contains("tools: calculate"), "{text}");
+    // Compiled once: the next load (any command, with this cache) finds it.
+    let again = compile(&["--json", &calculator, &json]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    for line in stdout(&again).lines() {
+        let report: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(report["cache"], "hit", "{line}");
+        assert!(report["tools"].as_array().is_some_and(|t| !t.is_empty()));
+    }
+    let listed = wasm_agent()
+        .env("WASM_AGENT_CACHE_DIR", cache.path())
+        .args(["tools", &calculator])
+        .output()
+        .unwrap();
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    // Nothing kept, or nothing named: said so, not attempted.
+    assert_clean_failure(&compile(&["--no-cache", &calculator]), 2, "--no-cache");
+    assert_clean_failure(&compile(&["missing.wasm"]), 2, "missing.wasm");
+}

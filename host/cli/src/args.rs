@@ -35,6 +35,9 @@ pub struct Cli {
 pub enum Command {
     /// List the tools of components (files, folders of .wasm files, or config aliases).
     Tools(Box<ToolsArgs>),
+    /// Compile components into the cache ahead of time (for a container
+    /// image or a deployment), so that `serve` starts without compiling.
+    Compile(Box<CompileArgs>),
     /// Call one tool once.
     Call(Box<CallArgs>),
     /// Run an agent: a model calls the tools until it answers. Without PROMPT,
@@ -120,6 +123,19 @@ pub struct ToolsArgs {
     /// Component files, folders or aliases from the config; none = every configured tool.
     pub targets: Vec<String>,
     /// Print the full specs as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub host: HostFlags,
+}
+
+/// `wasm-agent compile`.
+#[derive(Debug, Args)]
+pub struct CompileArgs {
+    /// Component files, folders or aliases from the config; none = every configured tool.
+    pub targets: Vec<String>,
+    /// Print one JSON object per component: component, tools, cache
+    /// (`hit` or `compiled`), load_time_ms.
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]

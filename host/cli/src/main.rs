@@ -6,6 +6,7 @@ mod audit;
 mod audit_verify;
 mod call;
 mod code_mode;
+mod compile;
 mod components;
 mod console;
 mod new;
@@ -177,6 +178,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Compile(args) => compile::compile(*args).await,
         Command::Call(args) => call::call(*args).await,
         Command::Pull {
             references,
