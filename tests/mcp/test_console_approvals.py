@@ -183,13 +183,7 @@ async def test_a_question_for_operators_cannot_be_answered_by_the_client_or_a_fo
             own = {"Origin": f"http://{a.authority}"}
             with httpx2.Client(follow_redirects=False, timeout=10) as http:
                 # Nobody answers a question about their own call.
-                form = http.get(f"http://{a.authority}/console/login")
-                response = http.post(
-                    f"http://{a.authority}/console/login",
-                    data={"form": form.cookies["wa_console_form"], "token": ALICE_OPERATOR_TOKEN},
-                    headers=own,
-                )
-                assert response.status_code == 303
+                log_in_over_http(http, a.authority, ALICE_OPERATOR_TOKEN, own)
                 csrf = http.get(page).text.split('name="csrf" value="')[1].split('"')[0]
                 response = http.post(page, data={"answer": "allow_once", "csrf": csrf}, headers=own)
                 assert response.status_code == 403 and "a call you made" in response.text
@@ -198,13 +192,7 @@ async def test_a_question_for_operators_cannot_be_answered_by_the_client_or_a_fo
                 response = http.post(page, data={"answer": "allow_once"}, headers={**headers, **own})
                 assert response.status_code == 401
                 # An operator's form without the login's CSRF token changes nothing.
-                form = http.get(f"http://{a.authority}/console/login")
-                response = http.post(
-                    f"http://{a.authority}/console/login",
-                    data={"form": form.cookies["wa_console_form"], "token": OPERATOR_TOKEN},
-                    headers=own,
-                )
-                assert response.status_code == 303
+                log_in_over_http(http, a.authority, OPERATOR_TOKEN, own)
                 response = http.post(page, data={"answer": "allow_once"}, headers=own)
                 assert response.status_code == 403 and "CSRF" in response.text
                 # "For the session" is answered only where offered; nonsense is refused.
@@ -277,15 +265,22 @@ def sessionless_request(url: str, tool: str, arguments: dict, state: str | None,
     return response.json()
 
 
+def log_in_over_http(http: httpx2.Client, authority: str, token: str, headers: dict | None = None) -> None:
+    """Logs `http` in to the console at `authority` with `token`, through its login form."""
+    form = http.get(f"http://{authority}/console/login")
+    response = http.post(
+        f"http://{authority}/console/login",
+        data={"form": form.cookies["wa_console_form"], "token": token},
+        headers=headers or {},
+    )
+    assert response.status_code == 303, response.text
+
+
 @contextmanager
 def operator_client(authority: str, token: str = OPERATOR_TOKEN):
     """An operator logged in to the console at `authority` over plain HTTP."""
     with httpx2.Client(follow_redirects=False, timeout=10, headers={"Origin": f"http://{authority}"}) as http:
-        form = http.get(f"http://{authority}/console/login")
-        response = http.post(
-            f"http://{authority}/console/login", data={"form": form.cookies["wa_console_form"], "token": token}
-        )
-        assert response.status_code == 303, response.text
+        log_in_over_http(http, authority, token)
         yield http
 
 
