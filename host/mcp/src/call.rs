@@ -15,7 +15,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use wasm_agent_pipeline::{CallEvents, Called, PipelineCaller, Progress, ToolCall, question};
-use wasm_agent_sandbox::ask::{Asking, Reply, SharedAnswers};
+use wasm_agent_sandbox::ask::{Asking, Referral, Reply, SharedAnswers};
 use wasm_agent_sandbox::budget::RequestBudget;
 use wasm_agent_sandbox::context::CallContext;
 use wasm_agent_sandbox::pause::ScriptPauses;
@@ -27,7 +27,7 @@ use super::content;
 use super::handles;
 use super::held::{Continue, Next, Paused, Running};
 use super::identity::Identity;
-use super::input_required::{Binding, Round, Shows};
+use super::input_required::{Binding, GoesOn, Ongoing, Round, Shows};
 use super::server::{McpServer, Shared};
 
 /// Who a call's questions go to.
@@ -137,9 +137,24 @@ impl McpServer {
                     // A state that named no session: one of its own.
                     binding.session = format!("mcp-{}", uuid::Uuid::new_v4());
                 }
-                if let Some((held, reply)) = round.held() {
-                    let resumed = self.shared().holds.resume(held, *reply).await;
-                    return Ok(handed_over(resumed?, &binding));
+                match round.goes_on() {
+                    Some(GoesOn::Held(held, reply)) => {
+                        let resumed = self.shared().holds.resume(held, *reply).await;
+                        return Ok(handed_over(resumed?, &binding));
+                    }
+                    Some(GoesOn::Ongoing(ongoing)) => {
+                        let response = match self.shared().holds.collect(&ongoing.call).await? {
+                            Some(response) => response?,
+                            // Still waiting: the person is sent to the page again.
+                            None => self
+                                .shared()
+                                .rounds
+                                .ongoing(ongoing.clone(), &binding)
+                                .into(),
+                        };
+                        return Ok(handed_over(response, &binding));
+                    }
+                    None => {}
                 }
                 // "For this session" only in a session that outlives the call.
                 let named = ["named:", "handle:"]
@@ -220,6 +235,7 @@ impl McpServer {
                         Next::Paused(paused) => {
                             let _ = paused.reply.send(Reply::Unavailable);
                         }
+                        Next::Referred(_) => {}
                         ended => break ended,
                     }
                 }
@@ -236,6 +252,7 @@ impl McpServer {
         let response = match next {
             Next::Ended(answer) => go_on.ended(answer).await,
             Next::Paused(paused) => go_on.hold(running, paused).await,
+            Next::Referred(referral) => go_on.let_run(running, referral).await,
         };
         response.map(|response| handed_over(response, &binding))
     }
@@ -252,7 +269,8 @@ fn handed_over(mut response: CallToolResponse, binding: &Binding) -> CallToolRes
 
 /// What becomes of a call of a round: its result, the questions it stopped
 /// for (a script's kept pause named with them), or, for a running call,
-/// held where it paused and, after its answer, any of these again.
+/// held where it paused (or let run while operators decide its question)
+/// and, after its answer, any of these again.
 #[derive(Clone)]
 struct GoOn {
     shared: Arc<Shared>,
@@ -299,10 +317,12 @@ impl GoOn {
         paused: Paused,
     ) -> BoxFuture<'static, Result<CallToolResponse, ErrorData>> {
         Box::pin(async move {
+            if paused.reply.is_closed() {
+                // Its asker gave up waiting: nothing to hold it for.
+                return self.after(running).await;
+            }
             let question = paused.question.clone();
-            let then = self.clone();
-            let next: Continue = Arc::new(move |running| then.clone().after(running));
-            let caller = format!("{}\0{}", self.binding.tenant, self.binding.principal);
+            let (caller, next) = self.continued();
             match self.shared.holds.hold(&caller, running, paused, next).await {
                 Ok(held) => Ok(self
                     .shared
@@ -322,6 +342,34 @@ impl GoOn {
         })
     }
 
+    /// Lets the call run on while operators decide its question, sending
+    /// the person to its page: the retry collects what it did. A caller
+    /// with as many calls held as it may waits in the request.
+    fn let_run(
+        self,
+        running: Running,
+        referral: Referral,
+    ) -> BoxFuture<'static, Result<CallToolResponse, ErrorData>> {
+        Box::pin(async move {
+            let (caller, next) = self.continued();
+            match self.shared.holds.let_run(&caller, running, next).await {
+                Ok(call) => {
+                    let ongoing = Ongoing::new(call, &referral);
+                    Ok(self.shared.rounds.ongoing(ongoing, &self.binding).into())
+                }
+                Err(running) => self.after(running).await,
+            }
+        })
+    }
+
+    /// Who the call's holds count against, and how it goes on once its
+    /// question is answered.
+    fn continued(&self) -> (String, Continue) {
+        let caller = format!("{}\0{}", self.binding.tenant, self.binding.principal);
+        let then = self.clone();
+        (caller, Arc::new(move |running| then.clone().after(running)))
+    }
+
     /// What the call did once answered, as the retry's response.
     fn after(
         self,
@@ -331,6 +379,7 @@ impl GoOn {
             match running.next().await {
                 Next::Ended(answer) => self.ended(answer).await,
                 Next::Paused(paused) => self.hold(running, paused).await,
+                Next::Referred(referral) => self.let_run(running, referral).await,
             }
         })
     }

@@ -246,12 +246,13 @@ impl Asker for Elicitor {
 /// The URL-mode `elicitation/create` parameters that send the person to
 /// where `referral` is decided.
 pub(crate) fn pointer(referral: &Referral) -> Value {
-    json!({
-        "mode": "url",
-        "message": referral.message,
-        "url": referral.url,
-        "elicitationId": referral.id,
-    })
+    page(&referral.id, &referral.url, &referral.message)
+}
+
+/// The URL-mode `elicitation/create` parameters sending the person to page
+/// `url` (elicitation `id`), telling them `message`.
+pub(crate) fn page(id: &str, url: &str, message: &str) -> Value {
+    json!({"mode": "url", "message": message, "url": url, "elicitationId": id})
 }
 
 /// The `elicitation/create` parameters for `question`: its text and one

@@ -10,6 +10,10 @@
 //! When the holder is gone (stopped, or the question expired), the retry is
 //! refused, saying the call did not finish and must be made again: nothing
 //! the call did is repeated without the caller knowing.
+//!
+//! A running call's question decided by operators is not held for the
+//! retry's answer: the call waits for the operator where it runs, and the
+//! retry collects what it did (see [`referred`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -20,12 +24,15 @@ use rmcp::model::{CallToolResponse, CallToolResult, InputRequiredResult};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
-use wasm_agent_sandbox::ask::{Question, Reply};
+use wasm_agent_sandbox::ask::{Question, Referral, Reply};
 use wasm_agent_session::SessionStore;
 
 use super::drain::InFlight;
 use super::input_required::{name_of, reply_named};
 use super::relay::poll_mail;
+use super::state_keys::StateKeys;
+
+pub(crate) mod referred;
 
 /// Longest a retry waits for what a held call did next on another replica.
 const MAX_RESUMED: Duration = Duration::from_secs(15 * 60);
@@ -43,12 +50,21 @@ pub(crate) struct Paused {
     pub reply: oneshot::Sender<Reply>,
 }
 
+/// What a running call stopped for.
+pub(crate) enum Stop {
+    /// A question for the person with the call's answer.
+    Question(Paused),
+    /// A question decided elsewhere (the operators' console): the person is
+    /// sent to its page, and the call waits for it where it runs.
+    Page(Referral),
+}
+
 /// A call running as part of a round: its answer, or its questions.
 /// Dropped before it ended (its hold expired, its request went away), the
 /// call is cancelled: a call nobody waits for does not go on.
 pub(crate) struct Running {
     pub task: tokio::task::JoinHandle<Result<CallToolResult, ErrorData>>,
-    pub questions: mpsc::Receiver<Paused>,
+    pub questions: mpsc::Receiver<Stop>,
     /// Counted in flight while held, so a graceful stop waits for it.
     pub _in_flight: Option<InFlight>,
     pub _cancel_on_drop: tokio_util::sync::DropGuard,
@@ -58,6 +74,7 @@ pub(crate) struct Running {
 pub(crate) enum Next {
     Ended(Result<CallToolResult, ErrorData>),
     Paused(Paused),
+    Referred(Referral),
 }
 
 impl Running {
@@ -67,7 +84,10 @@ impl Running {
             ended = &mut self.task => Next::Ended(ended.unwrap_or_else(|error| {
                 Err(ErrorData::internal_error(format!("the call failed: {error}"), None))
             })),
-            Some(paused) = self.questions.recv() => Next::Paused(paused),
+            Some(stop) = self.questions.recv() => match stop {
+                Stop::Question(paused) => Next::Paused(paused),
+                Stop::Page(referral) => Next::Referred(referral),
+            },
         }
     }
 }
@@ -89,6 +109,32 @@ enum Relayed {
     Error(ErrorData),
 }
 
+impl From<Response> for Relayed {
+    fn from(response: Response) -> Self {
+        match response {
+            Ok(CallToolResponse::InputRequired(input)) => Relayed::InputRequired(input),
+            Ok(CallToolResponse::Complete(result)) => Relayed::Complete(result),
+            Ok(_) => Relayed::Error(ErrorData::internal_error("unexpected result", None)),
+            Err(error) => Relayed::Error(error),
+        }
+    }
+}
+
+impl From<Relayed> for Response {
+    fn from(relayed: Relayed) -> Self {
+        match relayed {
+            Relayed::Complete(result) => Ok(result.into()),
+            Relayed::InputRequired(input) => Ok(input.into()),
+            Relayed::Error(error) => Err(error),
+        }
+    }
+}
+
+/// What mail between replicas is sealed for (with the replicas' request-
+/// state keys, and the mailbox's address), so that a store writer can
+/// neither answer a held call's question nor forge what a call did.
+const RELAY_SEAL: &str = "wasm-agent relayed call v1";
+
 /// Makes the result of a held call's next step: its answer, or the
 /// input-required result of its next question (holding it again).
 pub(crate) type Continue =
@@ -100,17 +146,39 @@ pub(crate) struct Holds {
     /// Holds by caller, within [`MAX_HOLDS_PER_CALLER`].
     callers: Mutex<HashMap<String, usize>>,
     store: Arc<dyn SessionStore>,
+    keys: StateKeys,
     wait: Duration,
 }
 
 impl Holds {
-    pub fn new(store: Arc<dyn SessionStore>, wait: Duration) -> Self {
+    /// Holds whose mail goes through `store`, sealed with `keys`, each
+    /// question waiting at most `wait`.
+    pub fn new(store: Arc<dyn SessionStore>, keys: StateKeys, wait: Duration) -> Self {
         Self {
             local: Mutex::default(),
             callers: Mutex::default(),
             store,
+            keys,
             wait,
         }
+    }
+
+    /// `value` sealed as mail for `address`, good for `ttl`.
+    fn seal<T: Serialize>(&self, address: &str, value: &T, ttl: Duration) -> String {
+        self.keys
+            .seal(&format!("{RELAY_SEAL}\0{address}"), value, ttl)
+    }
+
+    /// What mail `text` found at `address` carries, if this deployment
+    /// sealed it for that address.
+    fn open<T: serde::de::DeserializeOwned>(&self, address: &str, text: &str) -> Option<T> {
+        self.keys.open(&format!("{RELAY_SEAL}\0{address}"), text)
+    }
+
+    /// The reply mail `text` at `address` carries; anything forged denies.
+    fn reply_in(&self, address: &str, text: &str) -> Reply {
+        let name: Option<String> = self.open(address, text);
+        name.map_or(Reply::Deny, |name| reply_named(&name))
     }
 
     /// Holds `running`, paused at `paused`, until the answer comes (here or
@@ -169,9 +237,11 @@ impl Holds {
             let _ = self.store.close_mailbox(&next).await;
             let _ = self.store.close_mailbox(&taken).await;
         };
+        let answer_at = answer_address(id);
+        let answer = self.seal(&answer_at, &name_of(reply).unwrap_or("deny"), self.wait);
         let delivered = self
             .store
-            .deliver(&answer_address(id), name_of(reply).unwrap_or("deny"))
+            .deliver(&answer_at, &answer)
             .await
             .map_err(unavailable)?;
         if !delivered {
@@ -189,10 +259,9 @@ impl Holds {
         }
         let mail = poll_mail(&*self.store, &next, MAX_RESUMED).await;
         close().await;
-        match mail.and_then(|mail| serde_json::from_str::<Relayed>(&mail).ok()) {
-            Some(Relayed::Complete(result)) => Ok(result.into()),
-            Some(Relayed::InputRequired(input)) => Ok(input.into()),
-            Some(Relayed::Error(error)) => Err(error),
+        let relayed = mail.and_then(|mail| self.open::<Relayed>(&next, &mail));
+        match relayed {
+            Some(relayed) => relayed.into(),
             None => Err(ErrorData::internal_error(
                 format!(
                     "the replica holding the call took the answer but did not say how the call \
@@ -221,7 +290,7 @@ impl Holds {
         let relayed = poll_mail(&*self.store, &address, wait);
         let resume = tokio::select! {
             resume = resumed.recv() => resume.map(|r| (r.reply, Some(r.respond))),
-            mail = relayed => mail.map(|mail| (reply_named(&mail), None)),
+            mail = relayed => mail.map(|mail| (self.reply_in(&address, &mail), None)),
         };
         self.lock().remove(&id);
         // One last look: an answer delivered as the wait ran out is taken;
@@ -230,7 +299,7 @@ impl Holds {
         let resume = match resume {
             Some(resume) => Some(resume),
             None => match self.store.collect_mail(&address).await {
-                Ok(Some(mail)) => Some((reply_named(&mail), None)),
+                Ok(Some(mail)) => Some((self.reply_in(&address, &mail), None)),
                 _ => None,
             },
         };
@@ -256,14 +325,9 @@ impl Holds {
                 let _ = respond.send(response);
             }
             None => {
-                let relayed = match response {
-                    Ok(CallToolResponse::InputRequired(input)) => Relayed::InputRequired(input),
-                    Ok(CallToolResponse::Complete(result)) => Relayed::Complete(result),
-                    Ok(_) => Relayed::Error(ErrorData::internal_error("unexpected result", None)),
-                    Err(error) => Relayed::Error(error),
-                };
-                let text = serde_json::to_string(&relayed).unwrap_or_default();
-                if let Err(error) = self.store.deliver(&next_address(&id), &text).await {
+                let next = next_address(&id);
+                let text = self.seal(&next, &Relayed::from(response), MAX_RESUMED);
+                if let Err(error) = self.store.deliver(&next, &text).await {
                     tracing::warn!(%error, "cannot relay what a held call did next");
                 }
             }

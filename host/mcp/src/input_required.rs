@@ -24,12 +24,12 @@ use rmcp::model::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use wasm_agent_sandbox::ask::{Question, Referred, Reply};
+use wasm_agent_sandbox::ask::{Question, Referral, Referred, Reply};
 use wasm_agent_session::SessionStore;
 
 mod round;
 
-pub(crate) use round::Round;
+pub(crate) use round::{GoesOn, Round};
 
 use super::elicit;
 use super::identity::Identity;
@@ -90,6 +90,9 @@ struct Sealed {
     /// The hold of the running call that asked them, if one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     held: Option<String>,
+    /// The call let run while operators decide its question, if one was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ongoing: Option<Ongoing>,
     /// The tool session the call runs in, and its handle when the session
     /// was started for the call (so the retry hands over the same one).
     #[serde(default)]
@@ -108,6 +111,28 @@ struct Sealed {
 pub(crate) struct Shows {
     pub forms: bool,
     pub pages: bool,
+}
+
+/// A call let run while operators decide its question: its id, and the
+/// page its person is sent to (again, until the call has gone on).
+#[derive(Clone, Serialize, Deserialize)]
+pub(crate) struct Ongoing {
+    pub call: String,
+    pub page: String,
+    pub url: String,
+    pub message: String,
+}
+
+impl Ongoing {
+    /// Call `call`, whose question is decided at `referral`'s page.
+    pub fn new(call: String, referral: &Referral) -> Self {
+        Self {
+            call,
+            page: referral.id.clone(),
+            url: referral.url.clone(),
+            message: referral.message.clone(),
+        }
+    }
 }
 
 /// A question decided elsewhere, as a state carries it.
@@ -193,13 +218,16 @@ impl Rounds {
         for (question, reply) in &sealed.answers {
             answers.insert(question.clone(), reply_named(reply));
         }
-        let mut held = None;
+        // What the client replies to a page answers nothing.
+        let mut goes_on = sealed.ongoing.map(GoesOn::Ongoing);
         for (key, question) in &sealed.asked {
             let reply = responses
                 .and_then(|responses| responses.get(key))
                 .map_or(Reply::NoAnswer, elicit::reply_of);
             answers.insert(question.clone(), reply);
-            held = sealed.held.clone().map(|id| (id, reply));
+            if let Some(id) = &sealed.held {
+                goes_on = Some(GoesOn::Held(id.clone(), reply));
+            }
         }
         let referred = sealed
             .elsewhere
@@ -216,7 +244,7 @@ impl Rounds {
         Ok(Round::new(
             answers,
             self.wait,
-            held,
+            goes_on,
             sealed.script,
             shows,
             referred,
@@ -286,6 +314,20 @@ impl Rounds {
         self.finish(sealed)
     }
 
+    /// The input-required result of a running call let run as
+    /// `ongoing.call` while operators decide its question: the person is
+    /// sent to the question's page, and the retry collects what it did.
+    pub fn ongoing(&self, ongoing: Ongoing, binding: &Binding) -> InputRequiredResult {
+        let (mut requests, mut sealed) = self.sealed(&[], Vec::new(), binding, None);
+        let page = elicit::page(&ongoing.page, &ongoing.url, &ongoing.message);
+        let request = json!({"method": "elicitation/create", "params": page});
+        let request: InputRequest =
+            serde_json::from_value(request).expect("a URL-mode elicitation request");
+        requests.insert("wasm-agent-page-1".into(), request);
+        sealed.ongoing = Some(ongoing);
+        self.finish((requests, sealed))
+    }
+
     /// The requests for `questions`, and the state to seal with them.
     fn sealed(
         &self,
@@ -316,6 +358,7 @@ impl Rounds {
             asked,
             elsewhere: Vec::new(),
             held,
+            ongoing: None,
             session: binding.session.clone(),
             handle: binding.handle.clone(),
             script: None,

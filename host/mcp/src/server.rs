@@ -327,8 +327,9 @@ impl McpServerBuilder {
     /// The server.
     pub fn build(self) -> McpServer {
         let tools = HostTools::new(self.host.clone(), self.settings);
-        let holds = Arc::new(Holds::new(self.host.session_store().clone(), self.ask_wait));
         let keys = self.state_keys.unwrap_or_else(StateKeys::random);
+        let store = self.host.session_store().clone();
+        let holds = Arc::new(Holds::new(store, keys.clone(), self.ask_wait));
         let handles = SessionHandles::new(keys.clone());
         let paused = PausedScripts::new(
             keys.codec().clone(),

@@ -11,16 +11,16 @@ use wasm_agent_sandbox::ask::{
     Asker, Asking, Question, Referral, Referred, Reply, SessionAnswers, SharedAnswers,
 };
 
-use super::super::held::Paused;
-use super::{Binding, Shows, name_of, top_level};
+use super::super::held::{Paused, Stop};
+use super::{Binding, Ongoing, Shows, name_of, top_level};
 
 /// The answers one request carries, and the questions its call stopped for.
 pub(crate) struct Round {
     answers: HashMap<String, Reply>,
     asker: Arc<RoundAsker>,
     wait: Duration,
-    /// The hold whose question this request answers, and the answer.
-    held: Option<(String, Reply)>,
+    /// The call this request goes on with, if any.
+    goes_on: Option<GoesOn>,
     /// The pause of the script this request goes on with.
     script: Option<String>,
 }
@@ -29,7 +29,7 @@ impl Round {
     pub(super) fn new(
         answers: HashMap<String, Reply>,
         wait: Duration,
-        held: Option<(String, Reply)>,
+        goes_on: Option<GoesOn>,
         script: Option<String>,
         shows: Shows,
         referred: HashMap<String, Referred>,
@@ -47,7 +47,7 @@ impl Round {
             answers,
             asker,
             wait,
-            held,
+            goes_on,
             script,
         }
     }
@@ -128,14 +128,15 @@ impl Round {
             .collect()
     }
 
-    /// The held call this request answers the question of, and the answer.
-    pub fn held(&self) -> Option<&(String, Reply)> {
-        self.held.as_ref()
+    /// The call already running that this request goes on with, if any.
+    pub fn goes_on(&self) -> Option<&GoesOn> {
+        self.goes_on.as_ref()
     }
 
-    /// Questions of the call once it runs go to `pauses` (the call is held
-    /// while the person is asked).
-    pub fn pause_with(&self, pauses: mpsc::Sender<Paused>) {
+    /// What the call stops for once it runs goes to `pauses`: its questions
+    /// for the person (held while asked), and the pages of those decided
+    /// elsewhere.
+    pub fn pause_with(&self, pauses: mpsc::Sender<Stop>) {
         *self
             .asker
             .pauses
@@ -165,6 +166,14 @@ impl Round {
     }
 }
 
+/// A call already running that a request goes on with.
+pub(crate) enum GoesOn {
+    /// Held where it asked the person: the hold, and the person's answer.
+    Held(String, Reply),
+    /// Let run while operators decide its question.
+    Ongoing(Ongoing),
+}
+
 /// Answers from the request, else defers the question to the person.
 struct RoundAsker {
     /// Answers to questions asked before the call starts; each is used once.
@@ -178,7 +187,7 @@ struct RoundAsker {
     /// Questions decided elsewhere during this request, and their replies.
     settled: Mutex<HashMap<String, Reply>>,
     /// Where a running call's questions go.
-    pauses: Mutex<Option<mpsc::Sender<Paused>>>,
+    pauses: Mutex<Option<mpsc::Sender<Stop>>>,
     shows: Shows,
 }
 
@@ -193,23 +202,29 @@ impl RoundAsker {
     /// Holds the running call at `question` until the retry brings the
     /// client's reply.
     async fn hold(&self, question: &Question) -> Reply {
-        let pauses = self
-            .pauses
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let Some(pauses) = pauses else {
-            return Reply::Unavailable;
-        };
         let (reply, replied) = oneshot::channel();
         let paused = Paused {
             question: question.clone(),
             reply,
         };
-        if pauses.send(paused).await.is_err() {
+        if !self.stop(Stop::Question(paused)).await {
             return Reply::Unavailable;
         }
         replied.await.unwrap_or(Reply::NoAnswer)
+    }
+
+    /// Tells whoever runs the call that it stopped for `stop`: `false` when
+    /// nobody can be told.
+    async fn stop(&self, stop: Stop) -> bool {
+        let pauses = self
+            .pauses
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        match pauses {
+            Some(pauses) => pauses.send(stop).await.is_ok(),
+            None => false,
+        }
     }
 }
 
@@ -250,10 +265,18 @@ impl Asker for RoundAsker {
         "the MCP client's user (input required)".into()
     }
 
+    /// A running call's question decided elsewhere: the person is sent to
+    /// its page with the response, and the call waits for it where it runs
+    /// (it cannot stop to be made again).
+    async fn point_to(&self, referral: &Referral) {
+        if self.shows.pages && referral.question.running {
+            self.stop(Stop::Page(referral.clone())).await;
+        }
+    }
+
     /// A question about a call that has not started: the person is sent
     /// to its page with the call's answer (one page per question). A
-    /// running call's question is decided while it waits (the person is
-    /// not told: the response is its only way to them).
+    /// running call's question is not (see [`point_to`](Self::point_to)).
     fn refer_later(&self, referral: &Referral) -> Option<String> {
         if !self.shows.pages || referral.question.running {
             return None;
