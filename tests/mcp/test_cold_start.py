@@ -1,10 +1,12 @@
 """A first start with Python and JavaScript components that are not compiled yet.
 
 The server answers `initialize` at once and compiles in the background.
-`tools/list` waits for the components (`--load-wait`, 30 s by default; the
+`tools/list` waits for the components (`--load-wait`, 50 s by default; the
 TypeScript SDK's request timeout is 60 s, the Python SDK's unlimited). When
 the wait is shorter than the compile, the listing holds what is loaded so far
-and the server sends notifications/tools/list_changed once the rest are in:
+(a Rust component named first is in within a second or two: the listing is
+not empty) and the server sends notifications/tools/list_changed once the
+rest are in:
 the TypeScript SDK re-lists by itself, a Python SDK client re-lists when told.
 Both paths are tried with both official SDKs.
 
@@ -34,8 +36,11 @@ pytestmark = pytest.mark.anyio
 
 POLYGLOT = REPO_ROOT / "target/polyglot"
 PYTHON, JAVASCRIPT = POLYGLOT / "fixture-py.wasm", POLYGLOT / "mdtable.wasm"
+CALCULATOR = REPO_ROOT / "target/wasm32-wasip2/release/calculator.wasm"
 # Some tools of each: the Python fixture's and the JavaScript table tool's.
-TOOLS = {PYTHON: {"echo", "spin", "state"}, JAVASCRIPT: {"markdown_table", "markdown_toc"}}
+TOOLS = {PYTHON: {"echo", "spin", "state"}, JAVASCRIPT: {"markdown_table", "markdown_toc"}, CALCULATOR: {"calculate"}}
+# A wait the Rust component's compile fits in, and the others' do not.
+SHORT_WAIT = ("--load-wait", "5s")
 INITIALIZE_BOUND = 2.0
 # Waits for the "lists once compiled" cases: the Python SDK's client has no
 # request timeout of its own (the fixture's read timeout is set above it); the
@@ -93,9 +98,10 @@ async def test_python_sdk_cold_start_lists_once_compiled(tmp_path: Path, stdio_s
 
 
 async def test_python_sdk_cold_start_hears_list_changed_after_a_short_wait(tmp_path: Path, stdio_session):
-    cold = python_cold_start(tmp_path, stdio_session, (PYTHON,), "--load-wait", "0s")
+    cold = python_cold_start(tmp_path, stdio_session, (CALCULATOR, PYTHON), *SHORT_WAIT)
     async with cold as (session, listing, _, changed):
-        assert not expected(PYTHON) <= listing, f"listed {sorted(listing)} before compiling could finish"
+        # Not empty: the Rust component is in; the Python one is compiling.
+        assert listing == expected(CALCULATOR), f"listed {sorted(listing)}"
         with anyio.move_on_after(90):
             while not changed.count:
                 await anyio.sleep(0.05)
@@ -134,8 +140,9 @@ def test_typescript_sdk_cold_start_lists_once_compiled(tmp_path: Path, server_en
 
 
 def test_typescript_sdk_cold_start_refreshes_on_list_changed(tmp_path: Path, server_env: dict[str, str]):
-    components = (PYTHON, JAVASCRIPT)
-    report = typescript_cold_start(tmp_path, server_env, components, "--load-wait", "0s")
-    assert not expected(*components) <= set(report["tools"]), f"listed {report['tools']} before compiling could finish"
+    components = (CALCULATOR, PYTHON, JAVASCRIPT)
+    report = typescript_cold_start(tmp_path, server_env, components, *SHORT_WAIT)
+    # Not empty: the Rust component is in; the others are compiling.
+    assert set(report["tools"]) == expected(CALCULATOR), f"listed {report['tools']}"
     # The SDK re-listed by itself on list_changed and then saw every tool.
     assert report["refreshed"] and report["refreshed"][-1] >= len(expected(*components)), report

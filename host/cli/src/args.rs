@@ -276,9 +276,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "URL", env = "WASM_AGENT_CACHE")]
     pub cache: Option<String>,
     /// Longest `tools/list` and `tools/call` wait for components still
-    /// compiling at start (at most 1h); then the tools loaded so far are
+    /// compiling at start (at most 1h; the default stays under clients'
+    /// usual 60 s request timeout); then the tools loaded so far are
     /// listed, and clients hear `list_changed` once the rest are in.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_load_wait)]
+    #[arg(long, value_name = "DURATION", default_value = "50s", value_parser = parse_load_wait)]
     pub load_wait: Duration,
     /// Also answer GET /healthz and /readyz here (no token), e.g. on an
     /// address only the load balancer reaches; /mcp answers them too.

@@ -143,7 +143,8 @@ impl McpServer {
                         return Ok(handed_over(resumed?, &binding));
                     }
                     Some(GoesOn::Ongoing(ongoing)) => {
-                        let response = match self.shared().holds.collect(&ongoing.call).await? {
+                        let collected = self.shared().holds.collect(&ongoing.call, &cancellation);
+                        let response = match collected.await? {
                             Some(response) => response?,
                             // Still waiting: the person is sent to the page again.
                             None => self
@@ -222,24 +223,25 @@ impl McpServer {
         let mut running = Running {
             task,
             questions,
+            place: None,
             _in_flight: Some(in_flight),
             _cancel_on_drop: call_cancellation.clone().drop_guard(),
         };
         let next = tokio::select! {
+            biased;
+            () = cancellation.cancelled() => running.cancel(&call_cancellation).await,
             next = running.next() => next,
-            () = cancellation.cancelled() => {
-                // Cancelled: the call ends, and nothing it asks is held.
-                call_cancellation.cancel();
-                loop {
-                    match running.next().await {
-                        Next::Paused(paused) => {
-                            let _ = paused.reply.send(Reply::Unavailable);
-                        }
-                        Next::Referred(_) => {}
-                        ended => break ended,
-                    }
+        };
+        // A request cancelled as its call stopped for a question: the call
+        // is cancelled, not held.
+        let next = match next {
+            Next::Paused(_) | Next::Referred(_) if cancellation.is_cancelled() => {
+                if let Next::Paused(paused) = next {
+                    let _ = paused.reply.send(Reply::Unavailable);
                 }
+                running.cancel(&call_cancellation).await
             }
+            next => next,
         };
         let go_on = GoOn {
             shared: self.shared_arc(),

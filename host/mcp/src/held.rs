@@ -65,6 +65,9 @@ pub(crate) enum Stop {
 pub(crate) struct Running {
     pub task: tokio::task::JoinHandle<Result<CallToolResult, ErrorData>>,
     pub questions: mpsc::Receiver<Stop>,
+    /// Its place among its caller's held calls, once it was held or let
+    /// run (kept until it ends, whatever it asks next).
+    pub place: Option<Counted>,
     /// Counted in flight while held, so a graceful stop waits for it.
     pub _in_flight: Option<InFlight>,
     pub _cancel_on_drop: tokio_util::sync::DropGuard,
@@ -78,6 +81,30 @@ pub(crate) enum Next {
 }
 
 impl Running {
+    /// Takes the call's place among `caller`'s held calls, unless it has
+    /// one already: `false` when the caller holds as many as it may.
+    fn take_place(&mut self, holds: &Arc<Holds>, caller: &str) -> bool {
+        if self.place.is_none() {
+            self.place = Counted::take(holds.clone(), caller);
+        }
+        self.place.is_some()
+    }
+
+    /// Cancels the call through `cancellation` (its own): it ends, and
+    /// nothing it asks meanwhile is held or let run.
+    pub async fn cancel(&mut self, cancellation: &tokio_util::sync::CancellationToken) -> Next {
+        cancellation.cancel();
+        loop {
+            match self.next().await {
+                Next::Paused(paused) => {
+                    let _ = paused.reply.send(Reply::Unavailable);
+                }
+                Next::Referred(_) => {}
+                ended => return ended,
+            }
+        }
+    }
+
     pub async fn next(&mut self) -> Next {
         tokio::select! {
             biased;
@@ -192,9 +219,10 @@ impl Holds {
         paused: Paused,
         next: Continue,
     ) -> Result<String, (Running, Paused)> {
-        let Some(counted) = Counted::take(self.clone(), caller) else {
+        let mut running = running;
+        if !running.take_place(self, caller) {
             return Err((running, paused));
-        };
+        }
         let id = uuid::Uuid::new_v4().simple().to_string();
         let (resumes, resumed) = mpsc::channel(1);
         self.lock().insert(id.clone(), resumes);
@@ -207,7 +235,7 @@ impl Holds {
         }
         let kept = self
             .clone()
-            .keep(id.clone(), running, paused, resumed, next, counted);
+            .keep(id.clone(), running, paused, resumed, next);
         tokio::spawn(kept);
         Ok(id)
     }
@@ -281,7 +309,6 @@ impl Holds {
         paused: Paused,
         mut resumed: mpsc::Receiver<Resume>,
         next: Continue,
-        counted: Counted,
     ) {
         let address = answer_address(&id);
         // Given up a little before the question's own wait runs out (it
@@ -317,8 +344,6 @@ impl Holds {
             tracing::debug!(%error, "cannot say a relayed answer was taken");
         }
         let _ = paused.reply.send(reply);
-        // Not held any more: its next question may be held again.
-        drop(counted);
         let response = next(running).await;
         match respond {
             Some(respond) => {
@@ -339,20 +364,23 @@ impl Holds {
     }
 }
 
+// Mailbox addresses carry the version of what they hold (sealed since
+// version 2): a replica of another version finds no mailbox and says the
+// question expired, rather than misreading the mail.
 fn answer_address(id: &str) -> String {
-    format!("held-answer:{id}")
+    format!("held-answer2:{id}")
 }
 
 fn next_address(id: &str) -> String {
-    format!("held-next:{id}")
+    format!("held-next2:{id}")
 }
 
 fn taken_address(id: &str) -> String {
-    format!("held-taken:{id}")
+    format!("held-taken2:{id}")
 }
 
-/// One hold counted against its caller, until dropped.
-struct Counted(Arc<Holds>, String);
+/// One call held (or let run) counted against its caller, until dropped.
+pub(crate) struct Counted(Arc<Holds>, String);
 
 impl Counted {
     fn take(holds: Arc<Holds>, caller: &str) -> Option<Self> {

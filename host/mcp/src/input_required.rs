@@ -199,8 +199,14 @@ impl Rounds {
             binding.session = sealed.session.clone();
             binding.handle = sealed.handle.clone();
         }
-        // Marked for twice the wait, so replicas' clocks may disagree.
-        match self.store.use_once(&sealed.once, 2 * self.wait).await {
+        // Marked for twice the wait, so replicas' clocks may disagree. A
+        // state naming a call let run only reads what the call did: it may
+        // be sent again (should a retry's response be lost).
+        let once = match sealed.ongoing {
+            Some(_) => Ok(true),
+            None => self.store.use_once(&sealed.once, 2 * self.wait).await,
+        };
+        match once {
             Ok(true) => {}
             Ok(false) => {
                 return Err(refused(
@@ -420,7 +426,9 @@ fn check_binding(sealed: &Sealed, binding: &Binding) -> Result<(), ErrorData> {
     } else if !binding.session.is_empty() && sealed.session != binding.session {
         "it was issued for a call in another tool session: send it back with the session the \
          request that received it named"
-    } else if sealed.version != binding.version {
+    } else if sealed.version != binding.version && sealed.held.is_none() && sealed.ongoing.is_none()
+    {
+        // (A call held or let run goes on with the version it started on.)
         "the tool's component changed since the question, and the answer was for the \
          version asked about: call the tool again"
     } else {

@@ -31,7 +31,7 @@ use wasm_agent_sandbox::host::ToolHost;
 /// How long a `tools/list` or `tools/call` waits for tools still loading
 /// by default (see [`McpServerBuilder::loading`]); then it is answered with
 /// the tools loaded so far.
-pub const LOAD_WAIT: Duration = Duration::from_secs(30);
+pub const LOAD_WAIT: Duration = Duration::from_secs(50);
 
 /// Why a stdio MCP session ended abnormally.
 #[derive(Debug, thiserror::Error)]

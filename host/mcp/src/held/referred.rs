@@ -3,9 +3,11 @@
 //! call's own answer is not known yet); the call waits for the operator
 //! where it runs and goes on to its end, or to its next question, whether or
 //! not anyone comes back for it. What it did next is kept in the shared
-//! store, and the retry takes it on any replica. A retry that comes before
-//! waits a while and is sent to the page again; one that comes after the
-//! replica running the call stopped is told the call did not finish.
+//! store for the ask wait, and every retry of the call reads it there, on
+//! any replica (reading it changes nothing, so a retry whose response is lost
+//! can be sent again). A retry that comes before waits a while and is sent
+//! to the page again; one that comes after the replica running the call
+//! stopped is told so.
 //!
 //! Nothing here can cancel a call an operator decided: the call ends by its
 //! own limits, never because nobody came back for its result.
@@ -15,24 +17,29 @@ use std::time::Duration;
 
 use rmcp::ErrorData;
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
-use super::{Continue, Counted, Holds, Relayed, Response, Running, unavailable};
+use super::{Continue, Holds, Relayed, Response, Running, unavailable};
 
 /// Longest a retry waits for the call before its person is sent to the page
 /// again: well under clients' and proxies' request timeouts.
 const RETRY_WAIT: Duration = Duration::from_secs(20);
-/// How often the replica running the call says it still does.
-const ALIVE_EVERY: Duration = Duration::from_secs(5);
-/// How long a retry takes the call to run after the last word of it.
-const ALIVE_FOR: Duration = Duration::from_secs(20);
-/// How long what the call did is kept after it ended, beyond the ask wait
-/// (every request state that can collect it expires within that wait).
-const KEPT_PAST_WAIT: Duration = Duration::from_secs(60);
+/// How often the replica running the call says it still does: a quarter of
+/// the ask wait, within these bounds; each word counts four times as long.
+const ALIVE_EVERY: (Duration, Duration) = (Duration::from_millis(250), Duration::from_secs(5));
 /// The first pause between two looks for what the call did (then longer).
 const POLL: Duration = Duration::from_millis(100);
 const MAX_POLL: Duration = Duration::from_secs(1);
-/// The word that the call ended.
-const ENDED: &str = "ended";
+
+/// How the call ended, as the replica running it says (sealed).
+#[derive(serde::Serialize, serde::Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+enum Ended {
+    /// What it did was kept.
+    Kept,
+    /// What it did could not be kept (the store refused it).
+    Lost,
+}
 
 impl Holds {
     /// Lets `running` go on here while its question is decided elsewhere;
@@ -44,12 +51,12 @@ impl Holds {
     pub async fn let_run(
         self: &Arc<Self>,
         caller: &str,
-        running: Running,
+        mut running: Running,
         next: Continue,
     ) -> Result<String, Running> {
-        let Some(counted) = Counted::take(self.clone(), caller) else {
+        if !running.take_place(self, caller) {
             return Err(running);
-        };
+        }
         let id = uuid::Uuid::new_v4().simple().to_string();
         let (alive, result) = (alive_address(&id), result_address(&id));
         let (every, alive_for) = self.alive_timing();
@@ -57,11 +64,11 @@ impl Holds {
             tracing::warn!(%error, "cannot say a call runs on: its request waits for it");
             return Err(running);
         }
-        let kept_for = self.wait + KEPT_PAST_WAIT;
+        // As long as the states in what it did next are good for.
+        let kept_for = self.wait;
         let holds = self.clone();
         tokio::spawn(async move {
             let store = &holds.store;
-            let _counted = counted;
             let went_on = next(running);
             tokio::pin!(went_on);
             let response = loop {
@@ -79,17 +86,21 @@ impl Holds {
                 store.open_mailbox(&result, kept_for).await?;
                 store.deliver(&result, &text).await
             };
-            match kept.await {
-                Ok(true) => {}
-                Ok(false) => tracing::warn!("cannot keep what a call did for its retry"),
-                Err(error) => tracing::warn!(%error, "cannot keep what a call did for its retry"),
-            }
-            // The word that it runs becomes the word that it ended.
-            let ended = async {
-                store.open_mailbox(&alive, kept_for).await?;
-                store.deliver(&alive, ENDED).await
+            let ended = match kept.await {
+                Ok(true) => Ended::Kept,
+                Ok(false) => Ended::Lost,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot keep what a call did for its retry");
+                    Ended::Lost
+                }
             };
-            if let Err(error) = ended.await {
+            // The word that it runs becomes the word of how it ended.
+            let word = holds.seal(&alive, &ended, kept_for);
+            let said = async {
+                store.open_mailbox(&alive, kept_for).await?;
+                store.deliver(&alive, &word).await
+            };
+            if let Err(error) = said.await {
                 tracing::debug!(%error, "cannot say a call ended");
             }
         });
@@ -97,43 +108,58 @@ impl Holds {
     }
 
     /// What call `id` (let run by [`let_run`](Self::let_run), here or on
-    /// another replica) did next, taken once; `None` when it still runs
-    /// after a while (its person is then sent to the page again). A call
-    /// whose replica stopped before it ended is refused, saying so.
-    pub async fn collect(&self, id: &str) -> Result<Option<Response>, ErrorData> {
+    /// another replica) did next; `None` when it still runs after a while,
+    /// or `cancelled` fires first (its person is then sent to the page
+    /// again). A call whose replica stopped before it ended is refused,
+    /// saying so.
+    pub async fn collect(
+        &self,
+        id: &str,
+        cancelled: &CancellationToken,
+    ) -> Result<Option<Response>, ErrorData> {
         let (alive, result) = (alive_address(id), result_address(id));
         let started = tokio::time::Instant::now();
         let mut poll = POLL;
         loop {
-            if let Some(mail) = self.taken(&result).await? {
-                return Ok(Some(mail));
+            if let Some(response) = self.kept(&result).await? {
+                return Ok(Some(response));
             }
             let word = self.store.mailboxes(&alive, 1).await.map_err(unavailable)?;
-            let word = word.into_iter().find(|(address, _)| *address == alive);
-            if !matches!(word, Some((_, None))) {
-                // It ended (between the two looks, or its result was taken),
-                // or its replica stopped.
-                return match self.taken(&result).await? {
-                    Some(mail) => Ok(Some(mail)),
-                    None if word.is_some() => Err(taken_already()),
-                    None => Err(stopped(self.alive_timing().1)),
-                };
+            match word.into_iter().find(|(address, _)| *address == alive) {
+                // It runs.
+                Some((_, None)) => {}
+                // It ended between the two looks, or what it did was lost.
+                Some((_, Some(word))) => {
+                    return match self.kept(&result).await? {
+                        Some(response) => Ok(Some(response)),
+                        None if self.open(&alive, &word) == Some(Ended::Kept) => Err(expired()),
+                        None => Err(lost()),
+                    };
+                }
+                None => return Err(stopped(self.alive_timing().1)),
             }
             if started.elapsed() >= RETRY_WAIT.min(self.wait) {
                 return Ok(None);
             }
-            tokio::time::sleep(poll).await;
+            tokio::select! {
+                () = tokio::time::sleep(poll) => {}
+                () = cancelled.cancelled() => return Ok(None),
+            }
             poll = (poll * 3 / 2).min(MAX_POLL);
         }
     }
 
-    /// The response left at `address`, if one was.
-    async fn taken(&self, address: &str) -> Result<Option<Response>, ErrorData> {
-        let mail = self
+    /// The response kept at `address`, if there is one (read, not taken).
+    async fn kept(&self, address: &str) -> Result<Option<Response>, ErrorData> {
+        let open = self
             .store
-            .collect_mail(address)
+            .mailboxes(address, 1)
             .await
             .map_err(unavailable)?;
+        let mail = open
+            .into_iter()
+            .find(|(found, _)| found == address)
+            .and_then(|(_, mail)| mail);
         Ok(mail.map(|mail| match self.open::<Relayed>(address, &mail) {
             Some(relayed) => relayed.into(),
             None => Err(ErrorData::internal_error(
@@ -145,11 +171,10 @@ impl Holds {
     }
 
     /// How often a running call is said to run, and for how long each word
-    /// counts: at most [`ALIVE_EVERY`] and [`ALIVE_FOR`], shorter for a
-    /// short ask wait.
+    /// counts (see [`ALIVE_EVERY`]).
     fn alive_timing(&self) -> (Duration, Duration) {
-        let every = ALIVE_EVERY.min(self.wait / 4);
-        (every, ALIVE_FOR.min(every * 4))
+        let every = (self.wait / 4).clamp(ALIVE_EVERY.0, ALIVE_EVERY.1);
+        (every, every * 4)
     }
 }
 
@@ -161,11 +186,20 @@ fn result_address(id: &str) -> String {
     format!("referred-next:{id}")
 }
 
-fn taken_already() -> ErrorData {
+fn expired() -> ErrorData {
     ErrorData::invalid_params(
-        "requestState refused: the call ended and what it did was given to an earlier retry \
-         (it is given once); call the tool again if it should run again",
+        "requestState refused: the call ended longer ago than what it did is kept (the ask \
+         wait); call the tool again if it should run again",
         Some(json!("request_state")),
+    )
+}
+
+fn lost() -> ErrorData {
+    ErrorData::internal_error(
+        "the call ended, but what it did could not be kept for its retry (the session store \
+         refused it): it is not known here how it ended; nothing is repeated: call the tool \
+         again if it should run",
+        Some(json!("call_lost")),
     )
 }
 
@@ -173,9 +207,9 @@ fn stopped(alive_for: Duration) -> ErrorData {
     ErrorData::internal_error(
         format!(
             "the call stopped before it ended: the replica running it has not said it runs for \
-             {} (it stopped, or cannot reach the session store), so it did not finish; what it \
-             did before is not undone, and nothing is repeated: call the tool again if it \
-             should run",
+             {} (it stopped, or cannot reach the session store), so what it did cannot be \
+             given and it may not have finished; what it did before is not undone, and nothing \
+             is repeated: call the tool again if it should run",
             humantime::format_duration(alive_for)
         ),
         Some(json!("call_stopped")),

@@ -109,21 +109,21 @@ impl ToolHost {
     }
 
     /// Loads several components at once: they compile (or come from the
-    /// cache) in parallel, and their tools are added in the order given, so
-    /// which of two clashing names wins does not depend on timing. Stops at
-    /// the first that fails in that order; those before it stay loaded.
+    /// cache) in parallel, and their tools are added in the order given,
+    /// each as soon as it and those before it are ready (so which of two
+    /// clashing names wins does not depend on timing, and a slow component
+    /// holds back only those after it). Stops at the first that fails in
+    /// that order; those before it stay loaded.
     pub async fn load_all(
         &self,
         components: impl IntoIterator<Item = (ComponentSource, LoadOptions)>,
     ) -> Result<Vec<LoadReport>, HostError> {
-        let prepared = futures::future::join_all(
-            components
-                .into_iter()
-                .map(|(source, options)| self.prepare(source, options)),
-        )
-        .await;
+        let mut prepared: futures::stream::FuturesOrdered<_> = components
+            .into_iter()
+            .map(|(source, options)| self.prepare(source, options))
+            .collect();
         let mut reports = Vec::with_capacity(prepared.len());
-        for component in prepared {
+        while let Some(component) = futures::StreamExt::next(&mut prepared).await {
             reports.push(self.install(component?, false)?);
         }
         Ok(reports)

@@ -346,8 +346,9 @@ impl Sandbox {
         check_header(bytes)?;
         let started = Instant::now();
         let digest: [u8; 32] = sha2::Sha256::digest(bytes).into();
-        let (component, cache) = cache::load_or_compile(folder, &self.engine, bytes, &digest)
-            .map_err(LoadError::invalid)?;
+        let (component, cache) =
+            cache::load_or_compile(&self.cache, folder, &self.engine, bytes, &digest)
+                .map_err(LoadError::invalid)?;
         let load_time = started.elapsed();
         self.link(&component)
             .map(|(pre, tool, script)| LoadedComponent {

@@ -26,6 +26,7 @@ fn call() -> (Running, oneshot::Sender<&'static str>) {
     let running = Running {
         task,
         questions,
+        place: None,
         _in_flight: None,
         _cancel_on_drop: cancelled.drop_guard(),
     };
@@ -59,33 +60,45 @@ fn holds(wait: Duration) -> Arc<Holds> {
 }
 
 #[tokio::test]
-async fn a_call_let_run_ends_without_a_retry_and_its_result_is_taken_once() {
+async fn a_call_let_run_ends_without_a_retry_and_every_retry_reads_it() {
     let holds = holds(Duration::from_secs(1));
     let (running, go) = call();
     let id = holds.let_run("alice", running, ended()).await.ok().unwrap();
-    // Before it ends, a retry waits a while, then is told it still runs.
+    // Before it ends, a retry waits a while, then is told it still runs;
+    // one whose request is cancelled stops waiting at once.
+    let never = CancellationToken::new();
     let started = tokio::time::Instant::now();
-    assert!(holds.collect(&id).await.unwrap().is_none());
+    assert!(holds.collect(&id, &never).await.unwrap().is_none());
     assert!(started.elapsed() >= Duration::from_secs(1));
+    let cancelled = CancellationToken::new();
+    cancelled.cancel();
+    let started = tokio::time::Instant::now();
+    assert!(holds.collect(&id, &cancelled).await.unwrap().is_none());
+    assert!(started.elapsed() < Duration::from_millis(500));
     // The operator decided; nobody came back, and the call ended anyway
     // (not cancelled: its answer is its own).
     go.send("42").unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let response = holds.collect(&id).await.unwrap().expect("what it did");
+    let response = holds
+        .collect(&id, &never)
+        .await
+        .unwrap()
+        .expect("what it did");
     assert_eq!(text_of(response.unwrap()), "42");
-    // Taken once: a second retry is not given it again.
-    let again = holds.collect(&id).await.unwrap_err();
-    assert!(
-        again.message.contains("given to an earlier retry"),
-        "{again:?}"
-    );
+    // Read, not taken: a retry whose response was lost is sent it again.
+    let again = holds
+        .collect(&id, &never)
+        .await
+        .unwrap()
+        .expect("what it did");
+    assert_eq!(text_of(again.unwrap()), "42");
 }
 
 #[tokio::test]
-async fn a_call_whose_replica_stopped_is_refused_saying_it_did_not_finish() {
+async fn a_call_whose_replica_stopped_is_refused_saying_it_may_not_have_finished() {
     let store = Arc::new(InMemorySessionStore::default());
-    let wait = Duration::from_millis(400);
     let keys = StateKeys::random();
+    let wait = Duration::from_millis(400);
     let running_here = Arc::new(Holds::new(store.clone(), keys.clone(), wait));
     let (running, _go) = call();
     let id = running_here
@@ -95,23 +108,22 @@ async fn a_call_whose_replica_stopped_is_refused_saying_it_did_not_finish() {
         .unwrap();
     // Another replica sees it run while its replica says so.
     let elsewhere = Holds::new(store, keys, wait);
-    assert!(elsewhere.collect(&id).await.unwrap().is_none());
+    let never = CancellationToken::new();
+    assert!(elsewhere.collect(&id, &never).await.unwrap().is_none());
     // The replica stops saying so (it stopped): the retry is told.
-    running_here
-        .store
-        .close_mailbox(&super::alive_address(&id))
-        .await
-        .unwrap();
-    let error = elsewhere.collect(&id).await.unwrap_err();
+    let alive = super::alive_address(&id);
+    running_here.store.close_mailbox(&alive).await.unwrap();
+    let error = elsewhere.collect(&id, &never).await.unwrap_err();
     assert!(
         error.message.contains("the call stopped before it ended"),
         "{error:?}"
     );
+    assert!(error.message.contains("may not have finished"), "{error:?}");
     assert!(error.message.contains("call the tool again"), "{error:?}");
 }
 
 #[tokio::test]
-async fn a_caller_lets_run_at_most_its_share_of_calls() {
+async fn a_caller_lets_run_at_most_its_share_of_calls_each_counted_once() {
     let holds = holds(Duration::from_secs(5));
     let mut goes = Vec::new();
     for _ in 0..super::super::MAX_HOLDS_PER_CALLER {
@@ -121,8 +133,18 @@ async fn a_caller_lets_run_at_most_its_share_of_calls() {
     }
     let (running, _go) = call();
     assert!(holds.let_run("alice", running, ended()).await.is_err());
-    let (running, _go) = call();
-    assert!(holds.let_run("bob", running, ended()).await.is_ok());
+    // A call asking again while let run (or held) keeps its one place.
+    let (mut running, _go) = call();
+    assert!(running.take_place(&holds, "bob") && running.take_place(&holds, "bob"));
+    let mut bobs = Vec::new();
+    for _ in 1..super::super::MAX_HOLDS_PER_CALLER {
+        let (running, go) = call();
+        assert!(holds.let_run("bob", running, ended()).await.is_ok());
+        bobs.push(go);
+    }
+    let (over, _go) = call();
+    assert!(holds.let_run("bob", over, ended()).await.is_err());
+    drop(running);
     // One ends: alice may again.
     goes.pop().unwrap().send("done").unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -148,8 +170,9 @@ async fn what_a_store_writer_leaves_for_a_call_is_not_given() {
         .await
         .unwrap();
     assert!(store.deliver(&address, forged).await.unwrap());
+    let never = CancellationToken::new();
     let error = holds
-        .collect(&id)
+        .collect(&id, &never)
         .await
         .unwrap()
         .expect("mail")

@@ -18,6 +18,7 @@ use std::fs;
 use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
@@ -39,6 +40,11 @@ pub enum CacheOutcome {
 #[derive(Clone, Debug)]
 pub struct CompileCache {
     dir: Option<PathBuf>,
+    /// Held while one component compiles: compiles take turns, each with
+    /// every core (wasmtime compiles a component's functions in parallel),
+    /// so a small component loaded beside a large one is ready in its own
+    /// compile time, not in theirs together. Loads from the cache never wait.
+    compiling: Arc<Mutex<()>>,
 }
 
 /// Part of every entry's key: entries of an older layout are never read.
@@ -47,7 +53,19 @@ const ENTRY_FORMAT: &[u8] = b"cwasm-2";
 impl CompileCache {
     /// A cache in `dir`, or none.
     pub fn new(dir: Option<PathBuf>) -> Self {
-        Self { dir }
+        Self {
+            dir,
+            compiling: Arc::default(),
+        }
+    }
+
+    /// `compile`, in its turn among the compiles of this cache.
+    pub(in crate::runtime) fn in_turn<T>(&self, compile: impl FnOnce() -> T) -> T {
+        let _turn = self
+            .compiling
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        compile()
     }
 
     /// The default folder: `$XDG_CACHE_HOME/wasm-agent` or `~/.cache/wasm-agent`.
@@ -83,14 +101,18 @@ impl CompileCache {
 /// there is one: from a valid entry, or into a new one (a folder that
 /// cannot be written is skipped with a warning); in memory otherwise.
 pub(in crate::runtime) fn load_or_compile(
+    cache: &CompileCache,
     folder: Option<CacheFolder<'_>>,
     engine: &Engine,
     bytes: &[u8],
     digest: &[u8; 32],
 ) -> wasmtime::Result<(Component, CacheOutcome)> {
     match folder {
-        Some(folder) => folder.load_or_compile(engine, bytes, digest),
-        None => Ok((Component::new(engine, bytes)?, CacheOutcome::Compiled)),
+        Some(folder) => folder.load_or_compile(cache, engine, bytes, digest),
+        None => {
+            let component = cache.in_turn(|| Component::new(engine, bytes))?;
+            Ok((component, CacheOutcome::Compiled))
+        }
     }
 }
 
@@ -103,6 +125,7 @@ pub(in crate::runtime) struct CacheFolder<'a> {
 impl CacheFolder<'_> {
     fn load_or_compile(
         self,
+        cache: &CompileCache,
         engine: &Engine,
         bytes: &[u8],
         digest: &[u8; 32],
@@ -110,7 +133,7 @@ impl CacheFolder<'_> {
         if let Some(component) = self.load_cached(engine, digest) {
             return Ok((component, CacheOutcome::Hit));
         }
-        let compiled = engine.precompile_component(bytes)?;
+        let compiled = cache.in_turn(|| engine.precompile_component(bytes))?;
         if let Err(e) = write_entry(&self.entry(engine, digest), &compiled) {
             tracing::warn!(cache = %self.dir.display(), "cannot write the compile cache: {e}");
         }
