@@ -10,6 +10,7 @@ compare across machines.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -225,6 +226,31 @@ async def median_start(command: str, args: list[str], env: dict[str, str]) -> fl
     return statistics.median(times)
 
 
+def spawn_to_listing(argv: list[str], env: dict[str, str], starts: int = 9) -> tuple[float, float, int]:
+    """Medians of `starts` spawns of `argv` (a stdio server) to its
+    `initialize` answer and to its whole `tools/list` answer, with a plain
+    JSON-lines client, and the number of tools listed."""
+    first, listed, count = [], [], 0
+    for _ in range(starts):
+        started = time.perf_counter()
+        server = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        assert server.stdin is not None and server.stdout is not None
+        server.stdin.write(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+                           b'"capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}\n')
+        server.stdin.flush()
+        server.stdout.readline()
+        first.append(time.perf_counter() - started)
+        server.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+                           b'{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}\n')
+        server.stdin.flush()
+        answer = json.loads(server.stdout.readline())
+        listed.append(time.perf_counter() - started)
+        count = len(answer["result"]["tools"])
+        server.kill()
+        server.wait()
+    return statistics.median(first), statistics.median(listed), count
+
+
 Rounds = dict[str, list[float]]
 
 
@@ -289,7 +315,7 @@ async def main() -> None:
         many = await while_looping(server, 200)
     async with over_stdio(str(BIN), stdio_args, env) as server:
         peak, slept = await sleepers(server)
-    examples_rss = {}
+    examples_rss, examples_start = {}, {}
     for name, tools in [("rust", EXAMPLE_TOOLS[:5]), ("all", EXAMPLE_TOOLS)]:
         examples = ["serve", "--stdio", "--tools", *map(str, tools)]
         # The first start compiles them; measure a start from the cache.
@@ -298,6 +324,8 @@ async def main() -> None:
                 await server.session.list_tools()
                 await server.session.call_tool("calculate", {"expression": "1+1"})
                 examples_rss[name] = rss_mib(server.pid)
+        examples_start[name] = spawn_to_listing([str(BIN), *examples], env)
+    floor_listing = spawn_to_listing([node, "-e", BARE_STDIO], env)
 
     us = lambda s: f"{s * 1e6:.0f} µs"  # noqa: E731
     print(f"MCP, official Python SDK {version()} as the client, tool `echo`, medians of {ROUNDS} rounds")
@@ -339,6 +367,11 @@ async def main() -> None:
     print("| measurement | result |")
     print("|---|---|")
     print(f"| spawn to initialized, median of 7 (compiled components cached) / the floor's | {start * 1e3:.1f} ms / {floor_start * 1e3:.1f} ms |")
+    ms = lambda s: f"{s * 1e3:.1f} ms"  # noqa: E731
+    for name, what in [("rust", "the 5 Rust example tools"), ("all", "all 7 example tools")]:
+        first, listed, count = examples_start[name]
+        print(f"| spawn to `initialize` / to the whole `tools/list` ({count} tools), {what}, cached; target 20 ms | {ms(first)} / {ms(listed)} |")
+    print(f"| the same, the floor (a bare Node.js responder, 1 tool) | {ms(floor_listing[0])} / {ms(floor_listing[1])} |")
     print(f"| RSS with the example tools loaded from the cache, one call made: the 5 Rust ones / all 7 (with Python and JavaScript) | {examples_rss['rust']:.1f} MiB / {examples_rss['all']:.1f} MiB |")
     print(f"| echo p50 idle / with 2 endless calls / with 200 | {us(idle)} / {us(two)} / {us(many)} |")
     print(f"| ratio to idle with 2 / with 200 endless calls | {two / idle:.2f}x / {many / idle:.2f}x |")
