@@ -4,6 +4,7 @@ use std::time::Duration;
 use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use wasm_agent_sandbox::ask::Reply;
 use wasm_agent_session::{InMemorySessionStore, SessionStore};
 
 use super::super::super::state_keys::StateKeys;
@@ -181,4 +182,23 @@ async fn what_a_store_writer_leaves_for_a_call_is_not_given() {
         error.message.contains("its seal does not open"),
         "{error:?}"
     );
+}
+
+#[tokio::test]
+async fn a_store_writers_answer_to_a_held_call_denies() {
+    let holds = holds(Duration::from_secs(1));
+    let address = super::super::answer_address("h1");
+    // "once" left in a held call's mailbox by someone who can write to the
+    // store: not this deployment's seal, so it denies.
+    assert_eq!(holds.reply_in(&address, "once"), Reply::Deny);
+    // Sealed for another held call's mailbox: denies too.
+    let elsewhere = holds.seal(
+        &super::super::answer_address("h2"),
+        &"once",
+        Duration::from_secs(5),
+    );
+    assert_eq!(holds.reply_in(&address, &elsewhere), Reply::Deny);
+    // Sealed by a replica for this mailbox: it answers.
+    let sealed = holds.seal(&address, &"once", Duration::from_secs(5));
+    assert_eq!(holds.reply_in(&address, &sealed), Reply::Once);
 }
