@@ -26,6 +26,7 @@ mod health;
 mod identity;
 mod in_flight;
 mod interpreters;
+mod kept_listing;
 mod loading;
 mod mcp;
 mod metrics;

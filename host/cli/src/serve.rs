@@ -192,9 +192,14 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let changed = server.tools_changed();
     let mut loader = tokio::spawn({
         let (host, shutdown) = (host.clone(), shutdown.clone());
+        let changed = changed.clone();
         async move {
-            host.load_all(components).await?;
-            loading.done();
+            // Components unchanged since their last load are listed at once,
+            // from the listings kept then; their calls wait for them.
+            let reports = host.load_all_listing(components, || loading.done()).await?;
+            if reports.iter().any(|report| report.listing_changed) {
+                changed.notify();
+            }
             let names: Vec<String> = host.tools().into_iter().map(|tool| tool.name).collect();
             let names: Vec<&str> = names.iter().map(String::as_str).collect();
             for unmatched in access.unmatched(&names) {

@@ -16,11 +16,25 @@ pub(crate) struct ComponentEntry {
     pub identity: crate::report::ComponentIdentity,
     /// What its session state is keyed by (`alias:NAME` or `sha256:HEX`).
     pub state_scope: Arc<str>,
-    pub loaded: LoadedComponent,
+    pub code: Code,
+    /// Whether its tools are scripts run in segments (world `interpreter`).
+    pub interpreter: bool,
+    /// Whether it imports session state (`get-state` or `set-state`).
+    pub uses_state: bool,
     pub policy: CallPolicy,
     pub dependencies: Arc<BTreeMap<String, String>>,
     /// Its instances kept between calls, per session (`keep_instance`).
     pub kept: Option<Arc<KeptInstances>>,
+}
+
+/// A component's compiled code.
+pub(crate) enum Code {
+    /// Loaded: calls run on it.
+    Ready(LoadedComponent),
+    /// Still loading, its tools offered from the listing kept at its last
+    /// load: the sender is dropped once the loaded component replaces this
+    /// entry (or its load failed), and a call waits for that.
+    Coming(tokio::sync::watch::Receiver<()>),
 }
 
 /// One callable tool.
@@ -118,6 +132,14 @@ impl Registry {
         let before = tools.len();
         tools.retain(|_, t| &*t.component.id != component);
         before - tools.len()
+    }
+
+    /// Removes the tools of a component that are offered from a kept
+    /// listing ([`Code::Coming`]); a loaded component's stay.
+    pub fn remove_coming(&self, component: &str) {
+        self.write().retain(|_, t| {
+            &*t.component.id != component || matches!(t.component.code, Code::Ready(_))
+        });
     }
 
     /// The public names on offer, in order.

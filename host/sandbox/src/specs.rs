@@ -199,7 +199,7 @@ pub(crate) fn check_specs(
             info: ToolInfo {
                 name: public,
                 component: component.id.to_string(),
-                digest: format!("sha256:{}", hex::encode(component.loaded.digest)),
+                digest: component.identity.digest.to_string(),
                 description: spec.description,
                 parameters,
                 annotations: spec.annotations.into(),

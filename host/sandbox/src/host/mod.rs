@@ -11,24 +11,21 @@ use tracing::Instrument;
 use crate::context::CallContext;
 use crate::events::{EventBus, ToolEvent};
 use crate::observe::CallObserver;
-use crate::registry::{ComponentEntry, Registry, ToolEntry};
-use crate::report::{CallAuditor, ComponentIdentity};
+use crate::registry::{Code, ComponentEntry, Registry, ToolEntry};
+use crate::report::CallAuditor;
 use crate::result::{CallError, ErrorKind, ToolCallResult};
-use crate::runtime::{
-    Allocator, CallId, CallPolicy, CallScope, HostImports, KeptInstances, LoadError, LoadFileError,
-    Sandbox,
-};
+use crate::runtime::{Allocator, CallId, CallScope, HostImports, Sandbox};
 use crate::{spans, specs};
-use wasm_agent_policy::Policy;
 use wasm_agent_session::SessionStore;
 
 mod audited;
 use audited::Unfinished;
 mod builder;
+mod kept;
+mod loading;
 mod offered;
 mod options;
 mod preparing;
-use preparing::{blocking, check_interpreter_policy, identify, resolve_policy};
 
 pub use crate::runtime::{HostGauges, PoolUse};
 pub use builder::ToolHostBuilder;
@@ -65,12 +62,6 @@ struct Inner {
     next_call: AtomicU64,
 }
 
-/// A component compiled and checked, not yet offered.
-struct Prepared {
-    report: LoadReport,
-    entries: Vec<ToolEntry>,
-}
-
 impl ToolHost {
     /// A builder with the defaults.
     pub fn builder() -> ToolHostBuilder {
@@ -86,185 +77,6 @@ impl ToolHost {
     /// How instances are allocated (pooling, or on-demand as fallback).
     pub fn allocator(&self) -> Allocator {
         self.inner.sandbox.allocator()
-    }
-
-    /// Loads a component under `policy`.
-    pub async fn load(
-        &self,
-        source: impl Into<ComponentSource>,
-        policy: Policy,
-    ) -> Result<LoadReport, HostError> {
-        self.load_with(source, LoadOptions::new(policy)).await
-    }
-
-    /// Loads a component: compiles it (or takes it from the cache), runs its
-    /// `list-tools` under its policy, checks every spec, and adds its tools.
-    pub async fn load_with(
-        &self,
-        source: impl Into<ComponentSource>,
-        options: LoadOptions,
-    ) -> Result<LoadReport, HostError> {
-        let prepared = self.prepare(source.into(), options).await?;
-        self.install(prepared, false)
-    }
-
-    /// Loads several components at once: they compile (or come from the
-    /// cache) in parallel, and their tools are added in the order given,
-    /// each as soon as it and those before it are ready (so which of two
-    /// clashing names wins does not depend on timing, and a slow component
-    /// holds back only those after it). Stops at the first that fails in
-    /// that order; those before it stay loaded.
-    pub async fn load_all(
-        &self,
-        components: impl IntoIterator<Item = (ComponentSource, LoadOptions)>,
-    ) -> Result<Vec<LoadReport>, HostError> {
-        let mut prepared: futures::stream::FuturesOrdered<_> = components
-            .into_iter()
-            .map(|(source, options)| self.prepare(source, options))
-            .collect();
-        let mut reports = Vec::with_capacity(prepared.len());
-        while let Some(component) = futures::StreamExt::next(&mut prepared).await {
-            reports.push(self.install(component?, false)?);
-        }
-        Ok(reports)
-    }
-
-    /// Loads a new version of a component, replacing the tools of the loaded
-    /// component with the same name in one step (or adding them if there is
-    /// none). If the new version fails to load, the old one stays. Calls in
-    /// flight finish on the version they started on.
-    pub async fn reload_with(
-        &self,
-        source: impl Into<ComponentSource>,
-        options: LoadOptions,
-    ) -> Result<LoadReport, HostError> {
-        let prepared = self.prepare(source.into(), options).await?;
-        self.install(prepared, true)
-    }
-
-    /// Checks, without compiling, what loading `source` with `options`
-    /// checks first: its name and prefix, that its file opens, and its policy
-    /// (folders exist, variables are set). A server can refuse bad input
-    /// this way before it starts answering, and load in the background.
-    pub async fn check(
-        &self,
-        source: &ComponentSource,
-        options: &LoadOptions,
-    ) -> Result<(), HostError> {
-        let (id, _) = identify(source, options)?;
-        if let ComponentSource::File(path) = source {
-            std::fs::File::open(path).map_err(|reason| HostError::Read {
-                path: path.clone(),
-                reason,
-            })?;
-        }
-        resolve_policy(&id, options.policy.clone()).await.map(drop)
-    }
-
-    /// Compiles a component and checks its tool specs, without adding them.
-    async fn prepare(
-        &self,
-        source: ComponentSource,
-        options: LoadOptions,
-    ) -> Result<Prepared, HostError> {
-        let (id, prefix) = identify(&source, &options)?;
-        let origin: Arc<str> = match (&options.origin, &source) {
-            (Some(origin), _) => origin.as_str().into(),
-            (None, ComponentSource::File(path)) => path.display().to_string().into(),
-            (None, ComponentSource::Bytes { name, .. }) => format!("bytes:{name}").into(),
-        };
-        let policy = resolve_policy(&id, options.policy).await?;
-        let shutting_down = || HostError::ShuttingDown(id.clone());
-        let host = self.clone();
-        let component_id = id.clone();
-        let loaded = blocking(move || {
-            let sandbox = &host.inner.sandbox;
-            let load_error = |reason| HostError::Load {
-                component: component_id.clone(),
-                reason,
-            };
-            match source {
-                ComponentSource::File(path) => sandbox.load_file(&path).map_err(|e| match e {
-                    LoadFileError::Read(reason) => HostError::Read { path, reason },
-                    LoadFileError::Load(reason) => load_error(reason),
-                }),
-                ComponentSource::Bytes { bytes, .. } => sandbox.load(&bytes).map_err(load_error),
-            }
-        })
-        .await
-        .ok_or_else(shutting_down)??;
-        let actual = format!("sha256:{}", hex::encode(loaded.digest));
-        if let Some(expected) = &options.expected_digest
-            && *expected != actual
-        {
-            return Err(HostError::WrongDigest {
-                component: id,
-                expected: expected.clone(),
-                actual,
-            });
-        }
-        if loaded.is_interpreter() {
-            check_interpreter_policy(&id, &policy)?;
-        }
-        let sandbox = &self.inner.sandbox;
-        let (cache, load_time) = (loaded.cache, loaded.load_time);
-        let state_scope: Arc<str> = match &options.state_scope {
-            Some(name) => format!("alias:{name}").into(),
-            None => format!("sha256:{}", hex::encode(loaded.digest)).into(),
-        };
-        let component = Arc::new(ComponentEntry {
-            id: id.as_str().into(),
-            identity: ComponentIdentity {
-                name: id.as_str().into(),
-                source: origin,
-                digest: actual.into(),
-            },
-            state_scope,
-            loaded,
-            dependencies: Arc::new(policy.dependencies.clone()),
-            kept: policy
-                .keep_instance
-                .then(|| KeptInstances::new(policy.kept_idle, self.inner.sandbox.kept_budget())),
-            policy: CallPolicy::new(policy),
-        });
-        let imports = self.host_imports(
-            &component,
-            &format!("{id}/list-tools"),
-            "load".into(),
-            "list-tools",
-            &CallContext::default(),
-        );
-        let specs = sandbox
-            .list_tools(&component.loaded, &component.policy, imports)
-            .await
-            .map_err(|e| HostError::Load {
-                component: id.clone(),
-                reason: LoadError::ListTools(e),
-            })?;
-        let entries =
-            specs::check_specs(specs, &prefix, &component).map_err(|reason| HostError::Spec {
-                component: id.clone(),
-                reason,
-            })?;
-        Ok(Prepared {
-            report: LoadReport {
-                component: id,
-                tools: entries.iter().map(|e| e.info.name.clone()).collect(),
-                cache,
-                load_time,
-            },
-            entries,
-        })
-    }
-
-    /// Adds a prepared component's tools, first removing those of the
-    /// component with the same name when `replace` is set.
-    fn install(&self, prepared: Prepared, replace: bool) -> Result<LoadReport, HostError> {
-        let Prepared { report, entries } = prepared;
-        self.inner
-            .tools
-            .install(&report.component, entries, replace)?;
-        Ok(report)
     }
 
     /// Removes one tool; returns whether it existed. Calls in flight finish.
@@ -341,7 +153,13 @@ impl ToolHost {
             "call-{}",
             self.inner.next_call.fetch_add(1, Ordering::Relaxed)
         );
-        let entry = self.inner.tools.get(name);
+        let (entry, waited) = self.ready_entry(name).await;
+        // Arguments checked against a kept listing are checked again
+        // against what the load listed.
+        let arguments = match arguments {
+            Arguments::Checked { value, .. } if waited => Arguments::Parsed(value),
+            arguments => arguments,
+        };
         let draft = self.inner.auditor.as_ref().map(|auditor| {
             audited::Draft::new(
                 auditor.clone(),
@@ -461,7 +279,16 @@ impl ToolHost {
         };
         drop(validating);
         let arguments = text.as_ref();
-        if entry.component.loaded.is_interpreter() {
+        let Code::Ready(loaded) = &entry.component.code else {
+            return Err(CallError::new(
+                ErrorKind::Failed,
+                format!(
+                    "component {} of tool {:?} did not load; see the server's log",
+                    entry.component.id, entry.info.name
+                ),
+            ));
+        };
+        if entry.component.interpreter {
             let imports = |time| {
                 self.host_imports(
                     &entry.component,
@@ -481,12 +308,7 @@ impl ToolHost {
             return self
                 .inner
                 .sandbox
-                .script(
-                    &entry.component.loaded,
-                    &entry.component.policy,
-                    imports,
-                    call,
-                )
+                .script(loaded, &entry.component.policy, imports, call)
                 .await;
         }
         let mut imports = self.host_imports(
@@ -505,7 +327,7 @@ impl ToolHost {
         self.inner
             .sandbox
             .call(
-                &entry.component.loaded,
+                loaded,
                 &entry.component.policy,
                 imports,
                 &entry.guest_name,
@@ -513,6 +335,21 @@ impl ToolHost {
                 &context.to_wit(),
             )
             .await
+    }
+
+    /// The entry of tool `name` to call, and whether it was waited for: a
+    /// tool offered from a kept listing waits until its component is loaded
+    /// and is looked up again, so the call runs on what the load listed.
+    async fn ready_entry(&self, name: &str) -> (Option<Arc<ToolEntry>>, bool) {
+        let Some(entry) = self.inner.tools.get(name) else {
+            return (None, false);
+        };
+        let Code::Coming(loading) = &entry.component.code else {
+            return (Some(entry), false);
+        };
+        // Its sender is dropped once the load replaced the offer or failed.
+        let _ = loading.clone().changed().await;
+        (self.inner.tools.get(name), true)
     }
 
     /// The error for a call of a tool the host does not offer, with a

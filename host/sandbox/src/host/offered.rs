@@ -90,7 +90,7 @@ impl ToolHost {
         self.inner
             .tools
             .get(name)
-            .is_some_and(|entry| entry.component.loaded.is_interpreter())
+            .is_some_and(|entry| entry.component.interpreter)
     }
 
     /// Whether a call of tool `name` may itself ask the person something:
@@ -108,9 +108,10 @@ impl ToolHost {
     /// their session: its component uses session state, or its instance is
     /// kept (`keep_instance`).
     pub fn keeps_state(&self, name: &str) -> bool {
-        self.inner.tools.get(name).is_some_and(|entry| {
-            entry.component.loaded.uses_state || entry.component.kept.is_some()
-        })
+        self.inner
+            .tools
+            .get(name)
+            .is_some_and(|entry| entry.component.uses_state || entry.component.kept.is_some())
     }
 
     /// Every tool the host offers, by name.

@@ -192,6 +192,12 @@ pub struct LoadReport {
     /// Time to compile or load the code.
     #[serde(serialize_with = "millis")]
     pub load_time: Duration,
+    /// Whether its tools were offered, while it loaded, from a kept listing
+    /// that differs from what it listed now (see
+    /// [`ToolHost::load_all_listing`](super::ToolHost::load_all_listing)):
+    /// clients that listed them are to be told the list changed.
+    #[serde(skip)]
+    pub listing_changed: bool,
 }
 
 fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {

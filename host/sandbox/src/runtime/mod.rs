@@ -333,6 +333,27 @@ impl Sandbox {
         Ok(loaded)
     }
 
+    /// The tool listing kept at the last load of the component in `path`
+    /// (see [`keep_listing`](Self::keep_listing)) and the component's digest,
+    /// when the file is unchanged since and its compiled code is in the
+    /// cache: what a start can offer before the code is mapped.
+    pub fn kept_listing(&self, path: &Path) -> Option<([u8; 32], Vec<u8>)> {
+        let folder = self.cache.folder()?;
+        let digest = folder.known_digest(&std::fs::metadata(path).ok()?)?;
+        if !folder.has_entry(&self.engine, &digest) {
+            return None;
+        }
+        Some((digest, folder.listing(&self.engine, &digest)?))
+    }
+
+    /// Keeps the tool listing of the component with SHA-256 `digest` in the
+    /// compile cache, for the next start.
+    pub fn keep_listing(&self, digest: &[u8; 32], listing: &[u8]) {
+        if let Some(folder) = self.cache.folder() {
+            folder.keep_listing(&self.engine, digest, listing);
+        }
+    }
+
     /// Compiles (or loads from the cache) and links a component.
     pub fn load(&self, bytes: &[u8]) -> Result<LoadedComponent, LoadError> {
         self.load_through(self.cache.folder(), bytes)

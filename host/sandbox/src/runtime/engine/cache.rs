@@ -50,6 +50,10 @@ pub struct CompileCache {
 /// Part of every entry's key: entries of an older layout are never read.
 const ENTRY_FORMAT: &[u8] = b"cwasm-2";
 
+/// The largest tool listing kept (within the policy's default bounds, 128
+/// tools of at most 80 KiB each); a larger one is listed by loading.
+const MAX_LISTING: u64 = 16 << 20;
+
 impl CompileCache {
     /// A cache in `dir`, or none.
     pub fn new(dir: Option<PathBuf>) -> Self {
@@ -179,6 +183,53 @@ impl CacheFolder<'_> {
                 None
             }
         }
+    }
+
+    /// Whether a usable-looking entry holds the compiled code of the
+    /// component with SHA-256 `digest` (what [`load_cached`](Self::load_cached)
+    /// maps, checked without mapping it).
+    pub(in crate::runtime) fn has_entry(self, engine: &Engine, digest: &[u8; 32]) -> bool {
+        let entry = self.entry(engine, digest);
+        fs::symlink_metadata(&entry).is_ok_and(|metadata| {
+            metadata.is_file()
+                && owner_only(&metadata)
+                && files::unchanged_since_written(&entry, &metadata)
+        })
+    }
+
+    /// The tool listing kept for the component with SHA-256 `digest`, if
+    /// this program wrote one and it is unchanged since.
+    pub(in crate::runtime) fn listing(self, engine: &Engine, digest: &[u8; 32]) -> Option<Vec<u8>> {
+        let path = self.listing_path(engine, digest);
+        let metadata = fs::symlink_metadata(&path).ok()?;
+        let usable = metadata.is_file()
+            && metadata.len() <= MAX_LISTING
+            && owner_only(&metadata)
+            && files::unchanged_since_written(&path, &metadata);
+        usable.then(|| fs::read(&path).ok()).flatten()
+    }
+
+    /// Keeps `listing` for the component with SHA-256 `digest`, unless the
+    /// same is kept already.
+    pub(in crate::runtime) fn keep_listing(
+        self,
+        engine: &Engine,
+        digest: &[u8; 32],
+        listing: &[u8],
+    ) {
+        if listing.len() as u64 > MAX_LISTING
+            || self.listing(engine, digest).as_deref() == Some(listing)
+        {
+            return;
+        }
+        if let Err(e) = write_entry(&self.listing_path(engine, digest), listing) {
+            tracing::debug!(cache = %self.dir.display(), "cannot keep a component's tool listing: {e}");
+        }
+    }
+
+    fn listing_path(self, engine: &Engine, digest: &[u8; 32]) -> PathBuf {
+        self.dir
+            .join(format!("{}.tools.json", cache_key(engine, digest)))
     }
 
     /// The SHA-256 the file described by `metadata` had when last read, if

@@ -78,8 +78,11 @@ pub fn unchanged_since_written(entry: &Path, metadata: &fs::Metadata) -> bool {
     }
 }
 
+/// Where an entry's identity is recorded: its name and `.id`.
 fn written_identity(entry: &Path) -> std::path::PathBuf {
-    entry.with_extension("cwasm.id")
+    let mut name = entry.as_os_str().to_owned();
+    name.push(".id");
+    name.into()
 }
 
 /// Whether both of the file's times are older than [`SETTLED`].
