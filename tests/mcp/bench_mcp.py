@@ -315,6 +315,15 @@ async def main() -> None:
         many = await while_looping(server, 200)
     async with over_stdio(str(BIN), stdio_args, env) as server:
         peak, slept = await sleepers(server)
+    # Python and JavaScript tools through MCP: the plain client over stdio,
+    # beside the Rust `echo` of the same run (a fresh instance per call).
+    interpreted: Rounds = {}
+    for _ in range(ROUNDS):
+        for name, wasm in [("python", POLYGLOT / "fixture-py.wasm"), ("javascript", POLYGLOT / "fixture-js.wasm")]:
+            p50, cpu = bench_plain.over_stdio([str(BIN), "serve", "--stdio", "--tools", str(wasm)], env)
+            interpreted.setdefault(f"{name} p50", []).append(p50)
+            interpreted.setdefault(f"{name} cpu", []).append(cpu)
+    interpreted_median = {key: statistics.median(values) for key, values in interpreted.items()}
     examples_rss, examples_start = {}, {}
     for name, tools in [("rust", EXAMPLE_TOOLS[:5]), ("all", EXAMPLE_TOOLS)]:
         examples = ["serve", "--stdio", "--tools", *map(str, tools)]
@@ -376,6 +385,34 @@ async def main() -> None:
     print(f"| echo p50 idle / with 2 endless calls / with 200 | {us(idle)} / {us(two)} / {us(many)} |")
     print(f"| ratio to idle with 2 / with 200 endless calls | {two / idle:.2f}x / {many / idle:.2f}x |")
     print(f"| peak RSS with {SLEEPERS} calls sleeping in a host call ({slept} of them succeeded) | {peak:.0f} MiB |")
+    print()
+    print("| plain client over stdio, `echo`, fresh instance per call | p50 | server CPU per call |")
+    print("|---|---|---|")
+    print(f"| Rust (`tests/fixture-tool`) | {us(plain_median['stdio p50'])} | {us(plain_median['stdio cpu'])} |")
+    for name, label in [("python", "Python (`tests/fixture-py`)"), ("javascript", "JavaScript (`tests/fixture-js`)")]:
+        print(f"| {label} | {us(interpreted_median[f'{name} p50'])} | {us(interpreted_median[f'{name} cpu'])} |")
+    print()
+    print("Issue 41's targets, each beside its floor or baseline from this run:")
+    print()
+    print("| target | figure | floor or baseline | met |")
+    print("|---|---|---|---|")
+    met = lambda ok: "yes" if ok else "no"  # noqa: E731
+    listed = examples_start["all"][1]
+    print(f"| spawn to the whole `tools/list`, all 7 example tools, cached: ≤ 20 ms | {ms(listed)} | floor {ms(floor_listing[1])} | {met(listed <= 0.020)} |")
+    for name in ("python", "javascript"):
+        p50 = interpreted_median[f"{name} p50"]
+        print(f"| {name} `echo` through MCP: ≤ 400 µs p50 | {us(p50)} | Rust `echo` {us(plain_median['stdio p50'])} | {met(p50 <= 400e-6)} |")
+    for t, label in [("stdio", "stdio"), ("http", "HTTP")]:
+        extra = plain_median[f"{t} p50"] - plain_median[f"{t} floor p50"]
+        print(f"| added latency over the floor, plain client, {label}: ≤ +15 µs | {extra * 1e6:+.0f} µs | floor {us(plain_median[f'{t} floor p50'])} | {met(extra <= 15e-6)} |")
+        cpu, floor_cpu = plain_median[f"{t} cpu"], plain_median[f"{t} floor cpu"]
+        print(f"| server CPU per call, plain client, {label}: ≤ the floor's | {us(cpu)} | floor {us(floor_cpu)} | {met(cpu <= floor_cpu)} |")
+        share = median[f"{t} rate"] / median[f"{t} floor rate"]
+        print(f"| calls/s at {IN_FLIGHT} in flight, SDK client, {label}: ≥ 1.05× the floor's | {share:.2f}× | floor {median[f'{t} floor rate']:.0f}/s | {met(share >= 1.05)} |")
+    rss = examples_rss["rust"]
+    print(f"| RSS with the 5 Rust example tools: ≤ 20 MiB | {rss:.1f} MiB | — | {met(rss <= 20)} |")
+    print(f"| peak RSS, {SLEEPERS} calls in flight: ≤ 1 GiB | {peak:.0f} MiB | — | {met(peak <= 1024)} |")
+    print(f"| `echo` with 200 endless calls running: ≤ 1.5× idle | {many / idle:.2f}× | idle {us(idle)} | {met(many / idle <= 1.5)} |")
 
 
 def version() -> str:
