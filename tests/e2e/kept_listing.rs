@@ -220,17 +220,8 @@ async fn a_kept_listing_changed_behind_the_cache_is_not_used() {
 #[tokio::test]
 async fn calls_waiting_for_a_component_that_fails_to_load_are_told_it_is_not_there() {
     let cache = temp_dir();
-    let folder = temp_dir();
-    let path = folder.path().join("calculator.wasm");
-    std::fs::copy(component("calculator"), &path).unwrap();
-    // A file's digest is remembered once its times are settled (2 s).
-    std::thread::sleep(std::time::Duration::from_millis(2100));
-    let source = || {
-        vec![(
-            ComponentSource::File(path.clone()),
-            LoadOptions::new(Policy::default()),
-        )]
-    };
+    let (_folder, path) = settled_copy("calculator");
+    let source = || file_source(&path);
     start(cache.path(), source(), |_| ()).await.1.unwrap();
 
     let call = Arc::new(Mutex::new(None));
@@ -257,4 +248,79 @@ async fn calls_waiting_for_a_component_that_fails_to_load_are_told_it_is_not_the
     let result = call.await.unwrap();
     let error = result.error.expect("no tool ran");
     assert_eq!(error.kind, wasm_agent::ErrorKind::UnknownTool, "{error:?}");
+}
+
+/// A copy of component `name` in a folder of its own, its times settled
+/// (a file's digest is remembered only then), and where it is.
+fn settled_copy(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let folder = temp_dir();
+    let path = folder.path().join("tool.wasm");
+    std::fs::copy(component(name), &path).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    (folder, path)
+}
+
+fn file_source(path: &Path) -> Vec<(ComponentSource, LoadOptions)> {
+    vec![(
+        ComponentSource::File(path.to_path_buf()),
+        LoadOptions::new(Policy::default()),
+    )]
+}
+
+#[tokio::test]
+async fn a_call_pinned_while_offered_never_runs_other_code_than_it_was_checked_for() {
+    let cache = temp_dir();
+    let (_folder, path) = settled_copy("echo_tool");
+    start(cache.path(), file_source(&path), |_| ())
+        .await
+        .1
+        .unwrap();
+
+    // Checked and pinned against the offer; the file then changes to
+    // another component offering a tool of the same name.
+    let call = Arc::new(Mutex::new(None));
+    let (host, reports) = start(cache.path(), file_source(&path), {
+        let (call, path) = (call.clone(), path.clone());
+        move |host| {
+            let arguments = serde_json::json!({"text": "hi"});
+            let pinned = host.check_for_call("echo", &arguments).unwrap();
+            std::fs::copy(component("fixture_tool"), &path).unwrap();
+            let host = host.clone();
+            *call.lock().unwrap() = Some(tokio::spawn(async move {
+                host.call_pinned("echo", &arguments, &pinned, &CallContext::new())
+                    .await
+            }));
+        }
+    })
+    .await;
+    assert!(reports.unwrap()[0].listing_changed);
+    assert!(host.tool("echo").is_some(), "the new component offers echo");
+    let call = call.lock().unwrap().take().unwrap();
+    let error = call.await.unwrap().error.expect("refused");
+    assert_eq!(error.kind, wasm_agent::ErrorKind::Denied, "{error:?}");
+    assert!(error.message.contains("was reloaded"), "{error:?}");
+}
+
+#[tokio::test]
+async fn a_call_cancelled_while_its_component_loads_ends_cancelled() {
+    let cache = temp_dir();
+    start(cache.path(), calculator(), |_| ()).await.1.unwrap();
+    let call = Arc::new(Mutex::new(None));
+    let (_, reports) = start(cache.path(), calculator(), {
+        let call = call.clone();
+        move |host| {
+            let context = CallContext::new();
+            context.cancellation.cancel();
+            let host = host.clone();
+            *call.lock().unwrap() = Some(tokio::spawn(async move {
+                host.call("calculate", r#"{"expression":"1"}"#, &context)
+                    .await
+            }));
+        }
+    })
+    .await;
+    reports.unwrap();
+    let call = call.lock().unwrap().take().unwrap();
+    let error = call.await.unwrap().error.expect("cancelled");
+    assert_eq!(error.kind, wasm_agent::ErrorKind::Cancelled, "{error:?}");
 }

@@ -142,6 +142,22 @@ impl Registry {
         });
     }
 
+    /// Removes the tools of the component that offers `name` from a kept
+    /// listing, unless it is `component` itself.
+    pub fn remove_coming_of_another(&self, name: &str, component: &str) {
+        let mut tools = self.write();
+        let other = tools
+            .get(name)
+            .filter(|t| matches!(t.component.code, Code::Coming(_)))
+            .filter(|t| &*t.component.id != component)
+            .map(|t| t.component.id.clone());
+        if let Some(other) = other {
+            tools.retain(|_, t| {
+                t.component.id != other || matches!(t.component.code, Code::Ready(_))
+            });
+        }
+    }
+
     /// The public names on offer, in order.
     pub fn names(&self) -> Vec<String> {
         self.read().keys().cloned().collect()

@@ -117,10 +117,11 @@ impl ToolHost {
         let mut reports = Vec::with_capacity(prepared.len());
         while let Some(component) = prepared.next().await {
             let index = reports.len();
-            let installed = component.and_then(|component| {
-                self.replace_offer(component, offered[index].take(), &ids[index + 1..])
-            });
-            match installed {
+            // Dropped (waking the calls waiting for it) only once the
+            // component's tools are installed, or its offers withdrawn.
+            let offer = offered[index].take();
+            let kept = offer.as_ref().map(|offer| &offer.listing);
+            match component.and_then(|component| self.replace_offer(component, kept)) {
                 Ok(report) => reports.push(report),
                 Err(error) => {
                     self.withdraw(&ids[index..]);
@@ -195,27 +196,30 @@ impl ToolHost {
         })
     }
 
-    /// Installs a loaded component in place of its offer, if it had one.
-    /// A listing that differs from the offer's may clash with a later
-    /// offer: later offers (`later` names them) are withdrawn then, to be
-    /// installed as they load.
+    /// Installs a loaded component in place of its offer (`kept`, the
+    /// listing it was offered from), if it had one. A listing that differs
+    /// may take a name a later component is offered under: that offer is
+    /// withdrawn, and that component installed as it loads.
     fn replace_offer(
         &self,
         component: Prepared,
-        offer: Option<Offered>,
-        later: &[Option<String>],
+        kept: Option<&Listing>,
     ) -> Result<LoadReport, HostError> {
         let Prepared {
             report,
             entries,
             listing,
         } = component;
-        let Some(offer) = offer else {
+        let Some(kept) = kept else {
             return self.install(report, entries, false);
         };
-        let changed = offer.listing != listing;
+        let changed = *kept != listing;
         if changed {
-            self.withdraw(later);
+            for entry in &entries {
+                self.inner
+                    .tools
+                    .remove_coming_of_another(&entry.info.name, &report.component);
+            }
         }
         let mut report = self.install(report, entries, true)?;
         report.listing_changed = changed;

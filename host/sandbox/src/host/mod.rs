@@ -124,10 +124,12 @@ impl ToolHost {
     }
 
     /// Calls a tool whose arguments were checked already
-    /// ([`check_arguments`](Self::check_arguments)) against the component
+    /// ([`check_for_call`](Self::check_for_call)) against the component
     /// version `digest`: the call runs only on that version. If the tool was
     /// reloaded since (say, while a person was asked to approve the call),
-    /// the new code does not run and the call is refused as `denied`.
+    /// the new code does not run and the call is refused as `denied`. The
+    /// arguments are checked again against the schema of the entry that
+    /// runs them.
     pub async fn call_pinned(
         &self,
         name: &str,
@@ -153,13 +155,7 @@ impl ToolHost {
             "call-{}",
             self.inner.next_call.fetch_add(1, Ordering::Relaxed)
         );
-        let (entry, waited) = self.ready_entry(name).await;
-        // Arguments checked against a kept listing are checked again
-        // against what the load listed.
-        let arguments = match arguments {
-            Arguments::Checked { value, .. } if waited => Arguments::Parsed(value),
-            arguments => arguments,
-        };
+        let entry = self.ready_entry(name, context).await;
         let draft = self.inner.auditor.as_ref().map(|auditor| {
             audited::Draft::new(
                 auditor.clone(),
@@ -269,17 +265,25 @@ impl ToolHost {
                 specs::check_value(&entry.validator, &entry.info.name, &value).map_err(invalid)?;
                 std::borrow::Cow::Borrowed(text)
             }
-            Arguments::Parsed(value) => {
+            // Checked arguments are checked again: the entry that runs them
+            // may list another schema than the one they were checked against
+            // (a tool offered from a kept listing, then loaded).
+            Arguments::Parsed(value) | Arguments::Checked { value, .. } => {
                 let text = value.to_string();
                 specs::check_arguments_size(&text, policy)?;
                 specs::check_value(&entry.validator, &entry.info.name, value).map_err(invalid)?;
                 std::borrow::Cow::Owned(text)
             }
-            Arguments::Checked { value, .. } => std::borrow::Cow::Owned(value.to_string()),
         };
         drop(validating);
         let arguments = text.as_ref();
         let Code::Ready(loaded) = &entry.component.code else {
+            if context.cancellation.is_cancelled() {
+                return Err(CallError::new(
+                    ErrorKind::Cancelled,
+                    "the call was cancelled while its component loaded",
+                ));
+            }
             return Err(CallError::new(
                 ErrorKind::Failed,
                 format!(
@@ -337,19 +341,20 @@ impl ToolHost {
             .await
     }
 
-    /// The entry of tool `name` to call, and whether it was waited for: a
-    /// tool offered from a kept listing waits until its component is loaded
-    /// and is looked up again, so the call runs on what the load listed.
-    async fn ready_entry(&self, name: &str) -> (Option<Arc<ToolEntry>>, bool) {
-        let Some(entry) = self.inner.tools.get(name) else {
-            return (None, false);
-        };
+    /// The entry of tool `name` to call: a tool offered from a kept listing
+    /// waits until its component is loaded (or the call is cancelled) and is
+    /// looked up again, so the call runs on what the load listed.
+    async fn ready_entry(&self, name: &str, context: &CallContext) -> Option<Arc<ToolEntry>> {
+        let entry = self.inner.tools.get(name)?;
         let Code::Coming(loading) = &entry.component.code else {
-            return (Some(entry), false);
+            return Some(entry);
         };
-        // Its sender is dropped once the load replaced the offer or failed.
-        let _ = loading.clone().changed().await;
-        (self.inner.tools.get(name), true)
+        let mut loading = loading.clone();
+        tokio::select! {
+            // Its sender is dropped once the load replaced the offer or failed.
+            _ = loading.changed() => self.inner.tools.get(name),
+            () = context.cancellation.cancelled() => Some(entry),
+        }
     }
 
     /// The error for a call of a tool the host does not offer, with a
