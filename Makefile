@@ -19,7 +19,7 @@ WASI_WIT := $(JS_DEPS)/node_modules/@bytecodealliance/jco/lib/wit/builtin/0.2.12
 POLYGLOT := $(addprefix $(POLY)/,textstats.wasm fixture-py.wasm mdtable.wasm fixture-js.wasm \
 	run_python.wasm run_javascript.wasm)
 
-.PHONY: setup compiled wasm-target host guests polyglot py-toolchain js-toolchain demo test test-servers test-tools test-mcp mcp-venv mcp-ts bench soak fuzz lint clean
+.PHONY: setup compiled wasm-target host guests polyglot py-toolchain js-toolchain demo test test-servers test-tools test-mcp cli-reference mcp-venv mcp-ts bench soak fuzz lint clean
 
 ## Install the wasm32-wasip2 target, build the host (release) and every guest,
 ## the Python and JavaScript ones included, and compile the example tools into
@@ -187,6 +187,11 @@ test-tools:
 ## The MCP tests alone (official SDKs against target/release/wasm-agent).
 test-mcp: host guests polyglot mcp-venv mcp-ts test-servers
 	$(VENV)/bin/pytest tests/mcp -q
+
+## Write the command-line reference (docs/cli/, one page per command) from
+## the binary's help; `make test` fails while a page and the binary differ.
+cli-reference:
+	WASM_AGENT_UPDATE_DOCS=1 $(CARGO) test --release -p wasm-agent-cli --test e2e -- cli_reference
 
 ## The official TypeScript MCP SDK, pinned in tests/mcp/ts/package-lock.json.
 mcp-ts: tests/mcp/ts/node_modules/.installed

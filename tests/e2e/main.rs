@@ -12,6 +12,7 @@ mod audit;
 mod audit_durability;
 mod audit_postgres;
 mod cli;
+mod cli_reference;
 mod code_mode;
 mod code_mode_run;
 mod code_mode_task;
