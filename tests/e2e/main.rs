@@ -59,4 +59,5 @@ mod scripts;
 mod secrets;
 mod shared_cache;
 mod shared_store;
+mod threat_model;
 mod what_models_write;
