@@ -173,11 +173,11 @@ impl ToolHost {
         let ComponentSource::File(path) = source else {
             return None;
         };
-        let identified = identified(source, options.clone()).await.ok()?;
         let host = self.clone();
         let path = path.clone();
         let (digest, bytes) = blocking(move || host.inner.sandbox.kept_listing(&path)).await??;
         let listing = Listing::from_bytes(&bytes)?;
+        let identified = identified(source, options.clone()).await.ok()?;
         let (sender, loading) = watch::channel(());
         let facts = Facts {
             digest,
