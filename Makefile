@@ -19,7 +19,7 @@ WASI_WIT := $(JS_DEPS)/node_modules/@bytecodealliance/jco/lib/wit/builtin/0.2.12
 POLYGLOT := $(addprefix $(POLY)/,textstats.wasm fixture-py.wasm mdtable.wasm fixture-js.wasm \
 	run_python.wasm run_javascript.wasm)
 
-.PHONY: setup compiled wasm-target host guests polyglot py-toolchain js-toolchain demo test test-servers test-tools test-mcp cli-reference mcp-venv mcp-ts bench soak fuzz lint clean
+.PHONY: setup compiled wasm-target host guests polyglot py-toolchain js-toolchain demo test test-servers test-tools test-mcp cli-reference docs-check mcp-venv mcp-ts bench soak fuzz lint clean
 
 ## Install the wasm32-wasip2 target, build the host (release) and every guest,
 ## the Python and JavaScript ones included, and compile the example tools into
@@ -163,13 +163,19 @@ demo: setup
 ## features differently (serde_json's preserve_order, ...) and would compile
 ## wasmtime a second time.
 ## Then `wasm-agent serve` is driven by the official Python and TypeScript
-## MCP SDKs.
+## MCP SDKs, and the embedders' API documentation must build without warnings.
 test: wasm-target guests polyglot mcp-venv mcp-ts test-servers test-tools
 	$(CARGO) test --release $(addprefix -p ,$(HOST_CRATES))
 	$(CARGO) test --release $(addprefix -p ,wasm-agent-guest $(GUESTS))
 	$(VENV)/bin/pytest -p no:cacheprovider -q guest-sdk/python
 	node --test guest-sdk/js/test/*.test.js
 	$(VENV)/bin/pytest tests/mcp -q
+	$(MAKE) docs-check
+
+## The façade's API documentation (rustdoc, every feature), its warnings
+## (broken links among them) errors.
+docs-check:
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -p wasm-agent --no-deps --all-features
 
 ## PostgreSQL, Redis, HAProxy and the OCI registry, which the tests start on
 ## loopback (Debian packages).
