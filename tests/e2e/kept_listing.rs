@@ -60,8 +60,9 @@ fn keep(cache: &Path, digest: &[u8; 32], parameters: &str) {
     let listing = serde_json::json!({
         "interpreter": false, "uses_state": false,
         "tools": [{"name": "calculate", "description": "An old description.",
-                   "parameters": parameters, "read_only": true,
-                   "destructive": false, "idempotent": true, "open_world": false}]
+                   "parameters": parameters,
+                   "annotations": {"read_only": true, "destructive": false,
+                                   "idempotent": true, "open_world": false}}]
     });
     sandbox.keep_listing(digest, listing.to_string().as_bytes());
 }

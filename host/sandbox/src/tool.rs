@@ -1,13 +1,13 @@
 //! A tool as the host offers it ([`ToolInfo`]) and its behaviour hints
 //! ([`Annotations`]): plain data every layer may name.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::bindings::types;
 
 /// Hints about a tool's behaviour (mirroring MCP tool annotations).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Annotations {
     /// Does not change anything.
     pub read_only: bool,
@@ -27,6 +27,23 @@ impl From<types::Annotations> for Annotations {
             idempotent: flags.contains(types::Annotations::IDEMPOTENT),
             open_world: flags.contains(types::Annotations::OPEN_WORLD),
         }
+    }
+}
+
+impl From<Annotations> for types::Annotations {
+    fn from(hints: Annotations) -> Self {
+        let mut flags = types::Annotations::empty();
+        for (set, flag) in [
+            (hints.read_only, types::Annotations::READ_ONLY),
+            (hints.destructive, types::Annotations::DESTRUCTIVE),
+            (hints.idempotent, types::Annotations::IDEMPOTENT),
+            (hints.open_world, types::Annotations::OPEN_WORLD),
+        ] {
+            if set {
+                flags |= flag;
+            }
+        }
+        flags
     }
 }
 

@@ -10,6 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::bindings::types;
+use crate::tool::Annotations;
 
 /// What a component listed, and the facts of its code the listing shows.
 #[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -27,10 +28,7 @@ struct Spec {
     name: String,
     description: String,
     parameters: String,
-    read_only: bool,
-    destructive: bool,
-    idempotent: bool,
-    open_world: bool,
+    annotations: Annotations,
 }
 
 impl Listing {
@@ -38,17 +36,11 @@ impl Listing {
     pub fn new(interpreter: bool, uses_state: bool, specs: &[types::ToolSpec]) -> Self {
         let tools = specs
             .iter()
-            .map(|spec| {
-                let flag = |flag| spec.annotations.contains(flag);
-                Spec {
-                    name: spec.name.clone(),
-                    description: spec.description.clone(),
-                    parameters: spec.parameters.clone(),
-                    read_only: flag(types::Annotations::READ_ONLY),
-                    destructive: flag(types::Annotations::DESTRUCTIVE),
-                    idempotent: flag(types::Annotations::IDEMPOTENT),
-                    open_world: flag(types::Annotations::OPEN_WORLD),
-                }
+            .map(|spec| Spec {
+                name: spec.name.clone(),
+                description: spec.description.clone(),
+                parameters: spec.parameters.clone(),
+                annotations: spec.annotations.into(),
             })
             .collect();
         Self {
@@ -62,24 +54,11 @@ impl Listing {
     pub fn specs(&self) -> Vec<types::ToolSpec> {
         self.tools
             .iter()
-            .map(|tool| {
-                let mut annotations = types::Annotations::empty();
-                for (set, flag) in [
-                    (tool.read_only, types::Annotations::READ_ONLY),
-                    (tool.destructive, types::Annotations::DESTRUCTIVE),
-                    (tool.idempotent, types::Annotations::IDEMPOTENT),
-                    (tool.open_world, types::Annotations::OPEN_WORLD),
-                ] {
-                    if set {
-                        annotations |= flag;
-                    }
-                }
-                types::ToolSpec {
-                    name: tool.name.clone(),
-                    description: tool.description.clone(),
-                    parameters: tool.parameters.clone(),
-                    annotations,
-                }
+            .map(|tool| types::ToolSpec {
+                name: tool.name.clone(),
+                description: tool.description.clone(),
+                parameters: tool.parameters.clone(),
+                annotations: tool.annotations.into(),
             })
             .collect()
     }

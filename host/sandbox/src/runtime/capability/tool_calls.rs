@@ -169,22 +169,10 @@ fn refusal(kind: ErrorKind, message: String) -> ToolCallError {
 
 /// A tool's info as the spec the calling tool sees.
 fn spec_of(tool: ToolInfo) -> types::ToolSpec {
-    let annotations = &tool.annotations;
-    let mut flags = types::Annotations::empty();
-    for (set, flag) in [
-        (annotations.read_only, types::Annotations::READ_ONLY),
-        (annotations.destructive, types::Annotations::DESTRUCTIVE),
-        (annotations.idempotent, types::Annotations::IDEMPOTENT),
-        (annotations.open_world, types::Annotations::OPEN_WORLD),
-    ] {
-        if set {
-            flags |= flag;
-        }
-    }
     types::ToolSpec {
         name: tool.name,
         description: tool.description,
         parameters: tool.parameters.to_string(),
-        annotations: flags,
+        annotations: tool.annotations.into(),
     }
 }
