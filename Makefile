@@ -19,7 +19,7 @@ WASI_WIT := $(JS_DEPS)/node_modules/@bytecodealliance/jco/lib/wit/builtin/0.2.12
 POLYGLOT := $(addprefix $(POLY)/,textstats.wasm fixture-py.wasm mdtable.wasm fixture-js.wasm \
 	run_python.wasm run_javascript.wasm)
 
-.PHONY: setup compiled wasm-target host guests polyglot py-toolchain js-toolchain demo test test-servers test-tools test-mcp cli-reference docs-check mcp-venv mcp-ts bench soak fuzz lint clean
+.PHONY: setup compiled wasm-target host guests polyglot py-toolchain js-toolchain demo test test-servers test-tools test-mcp cli-reference docs-check book mcp-venv mcp-ts bench soak fuzz lint clean
 
 ## Install the wasm32-wasip2 target, build the host (release) and every guest,
 ## the Python and JavaScript ones included, and compile the example tools into
@@ -170,12 +170,24 @@ test: wasm-target guests polyglot mcp-venv mcp-ts test-servers test-tools
 	$(VENV)/bin/pytest -p no:cacheprovider -q guest-sdk/python
 	node --test guest-sdk/js/test/*.test.js
 	$(VENV)/bin/pytest tests/mcp -q
-	$(MAKE) docs-check
+	$(MAKE) docs-check book
 
 ## The façade's API documentation (rustdoc, every feature), its warnings
 ## (broken links among them) errors.
 docs-check:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -p wasm-agent --no-deps --all-features
+
+## The book (docs/, mdBook) into target/book; the e2e tests docs_links and
+## docs_examples check its links and run its console examples.
+MDBOOK_VERSION := 0.5.4
+MDBOOK := target/tools/mdbook-$(MDBOOK_VERSION)/bin/mdbook
+
+book: $(MDBOOK)
+	$(MDBOOK) build docs
+
+$(MDBOOK):
+	$(CARGO) install mdbook --version $(MDBOOK_VERSION) --locked --root target/tools/mdbook-$(MDBOOK_VERSION) \
+		--no-default-features --features search
 
 ## PostgreSQL, Redis, HAProxy and the OCI registry, which the tests start on
 ## loopback (Debian packages).

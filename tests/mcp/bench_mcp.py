@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("WASM_AGENT_BIN") or ROOT / "target/release/wasm-agent")
 WASM = Path(os.environ.get("WASM_DIR") or ROOT / "target/wasm32-wasip2/release")
 POLYGLOT = ROOT / "target/polyglot"
-# The README's example tools (as served to the MCP Inspector).
+# The example tools the book serves to the MCP Inspector (docs/mcp.md).
 EXAMPLE_TOOLS = [WASM / f"{n}.wasm" for n in ("calculator", "files", "json", "fetch", "weather")] + [
     POLYGLOT / "textstats.wasm",
     POLYGLOT / "mdtable.wasm",

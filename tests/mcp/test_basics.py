@@ -124,7 +124,7 @@ async def test_an_unknown_tool_gets_a_did_you_mean(open_session):
 
 
 async def test_the_readme_inspector_tool_set_loads_without_clashes(open_session):
-    """The files the README tells users to serve to the MCP Inspector."""
+    """The files the book (docs/mcp.md) tells users to serve to the MCP Inspector."""
     release = REPO_ROOT / "target/wasm32-wasip2/release"
     polyglot = REPO_ROOT / "target/polyglot"
     files = [release / f"{n}.wasm" for n in ("calculator", "files", "json", "fetch", "weather")]

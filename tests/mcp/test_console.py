@@ -7,7 +7,7 @@ sees the tools with their policies, watches calls made by an MCP client
 and reads the health charts. The refusals (no operator credential, an MCP
 client's token, a forged Host or Origin, a missing CSRF token) are checked
 over plain HTTP. Screenshots go to `target/console-screenshots` (the
-README's pictures are copies of them).
+book's pictures in docs/images are copies of them).
 """
 
 from __future__ import annotations

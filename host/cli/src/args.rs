@@ -125,6 +125,18 @@ pub struct ToolsArgs {
     /// Print the full specs as JSON.
     #[arg(long)]
     pub json: bool,
+    /// List the tools another MCP server offers instead: a command line to
+    /// start ('python3 server.py', spoken to over stdio) or an http(s)://
+    /// URL (streamable HTTP). Repeatable.
+    #[arg(
+        long = "mcp",
+        value_name = "'COMMAND ARGS'|URL",
+        conflicts_with = "targets"
+    )]
+    pub mcp: Vec<String>,
+    /// The environment variable holding a bearer token for the --mcp URL.
+    #[arg(long, value_name = "VAR", requires = "mcp")]
+    pub mcp_bearer_env: Option<String>,
     #[command(flatten)]
     pub host: HostFlags,
 }

@@ -167,10 +167,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let ToolsArgs {
                 targets,
                 json,
+                mcp,
+                mcp_bearer_env,
                 host,
             } = *args;
-            let tool_host = load_targets(&targets, &host).await?;
-            let tools = tool_host.tools();
+            let tools = if mcp.is_empty() {
+                load_targets(&targets, &host).await?.tools()
+            } else {
+                remote_tools::listed(mcp, mcp_bearer_env).await?
+            };
             if json {
                 println!("{}", serde_json::to_string_pretty(&tools)?);
             } else {

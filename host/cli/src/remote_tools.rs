@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
+use wasm_agent::ToolInfo;
 use wasm_agent::agent::config::AgentConfig;
 use wasm_agent::agent::{Agent, AgentTool};
 use wasm_agent::ask::Asking;
@@ -118,6 +119,33 @@ pub fn keep_in_step(
         .iter()
         .map(|server| server.keep_in_step(agent, Some(adjust.clone())))
         .collect()
+}
+
+/// `tools --mcp`: the tools the servers list, in their order, as the
+/// sandboxed ones are shown (the server's label in place of a component).
+pub async fn listed(
+    servers: Vec<String>,
+    bearer_env: Option<String>,
+) -> anyhow::Result<Vec<ToolInfo>> {
+    let flags = McpFlags {
+        servers,
+        mcp_bearer_env: bearer_env,
+        mcp_trust_annotations: false,
+    };
+    let connected = connect(&flags, &AgentConfig::default(), None).await?;
+    let mut tools = Vec::new();
+    for server in &connected {
+        tools.extend(server.tools().iter().map(|tool| ToolInfo {
+            name: tool.name.clone(),
+            component: server.spec().label(),
+            digest: String::new(),
+            description: tool.description.clone(),
+            parameters: tool.input_schema.clone(),
+            annotations: tool.annotations,
+        }));
+    }
+    close(&connected).await;
+    Ok(tools)
 }
 
 /// Ends every server's connection (started ones get a moment to exit).

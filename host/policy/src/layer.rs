@@ -274,18 +274,6 @@ mod tests {
         assert_eq!(listed, layer_keys, "LAYER_KEYS is out of date");
     }
 
-    /// The README's policy table lists every key.
-    #[test]
-    fn the_readme_documents_every_key() {
-        let readme = include_str!("../../../README.md");
-        for key in LAYER_KEYS {
-            assert!(
-                readme.contains(&format!("| `{key}` |")),
-                "README.md's policy table lacks `{key}`"
-            );
-        }
-    }
-
     #[test]
     fn scalars_replace_lists_extend_maps_merge() {
         let base = Policy::default().env("A", "1").env("B", "1");

@@ -95,3 +95,14 @@ pub use result::{Artifact, CallError, ErrorKind, ToolCallResult};
 pub use session::SqliteSessionStore;
 pub use session::{InMemorySessionStore, SessionStore};
 pub use tokio_util::sync::CancellationToken;
+
+/// The book's Rust examples for embedders, compiled as doctests so they
+/// stay true to this API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/embedding.md")]
+struct EmbeddingChapter;
+
+/// The book's agent example (feature `agent`), compiled as a doctest.
+#[cfg(all(doctest, feature = "agent"))]
+#[doc = include_str!("../../../docs/agents.md")]
+struct AgentsChapter;
