@@ -2,17 +2,18 @@
 //! binary and components (`trycmd`), its output compared with the page's:
 //! `...` on a line of its own stands for any lines, `[..]` for any text
 //! within a line, `? failed` for a command that must fail. Examples with a
-//! model talk to the scripted provider this test serves on the loopback
-//! address the page names.
+//! model talk to the scripted stand-in the pages tell readers to start
+//! (`tests/scripted-model/scripted_model.py`), started here the same way.
 
 use std::fs;
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 
 use crate::common::root;
-use crate::provider_server::{ProviderServer, Recorded, Reply, openai};
 
-/// Where the pages' model examples find their (scripted) model.
-const SCRIPTED_MODEL: &str = "127.0.0.1:11435";
+/// The port the pages' `run` examples find the scripted model on.
+const SCRIPTED_MODEL_PORT: &str = "11435";
 
 /// The pages with at least one `console` example.
 fn pages_with_examples() -> Vec<PathBuf> {
@@ -21,39 +22,40 @@ fn pages_with_examples() -> Vec<PathBuf> {
     pages
 }
 
-/// The scripted model of the pages' `run` examples: asked with no tool
-/// result yet, it calls `calculate` with `17 * 23` when offered it; given
-/// the result, it answers with it.
-fn scripted_model(request: &Recorded, _: usize) -> Reply {
-    let messages = request.body["messages"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let result = messages.iter().rev().find(|m| m["role"] == "tool");
-    match result {
-        Some(result) => {
-            let value = result["content"].as_str().unwrap_or_default().trim();
-            openai::text(&format!("17 × 23 = {value}."))
-        }
-        None => {
-            let tools = request.body["tools"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            let has = |name: &str| tools.iter().any(|t| t["function"]["name"] == name);
-            if has("calculate") {
-                openai::tool_calls(&[("call_1", "calculate", r#"{"expression":"17 * 23"}"#)])
-            } else {
-                openai::text("I have no calculator.")
-            }
-        }
+/// The scripted model, running until dropped.
+struct ScriptedModel(Child);
+
+impl ScriptedModel {
+    /// Starts it as the pages do, and waits until it listens.
+    fn start() -> Self {
+        let mut child = Command::new("python3")
+            .arg(root().join("tests/scripted-model/scripted_model.py"))
+            .args(["--port", SCRIPTED_MODEL_PORT])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs the scripted model");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(
+            line.starts_with("scripted model at"),
+            "the scripted model did not start on port {SCRIPTED_MODEL_PORT}: {line:?}"
+        );
+        Self(child)
+    }
+}
+
+impl Drop for ScriptedModel {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
 #[test]
 fn every_console_example_runs_as_shown() {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let _model = runtime.block_on(ProviderServer::on(SCRIPTED_MODEL, scripted_model));
+    let _model = ScriptedModel::start();
     let work = tempfile::tempdir().unwrap();
     let binary = PathBuf::from(env!("CARGO_BIN_EXE_wasm-agent"));
     // As the README asks: the built binary first on the PATH (commands the

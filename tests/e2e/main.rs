@@ -63,4 +63,5 @@ mod secrets;
 mod shared_cache;
 mod shared_store;
 mod threat_model;
+mod tools_mcp;
 mod what_models_write;

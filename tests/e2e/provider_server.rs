@@ -71,17 +71,7 @@ impl ProviderServer {
 
     /// Answers each request with `handler(request, index)`.
     pub async fn with(handler: impl Fn(&Recorded, usize) -> Reply + Send + Sync + 'static) -> Self {
-        Self::on("127.0.0.1:0", handler).await
-    }
-
-    /// As [`ProviderServer::with`], listening on `address`.
-    pub async fn on(
-        address: &str,
-        handler: impl Fn(&Recorded, usize) -> Reply + Send + Sync + 'static,
-    ) -> Self {
-        let listener = TcpListener::bind(address)
-            .await
-            .unwrap_or_else(|e| panic!("the scripted provider cannot listen on {address}: {e}"));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let recorded = Arc::new(Mutex::new(Vec::new()));
         let handler: Arc<Handler> = Arc::new(handler);

@@ -122,7 +122,7 @@ pub fn keep_in_step(
 }
 
 /// `tools --mcp`: the tools the servers list, in their order, as the
-/// sandboxed ones are shown (the server's label in place of a component).
+/// sandboxed ones are shown (`mcp:NAME` in place of a component).
 pub async fn listed(
     servers: Vec<String>,
     bearer_env: Option<String>,
@@ -137,7 +137,7 @@ pub async fn listed(
     for server in &connected {
         tools.extend(server.tools().iter().map(|tool| ToolInfo {
             name: tool.name.clone(),
-            component: server.spec().label(),
+            component: format!("mcp:{}", server.spec().name),
             digest: String::new(),
             description: tool.description.clone(),
             parameters: tool.input_schema.clone(),
