@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
-use crate::common::root;
+use crate::common::{cache_dir, root};
 
 /// The port the pages' `run` examples find the scripted model on.
 const SCRIPTED_MODEL_PORT: &str = "11435";
@@ -70,6 +70,7 @@ fn every_console_example_runs_as_shown() {
     cases
         .register_bin("wasm-agent", binary.clone())
         .env("PATH", path.to_string_lossy().into_owned())
+        .env("WASM_AGENT_CACHE_DIR", cache_dir().display().to_string())
         .env(
             "WASM_AGENT_DATA_DIR",
             work.path().join("data").display().to_string(),

@@ -22,6 +22,7 @@ mod concurrency;
 mod docs_examples;
 mod docs_links;
 mod entries;
+mod error_kinds;
 mod fair_use;
 mod grants;
 mod hardening;
