@@ -45,14 +45,21 @@ pub fn print_call(result: &ToolCallResult, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A table of names, descriptions and annotations.
+/// A table of names, descriptions and annotations. Names are escaped too:
+/// another MCP server's (`tools --mcp`) are its own choice.
 pub fn tools_table(tools: &[ToolInfo]) -> String {
-    let name_width = tools.iter().map(|t| t.name.len()).max().unwrap_or(4).max(4);
+    let names: Vec<_> = tools.iter().map(|t| one_line(&t.name)).collect();
+    let name_width = names
+        .iter()
+        .map(|n| n.chars().count())
+        .max()
+        .unwrap_or(4)
+        .max(4);
     let mut out = format!(
         "{:name_width$}  {:60}  ANNOTATIONS\n",
         "NAME", "DESCRIPTION"
     );
-    for tool in tools {
+    for (tool, name) in tools.iter().zip(&names) {
         let description = tool.description.lines().next().unwrap_or_default();
         let description = one_line(description);
         let description = if description.chars().count() > 60 {
@@ -68,11 +75,10 @@ pub fn tools_table(tools: &[ToolInfo]) -> String {
             (a.open_world, "open-world"),
         ]
         .into_iter()
-        .filter_map(|(on, name)| on.then_some(name))
+        .filter_map(|(on, flag)| on.then_some(flag))
         .collect();
         out.push_str(&format!(
-            "{:name_width$}  {description:60}  {}\n",
-            tool.name,
+            "{name:name_width$}  {description:60}  {}\n",
             if flags.is_empty() {
                 "-".to_string()
             } else {
@@ -81,4 +87,27 @@ pub fn tools_table(tools: &[ToolInfo]) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listed_name_cannot_send_the_terminal_an_escape_sequence() {
+        let tool = ToolInfo {
+            name: "evil\u{1b}]0;owned\u{7}\u{1b}[2J".into(),
+            component: "mcp:hostile".into(),
+            digest: String::new(),
+            description: "fine\u{1b}[31m".into(),
+            parameters: serde_json::json!({"type": "object"}),
+            annotations: Default::default(),
+        };
+        let table = tools_table(&[tool]);
+        assert!(
+            !table.contains('\u{1b}') && !table.contains('\u{7}'),
+            "{table:?}"
+        );
+        assert!(table.contains("evil"), "{table}");
+    }
 }
