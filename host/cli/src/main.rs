@@ -14,6 +14,7 @@ mod oci_commands;
 mod otel;
 mod output;
 mod remote_tools;
+mod resident;
 mod run;
 mod serve;
 mod store;

@@ -208,6 +208,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             // Once the threads that compiled have ended.
             tokio::time::sleep(std::time::Duration::from_millis(500)).await;
             crate::return_freed_memory();
+            crate::resident::unmap_start_code();
             if let Some(watcher) = watched {
                 tokio::spawn(async move { watcher.run(host, shutdown, changed).await });
             }
