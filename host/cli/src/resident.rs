@@ -1,26 +1,27 @@
-//! Code the start alone ran (argument parsing, config, compiling, loading)
-//! need not stay mapped once `serve` is up: the binary's executable pages
-//! are dropped from the process's page tables, and whatever runs later is
-//! mapped again from the page cache on its first use. Those pages are clean
-//! copies of the file (text is never written), so nothing is lost; they stay
-//! in the page cache, where the system may reclaim them.
+//! Pages the start alone used (argument parsing, config, compiling and
+//! loading code, the components' load-time metadata) need not stay mapped
+//! once `serve` is up. Every read-only file mapping none of whose pages was
+//! ever written (the binary's code and constants, the components' compiled
+//! code, the libraries) is dropped from the process's page tables; whatever
+//! runs later is mapped again from the page cache at its first use. Nothing
+//! is lost: such pages are clean copies of their files, and they stay in the
+//! page cache, where the system may reclaim them.
 
-/// Unmaps this binary's executable pages (its `r-xp` mappings); the ones
-/// still in use come back at their next use. Does nothing where
-/// `/proc/self/maps` cannot be read.
-pub fn unmap_start_code() {
-    let (Ok(maps), Ok(exe)) = (
-        std::fs::read_to_string("/proc/self/maps"),
-        std::fs::read_link("/proc/self/exe"),
-    ) else {
+/// Unmaps every clean read-only file mapping (see the module's text); the
+/// pages still in use come back at their next use. Does nothing where
+/// `/proc/self/smaps` cannot be read.
+pub fn unmap_start_pages() {
+    let started = std::time::Instant::now();
+    let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else {
         return;
     };
     let mut unmapped = 0usize;
-    for (start, end) in executable_ranges(&maps, &exe.to_string_lossy()) {
-        // SAFETY: [start, end) is a private, read-only, executable mapping
-        // of the binary's file. MADV_DONTNEED on it only drops page-table
-        // entries: the next access maps the same clean page again from the
-        // page cache, so no code or data changes.
+    for (start, end) in clean_read_only_files(&smaps) {
+        // SAFETY: [start, end) is a file mapping without write permission
+        // whose pages were never written (no anonymous copies), so none can
+        // be written now either. MADV_DONTNEED on it only drops page-table
+        // entries: the next access maps the same clean page of the file
+        // again, so no code or data changes.
         let result =
             unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
         if result == 0 {
@@ -28,44 +29,78 @@ pub fn unmap_start_code() {
         }
     }
     tracing::debug!(
-        "start code unmapped: {} KiB of executable mappings",
-        unmapped / 1024
+        "start pages unmapped: {} KiB of mappings in {:?}",
+        unmapped / 1024,
+        started.elapsed()
     );
 }
 
-/// The `[start, end)` of each private read-execute mapping of `exe` in a
-/// `/proc/PID/maps` text.
-fn executable_ranges<'a>(maps: &'a str, exe: &'a str) -> impl Iterator<Item = (usize, usize)> + 'a {
-    maps.lines().filter_map(move |line| {
+/// The `[start, end)` of each mapping in a `/proc/PID/smaps` text that is
+/// of a file, not writable, and holds no anonymous (written) pages.
+fn clean_read_only_files(smaps: &str) -> Vec<(usize, usize)> {
+    let mut ranges = Vec::new();
+    let mut current: Option<(usize, usize)> = None;
+    for line in smaps.lines() {
         let mut fields = line.split_whitespace();
-        let (range, perms) = (fields.next()?, fields.next()?);
-        let path = fields.nth(3)?;
-        if perms != "r-xp" || path != exe {
-            return None;
+        let Some(first) = fields.next() else { continue };
+        if let Some((start, end)) = first.split_once('-').filter(|_| !first.ends_with(':')) {
+            let perms = fields.next().unwrap_or_default();
+            let path = fields.nth(3).unwrap_or_default();
+            let readable_only = perms.starts_with('r') && perms.as_bytes().get(1) == Some(&b'-');
+            current = match (
+                usize::from_str_radix(start, 16),
+                usize::from_str_radix(end, 16),
+            ) {
+                (Ok(start), Ok(end)) if readable_only && path.starts_with('/') => {
+                    Some((start, end))
+                }
+                _ => None,
+            };
+        } else if first == "Anonymous:" {
+            let written = fields.next().and_then(|kib| kib.parse::<u64>().ok()) != Some(0);
+            if let Some(range) = current.take().filter(|_| !written) {
+                ranges.push(range);
+            }
         }
-        let (start, end) = range.split_once('-')?;
-        Some((
-            usize::from_str_radix(start, 16).ok()?,
-            usize::from_str_radix(end, 16).ok()?,
-        ))
-    })
+    }
+    ranges
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn only_the_binarys_executable_mappings_are_taken() {
-        let maps = "\
+    const SMAPS: &str = "\
 5600a000-5600b000 r--p 00000000 08:01 42 /usr/bin/wasm-agent
+Rss:                   4 kB
+Anonymous:             0 kB
 5600b000-5600f000 r-xp 00001000 08:01 42 /usr/bin/wasm-agent
-5600f000-56010000 rw-p 00005000 08:01 42 /usr/bin/wasm-agent
-7f00a000-7f00c000 r-xp 00000000 08:01 77 /usr/lib/libc.so.6
-7f00c000-7f00d000 r-xp 00000000 08:01 43 /usr/bin/wasm-agent-other
-7ffd0000-7ffd1000 r-xp 00000000 00:00 0 [vdso]";
-        let ranges: Vec<_> = executable_ranges(maps, "/usr/bin/wasm-agent").collect();
-        assert_eq!(ranges, [(0x5600b000, 0x5600f000)]);
+Anonymous:             0 kB
+5600f000-56010000 r--p 00005000 08:01 42 /usr/bin/wasm-agent
+Anonymous:             4 kB
+56010000-56011000 rw-p 00006000 08:01 42 /usr/bin/wasm-agent
+Anonymous:             0 kB
+7f00a000-7f00c000 r-xp 00000000 08:01 77 /cache/ab.cwasm
+Anonymous:             0 kB
+7f00c000-7f00d000 r-xp 00000000 08:01 78 /cache/cd.cwasm
+Anonymous:             8 kB
+7f00d000-7f00e000 r--p 00000000 00:00 0
+Anonymous:             0 kB
+7ffd0000-7ffd1000 r--p 00000000 00:00 0 [vvar]
+Anonymous:             0 kB
+7ffd1000-7ffd2000 r-xp 00000000 00:00 0 [vdso]
+Anonymous:             0 kB";
+
+    #[test]
+    fn only_clean_read_only_file_mappings_are_taken() {
+        assert_eq!(
+            clean_read_only_files(SMAPS),
+            [
+                (0x5600a000, 0x5600b000),
+                (0x5600b000, 0x5600f000),
+                (0x7f00a000, 0x7f00c000)
+            ]
+        );
     }
 
     /// KiB of this binary's executable mappings resident now.
@@ -90,9 +125,9 @@ mod tests {
     }
 
     #[test]
-    fn code_no_longer_run_leaves_the_resident_set_and_the_process_runs_on() {
+    fn pages_no_longer_used_leave_the_resident_set_and_the_process_runs_on() {
         let before = resident_code_kib();
-        unmap_start_code();
+        unmap_start_pages();
         let after = resident_code_kib();
         assert!(
             after < before,

@@ -208,7 +208,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             // Once the threads that compiled have ended.
             tokio::time::sleep(std::time::Duration::from_millis(500)).await;
             crate::return_freed_memory();
-            crate::resident::unmap_start_code();
+            // Reading the process's mappings takes a few milliseconds.
+            tokio::task::spawn_blocking(crate::resident::unmap_start_pages);
             if let Some(watcher) = watched {
                 tokio::spawn(async move { watcher.run(host, shutdown, changed).await });
             }
