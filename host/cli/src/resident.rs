@@ -18,7 +18,8 @@ pub fn unmap_start_pages() {
     let mut unmapped = 0usize;
     for (start, end) in clean_read_only_files(&smaps) {
         // SAFETY: [start, end) is a file mapping without write permission
-        // whose pages were never written (no anonymous copies), so none can
+        // whose pages were never written (no anonymous copies, resident or
+        // swapped out), so none can
         // be written now either. MADV_DONTNEED on it only drops page-table
         // entries: the next access maps the same clean page of the file
         // again, so no code or data changes.
@@ -36,10 +37,12 @@ pub fn unmap_start_pages() {
 }
 
 /// The `[start, end)` of each mapping in a `/proc/PID/smaps` text that is
-/// of a file, not writable, and holds no anonymous (written) pages.
+/// of a file, not writable, and holds no written pages: none anonymous, and
+/// none swapped out (a written page that was swapped shows only there).
 fn clean_read_only_files(smaps: &str) -> Vec<(usize, usize)> {
     let mut ranges = Vec::new();
     let mut current: Option<(usize, usize)> = None;
+    let mut written = false;
     for line in smaps.lines() {
         let mut fields = line.split_whitespace();
         let Some(first) = fields.next() else { continue };
@@ -56,9 +59,13 @@ fn clean_read_only_files(smaps: &str) -> Vec<(usize, usize)> {
                 }
                 _ => None,
             };
-        } else if first == "Anonymous:" {
-            let written = fields.next().and_then(|kib| kib.parse::<u64>().ok()) != Some(0);
-            if let Some(range) = current.take().filter(|_| !written) {
+            written = false;
+        } else if first == "Anonymous:" || first == "Swap:" {
+            written |= fields.next().and_then(|kib| kib.parse::<u64>().ok()) != Some(0);
+            // Swap comes after Anonymous: the mapping's last word.
+            if first == "Swap:"
+                && let Some(range) = current.take().filter(|_| !written)
+            {
                 ranges.push(range);
             }
         }
@@ -74,22 +81,34 @@ mod tests {
 5600a000-5600b000 r--p 00000000 08:01 42 /usr/bin/wasm-agent
 Rss:                   4 kB
 Anonymous:             0 kB
+Swap:                  0 kB
 5600b000-5600f000 r-xp 00001000 08:01 42 /usr/bin/wasm-agent
 Anonymous:             0 kB
+Swap:                  0 kB
 5600f000-56010000 r--p 00005000 08:01 42 /usr/bin/wasm-agent
 Anonymous:             4 kB
+Swap:                  0 kB
 56010000-56011000 rw-p 00006000 08:01 42 /usr/bin/wasm-agent
 Anonymous:             0 kB
+Swap:                  0 kB
+56011000-56012000 r--p 00007000 08:01 42 /usr/bin/wasm-agent
+Anonymous:             0 kB
+Swap:                  4 kB
 7f00a000-7f00c000 r-xp 00000000 08:01 77 /cache/ab.cwasm
 Anonymous:             0 kB
+Swap:                  0 kB
 7f00c000-7f00d000 r-xp 00000000 08:01 78 /cache/cd.cwasm
 Anonymous:             8 kB
+Swap:                  0 kB
 7f00d000-7f00e000 r--p 00000000 00:00 0
 Anonymous:             0 kB
+Swap:                  0 kB
 7ffd0000-7ffd1000 r--p 00000000 00:00 0 [vvar]
 Anonymous:             0 kB
+Swap:                  0 kB
 7ffd1000-7ffd2000 r-xp 00000000 00:00 0 [vdso]
-Anonymous:             0 kB";
+Anonymous:             0 kB
+Swap:                  0 kB";
 
     #[test]
     fn only_clean_read_only_file_mappings_are_taken() {
