@@ -19,10 +19,9 @@ pub fn unmap_start_pages() {
     for (start, end) in clean_read_only_files(&smaps) {
         // SAFETY: [start, end) is a file mapping without write permission
         // whose pages were never written (no anonymous copies, resident or
-        // swapped out), so none can
-        // be written now either. MADV_DONTNEED on it only drops page-table
-        // entries: the next access maps the same clean page of the file
-        // again, so no code or data changes.
+        // swapped out), so none can be written now either. MADV_DONTNEED on
+        // it only drops page-table entries: the next access maps the same
+        // clean page of the file again, so no code or data changes.
         let result =
             unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
         if result == 0 {
