@@ -16,16 +16,20 @@ pub fn unmap_start_pages() {
         return;
     };
     let mut unmapped = 0usize;
-    for (start, end) in clean_read_only_files(&smaps) {
-        // SAFETY: [start, end) is a file mapping without write permission
-        // whose pages were never written (no anonymous copies, resident or
-        // swapped out), so none can be written now either. MADV_DONTNEED on
-        // it only drops page-table entries: the next access maps the same
-        // clean page of the file again, so no code or data changes.
-        let result =
-            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
+    for mapping in mappings(&smaps)
+        .iter()
+        .filter(|m| m.is_clean_read_only_file())
+    {
+        let (start, len) = (mapping.start, mapping.end - mapping.start);
+        // SAFETY: [start, start + len) is a file mapping without write
+        // permission whose pages were never written (no anonymous copies,
+        // resident or swapped out), so none can be written now either.
+        // MADV_DONTNEED on it only drops page-table entries: the next access
+        // maps the same clean page of the file again, so no code or data
+        // changes.
+        let result = unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_DONTNEED) };
         if result == 0 {
-            unmapped += end - start;
+            unmapped += len;
         }
     }
     tracing::debug!(
@@ -35,41 +39,67 @@ pub fn unmap_start_pages() {
     );
 }
 
-/// The `[start, end)` of each mapping in a `/proc/PID/smaps` text that is
-/// of a file, not writable, and holds no written pages: none anonymous, and
-/// none swapped out (a written page that was swapped shows only there).
-fn clean_read_only_files(smaps: &str) -> Vec<(usize, usize)> {
-    let mut ranges = Vec::new();
-    let mut current: Option<(usize, usize)> = None;
-    let mut written = false;
+/// One mapping of a `/proc/PID/smaps` text, with the sizes this module reads.
+#[derive(Debug, Default, PartialEq)]
+struct Mapping<'a> {
+    start: usize,
+    end: usize,
+    perms: &'a str,
+    /// The file mapped; empty or `[name]` for anything else.
+    path: &'a str,
+    rss_kib: u64,
+    anonymous_kib: u64,
+    swap_kib: u64,
+}
+
+impl Mapping<'_> {
+    /// Of a file, not writable, and holding no written page: none anonymous,
+    /// and none swapped out (a written page that was swapped shows only
+    /// there).
+    fn is_clean_read_only_file(&self) -> bool {
+        let read_only = self.perms.starts_with('r') && self.perms.as_bytes().get(1) == Some(&b'-');
+        read_only && self.path.starts_with('/') && self.anonymous_kib == 0 && self.swap_kib == 0
+    }
+}
+
+/// Every mapping of a `/proc/PID/smaps` text; unreadable lines are skipped.
+fn mappings(smaps: &str) -> Vec<Mapping<'_>> {
+    let mut mappings: Vec<Mapping> = Vec::new();
     for line in smaps.lines() {
         let mut fields = line.split_whitespace();
         let Some(first) = fields.next() else { continue };
         if let Some((start, end)) = first.split_once('-').filter(|_| !first.ends_with(':')) {
-            let perms = fields.next().unwrap_or_default();
-            let path = fields.nth(3).unwrap_or_default();
-            let readable_only = perms.starts_with('r') && perms.as_bytes().get(1) == Some(&b'-');
-            current = match (
+            let (Ok(start), Ok(end)) = (
                 usize::from_str_radix(start, 16),
                 usize::from_str_radix(end, 16),
-            ) {
-                (Ok(start), Ok(end)) if readable_only && path.starts_with('/') => {
-                    Some((start, end))
-                }
-                _ => None,
+            ) else {
+                continue;
             };
-            written = false;
-        } else if first == "Anonymous:" || first == "Swap:" {
-            written |= fields.next().and_then(|kib| kib.parse::<u64>().ok()) != Some(0);
-            // Swap comes after Anonymous: the mapping's last word.
-            if first == "Swap:"
-                && let Some(range) = current.take().filter(|_| !written)
-            {
-                ranges.push(range);
-            }
+            let perms = fields.next().unwrap_or_default();
+            let path = fields.nth(3).unwrap_or_default();
+            mappings.push(Mapping {
+                start,
+                end,
+                perms,
+                path,
+                ..Mapping::default()
+            });
+            continue;
+        }
+        let (Some(mapping), Some(kib)) = (
+            mappings.last_mut(),
+            fields.next().and_then(|kib| kib.parse::<u64>().ok()),
+        ) else {
+            continue;
+        };
+        match first {
+            "Rss:" => mapping.rss_kib = kib,
+            "Anonymous:" => mapping.anonymous_kib = kib,
+            "Swap:" => mapping.swap_kib = kib,
+            _ => {}
         }
     }
-    ranges
+    mappings
 }
 
 #[cfg(test)]
@@ -111,8 +141,13 @@ Swap:                  0 kB";
 
     #[test]
     fn only_clean_read_only_file_mappings_are_taken() {
+        let clean: Vec<(usize, usize)> = mappings(SMAPS)
+            .iter()
+            .filter(|m| m.is_clean_read_only_file())
+            .map(|m| (m.start, m.end))
+            .collect();
         assert_eq!(
-            clean_read_only_files(SMAPS),
+            clean,
             [
                 (0x5600a000, 0x5600b000),
                 (0x5600b000, 0x5600f000),
@@ -122,24 +157,14 @@ Swap:                  0 kB";
     }
 
     /// KiB of this binary's executable mappings resident now.
-    fn resident_code_kib() -> usize {
+    fn resident_code_kib() -> u64 {
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
-        let exe = exe.to_string_lossy();
         let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let mut ours = false;
-        let mut kib = 0;
-        for line in smaps.lines() {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            if fields
-                .first()
-                .is_some_and(|f| f.contains('-') && !f.ends_with(':'))
-            {
-                ours = fields.get(1) == Some(&"r-xp") && fields.get(5) == Some(&&*exe);
-            } else if ours && fields.first() == Some(&"Rss:") {
-                kib += fields[1].parse::<usize>().unwrap();
-            }
-        }
-        kib
+        mappings(&smaps)
+            .iter()
+            .filter(|m| m.perms == "r-xp" && m.path == exe.to_string_lossy())
+            .map(|m| m.rss_kib)
+            .sum()
     }
 
     #[test]
