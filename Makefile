@@ -19,7 +19,7 @@ WASI_WIT := $(JS_DEPS)/node_modules/@bytecodealliance/jco/lib/wit/builtin/0.2.12
 POLYGLOT := $(addprefix $(POLY)/,textstats.wasm fixture-py.wasm mdtable.wasm fixture-js.wasm \
 	run_python.wasm run_javascript.wasm)
 
-.PHONY: setup compiled wasm-target host guests polyglot py-toolchain js-toolchain demo test test-servers test-tools test-mcp cli-reference docs-check book mcp-venv mcp-ts bench soak fuzz lint clean
+.PHONY: setup compiled wasm-target host guests polyglot py-toolchain js-toolchain demo test test-servers test-tools test-mcp cli-reference docs-check book mcp-venv mcp-ts bench hot-code soak fuzz lint clean
 
 ## Install the wasm32-wasip2 target, build the host (release) and every guest,
 ## the Python and JavaScript ones included, and compile the example tools into
@@ -241,6 +241,12 @@ bench: setup mcp-venv
 	$(CARGO) build --release -p wasm-agent-mcp --example rmcp_transports
 	$(VENV)/bin/python tests/mcp/bench_transports.py
 	@if [ -n "$(BASELINE)" ]; then BASELINE=$(BASELINE) $(VENV)/bin/python tests/mcp/bench_baseline.py; fi
+
+## Rewrite host/cli/hot-code.order, the functions a serving wasm-agent runs,
+## which the linker lays out together (a server's RSS: see build.rs). Runs
+## servers under `perf` and relinks a few times; needs perf.
+hot-code: host guests mcp-venv
+	$(VENV)/bin/python tests/mcp/hot_code.py
 
 ## `wasm-agent serve` (stdio, then HTTP) through SOAK_CALLS mixed calls
 ## (ordinary, loops, memory bombs, floods, denials, cancellations, 8

@@ -28,6 +28,7 @@ mod grants;
 mod hardening;
 mod hardening_cli;
 mod health;
+mod hot_code;
 mod identity;
 mod in_flight;
 mod interpreters;
