@@ -31,8 +31,7 @@ fn main() {
         println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
     }
     println!("cargo:rerun-if-changed={HOT_CODE}");
-    println!("cargo:rerun-if-env-changed=RUSTFLAGS");
-    if target == "x86_64-unknown-linux-gnu" && links_with_default_linker(&target) {
+    if target == "x86_64-unknown-linux-gnu" && links_with_default_linker() {
         let order = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
         let order = order.join(HOT_CODE);
         println!(
@@ -47,14 +46,12 @@ fn main() {
 const HOT_CODE: &str = "hot-code.order";
 
 /// Whether no linker other than Rust's default (LLD on this target) was
-/// asked for, by flags or by Cargo's per-target setting.
-fn links_with_default_linker(target: &str) -> bool {
+/// asked for: by a Cargo setting (`RUSTC_LINKER`, from `.cargo/config.toml`
+/// or `CARGO_TARGET_..._LINKER`) or by flags naming a linker or its
+/// arguments.
+fn links_with_default_linker() -> bool {
     let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
-    let setting = format!(
-        "CARGO_TARGET_{}_LINKER",
-        target.to_uppercase().replace('-', "_")
-    );
-    !flags.contains("link") && std::env::var_os(setting).is_none()
+    std::env::var_os("RUSTC_LINKER").is_none() && !flags.contains("link")
 }
 
 /// Whether the `libc.so.6` the C compiler links against defines
