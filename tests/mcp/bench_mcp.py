@@ -415,18 +415,12 @@ async def main() -> None:
         share = median[f"{t} rate"] / median[f"{t} floor rate"]
         print(f"| calls/s at {IN_FLIGHT} in flight, SDK client, {label}: ≥ 1.05× the floor's | {share:.2f}× | floor {median[f'{t} floor rate']:.0f}/s | {met(share >= 1.05)} |")
     rss = examples_rss["rust"]
-    found, listed = hot_code_found()
+    from hot_code import listed_in  # it imports this module, so not at the top
+
+    found, listed = listed_in(BIN)
     print(f"| RSS with the 5 Rust example tools: ≤ 20 MiB | {rss:.1f} MiB | serving code laid out together: {found} of the {listed} functions in `host/cli/hot-code.order` found (`make hot-code` refreshes it) | {met(rss <= 20)} |")
     print(f"| peak RSS, {SLEEPERS} calls in flight: ≤ 1 GiB | {peak:.0f} MiB | — | {met(peak <= 1024)} |")
     print(f"| `echo` with 200 endless calls running: ≤ 1.5× idle | {many / idle:.2f}× | idle {us(idle)} | {met(many / idle <= 1.5)} |")
-
-
-def hot_code_found() -> tuple[int, int]:
-    """How many of the functions `hot-code.order` lists the binary has."""
-    listed = set((ROOT / "host/cli/hot-code.order").read_text().split())
-    symbols = subprocess.run(["nm", "--defined-only", str(BIN)], capture_output=True, text=True).stdout
-    found = {line.split()[-1] for line in symbols.splitlines()} & listed
-    return len(found), len(listed)
 
 
 def version() -> str:

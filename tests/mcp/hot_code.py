@@ -89,6 +89,13 @@ def text_symbols(binary: Path) -> tuple[list[int], list[tuple[int, int, str]]]:
     return [start for start, _, _ in symbols], symbols
 
 
+def listed_in(binary: Path) -> tuple[int, int]:
+    """How many of the functions `hot-code.order` lists `binary` has, of how many."""
+    listed = set(ORDER.read_text().split())
+    _, symbols = text_symbols(binary)
+    return len(listed & {name for _, _, name in symbols}), len(listed)
+
+
 def perf_script(data: Path, *options: str) -> list[str]:
     run = subprocess.run(["perf", "script", "-i", str(data), *options], capture_output=True, text=True, check=True)
     return run.stdout.splitlines()
