@@ -153,21 +153,21 @@ async def main() -> None:
     order = [line for line in ORDER.read_text().splitlines() if line] if ORDER.exists() else []
     with tempfile.TemporaryDirectory(prefix="hot-code-") as scratch:
         env = {"WASM_AGENT_CACHE_DIR": scratch, "WASM_AGENT_DATA_DIR": scratch, "PATH": os.environ["PATH"]}
-        for round in range(1, rounds + 1):
+        link()
+        # Compiled once, outside `perf`: the runs serve from the cache.
+        tools = [str(tool) for tool in bench_mcp.EXAMPLE_TOOLS]
+        subprocess.run([str(binary), "compile", *tools], env=env, check=True, capture_output=True)
+        # Names the binary no longer has (renamed functions, other
+        # dependencies) go; the runs find what replaced them.
+        _, symbols = text_symbols(binary)
+        present = {name for _, _, name in symbols}
+        kept = [name for name in order if name in present]
+        print(f"{len(order) - len(kept)} listed functions are no longer in the binary; dropped")
+        if kept != order:
+            order = kept
+            write_order(order)
             link()
-            if round == 1:
-                # Compiled once, outside `perf`: the runs serve from the cache.
-                tools = [str(tool) for tool in bench_mcp.EXAMPLE_TOOLS]
-                subprocess.run([str(binary), "compile", *tools], env=env, check=True, capture_output=True)
-                # Names the binary no longer has (renamed functions, other
-                # dependencies) go; the runs find what replaced them.
-                _, symbols = text_symbols(binary)
-                present = {name for _, _, name in symbols}
-                gone = [name for name in order if name not in present]
-                order = [name for name in order if name in present]
-                print(f"{len(gone)} listed functions are no longer in the binary; dropped")
-                if gone:
-                    ORDER.write_text("".join(f"{name}\n" for name in order))
+        for round in range(1, rounds + 1):
             new = []
             for run, (serve, tools) in enumerate(SERVERS):
                 data = Path(scratch) / f"{run}.data"
@@ -177,9 +177,13 @@ async def main() -> None:
             if not new:
                 break
             order += new
-            ORDER.write_text("".join(f"{name}\n" for name in order))
-    link()
+            write_order(order)
+            link()
     print(f"{ORDER.relative_to(ROOT)}: {len(order)} functions")
+
+
+def write_order(order: list[str]) -> None:
+    ORDER.write_text("".join(f"{name}\n" for name in order))
 
 
 if __name__ == "__main__":
