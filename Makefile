@@ -9,11 +9,13 @@ BIN     := target/release/wasm-agent
 DEMO    := target/demo
 VENV    := target/mcp-venv
 PYTHON  ?= python3
-# Tools in Python (componentize-py) and JavaScript (componentize-js).
+# Tools in Python (componentize-py) and JavaScript (componentize-qjs; the
+# run_javascript interpreter with componentize-js).
 POLY    := target/polyglot
 PY_VENV := target/py-venv
 JS_DEPS := example-tools/mdtable
 JS_WIT  := target/wit-run_javascript
+JS_TOOL_WIT := target/wit-js-tool
 PY_WIT  := target/wit-run_python
 WASI_WIT := $(JS_DEPS)/node_modules/@bytecodealliance/jco/lib/wit/builtin/0.2.12
 POLYGLOT := $(addprefix $(POLY)/,textstats.wasm fixture-py.wasm mdtable.wasm fixture-js.wasm \
@@ -42,8 +44,8 @@ host:
 guests: wasm-target
 	$(CARGO) build --release --target wasm32-wasip2 $(addprefix -p ,$(GUESTS))
 
-## Python and JavaScript tools: componentize-py in a venv, componentize-js
-## from npm (versions pinned in guest-sdk/python/requirements.txt and
+## Python and JavaScript tools: componentize-py in a venv, componentize-qjs
+## and componentize-js from npm (versions pinned in guest-sdk/python/requirements.txt and
 ## example-tools/mdtable/package-lock.json).
 polyglot: $(POLYGLOT)
 
@@ -61,7 +63,7 @@ $(JS_DEPS)/node_modules/.installed: $(JS_DEPS)/package-lock.json
 	touch $@
 
 PY_SDK := guest-sdk/python/wasm_agent_tool.py guest-sdk/python/wasm_agent_schema.py wit/world.wit
-JS_SDK := guest-sdk/js/wasm-agent-tool.js wit/world.wit
+JS_SDK := guest-sdk/js/wasm-agent-tool.js wit/world.wit $(JS_TOOL_WIT)/.assembled
 
 $(POLY)/textstats.wasm: example-tools/textstats/app.py $(PY_SDK) $(PY_VENV)/.installed
 	$(call componentize-py,example-tools/textstats)
@@ -83,9 +85,9 @@ $(PY_WIT)/.assembled: wit/world.wit example-tools/run_python/interpreter.wit $(J
 		wasi-sockets $(CURDIR)/$(PY_WIT)/deps/
 	touch $@
 $(POLY)/mdtable.wasm: example-tools/mdtable/app.js $(JS_SDK) $(JS_DEPS)/node_modules/.installed
-	$(call componentize-js,example-tools/mdtable/app.js)
+	$(call componentize-qjs,example-tools/mdtable/app.js)
 $(POLY)/fixture-js.wasm: tests/fixture-js/app.js $(JS_SDK) $(JS_DEPS)/node_modules/.installed
-	$(call componentize-js,tests/fixture-js/app.js)
+	$(call componentize-qjs,tests/fixture-js/app.js)
 $(POLY)/run_javascript.wasm: example-tools/run_javascript/app.js example-tools/run_javascript/fs.js \
 		example-tools/run_javascript/node.js \
 		$(JS_SDK) $(JS_WIT)/.assembled
@@ -99,7 +101,14 @@ $(POLY)/run_javascript.wasm: example-tools/run_javascript/app.js example-tools/r
 $(JS_WIT)/.assembled: wit/world.wit example-tools/run_javascript/interpreter.wit $(JS_DEPS)/node_modules/.installed
 	rm -rf $(JS_WIT) && mkdir -p $(JS_WIT)/deps
 	cp wit/world.wit example-tools/run_javascript/interpreter.wit $(JS_WIT)/
-	cp -r $(WASI_WIT)/wasi-filesystem $(WASI_WIT)/wasi-io $(WASI_WIT)/wasi-clocks $(JS_WIT)/deps/
+	cp -r $(WASI_WIT)/wasi-filesystem $(WASI_WIT)/wasi-io $(WASI_WIT)/wasi-clocks $(WASI_WIT)/wasi-random $(JS_WIT)/deps/
+	touch $@
+
+# A JavaScript tool's world (js-toolkit): the contract plus the wasi:random
+# the helper seeds Math.random from.
+$(JS_TOOL_WIT)/.assembled: wit/world.wit guest-sdk/js/wit/js-tool.wit guest-sdk/js/wit/deps/wasi-random/random.wit
+	rm -rf $(JS_TOOL_WIT) && mkdir -p $(JS_TOOL_WIT)
+	cp wit/world.wit $(JS_TOOL_WIT)/ && cp -r guest-sdk/js/wit/. $(JS_TOOL_WIT)/
 	touch $@
 
 # $(call componentize-py,FOLDER): FOLDER/app.py with the helper -> $@
@@ -108,13 +117,14 @@ define componentize-py
 	$(PY_VENV)/bin/componentize-py -d wit -w toolkit componentize app -p $(1) -p guest-sdk/python -o $@
 endef
 
-# $(call componentize-js,FILE): FILE without wasi:http -> $@ (run from the
-# root: componentize-js reads files only under its working directory).
-# run_javascript, above, keeps http for its fetch, which the host's network
-# policy governs.
-define componentize-js
+# $(call componentize-qjs,FILE): FILE on QuickJS -> $@: a 1.7 MB component
+# that starts in microseconds (componentize-js's SpiderMonkey is 12 MB and
+# needs ~0.4 ms a call to start). Without an event loop (--sync), so its
+# tools answer synchronously. Run from the root: the JavaScript it imports
+# must lie under the working directory.
+define componentize-qjs
 	@mkdir -p $(POLY)
-	$(JS_DEPS)/node_modules/.bin/componentize-js --wit wit --world-name toolkit --disable http fetch-event -o $@ $(1)
+	$(JS_DEPS)/node_modules/.bin/componentize-qjs --sync --wit $(JS_TOOL_WIT) --world js-toolkit --js $(1) -o $@ >/dev/null
 endef
 
 ## List the example tools, make a few calls, and show denied ones.
@@ -130,7 +140,7 @@ demo: setup
 	@$(BIN) call $(WASM)/json.wasm json_query '{"document": "{\"users\": [{\"name\": \"ada\"}]}", "path": "users[0].name"}'
 	@echo; echo "== a Python tool (componentize-py): text_stats =="
 	@$(BIN) call $(POLY)/textstats.wasm text_stats '{"text": "Tools run in sandboxes. Sandboxes keep tools honest."}'
-	@echo; echo "== a JavaScript tool (componentize-js): markdown_table =="
+	@echo; echo "== a JavaScript tool (componentize-qjs): markdown_table =="
 	@$(BIN) call $(POLY)/mdtable.wasm markdown_table '{"rows": [{"tool": "calculate", "ms": 0.03}, {"tool": "text_stats", "ms": 1.2}]}'
 	@echo; echo "== run_python: code a model wrote, in the sandbox (files in /scratch come back) =="
 	@$(BIN) call $(POLY)/run_python.wasm run_python --scratch \

@@ -20,10 +20,14 @@
 // The wasm-agent host checks the arguments against `parameters` before the
 // component runs (a mismatch fails with `invalid-arguments` naming the JSON
 // pointer), so `run` gets them decoded and never checked twice. `run` returns
-// a string or an Output (or a promise of one); throwing a ToolError fails the
-// call with its message, any other exception fails it with "Name: message".
+// a string or an Output (or a promise of one, under componentize-js; QuickJS
+// built by componentize-qjs --sync has no event loop); throwing a ToolError
+// fails the call with its message, any other exception fails it with
+// "Name: message". The module runs under componentize-qjs (QuickJS: small and
+// quick to start) and componentize-js (SpiderMonkey: web APIs, promises).
 
 import * as wit from 'wasm-agent:tool/host@0.1.3';
+import { getRandomBytes } from 'wasi:random/random@0.2.12';
 
 const NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const LEVELS = ['trace', 'debug', 'info', 'warn', 'error'];
@@ -67,7 +71,55 @@ class UnknownTool extends ToolError {
   }
 }
 
-const encoder = new TextEncoder();
+/** The UTF-8 bytes of `text`, lone surrogates as U+FFFD, as TextEncoder
+ * gives them; QuickJS (componentize-qjs) has no TextEncoder. */
+export function utf8(text) {
+  if (typeof TextEncoder === 'function') return new TextEncoder().encode(text);
+  const bytes = [];
+  for (const char of text) {
+    let code = char.codePointAt(0);
+    if (code >= 0xd800 && code <= 0xdfff) code = 0xfffd;
+    if (code < 0x80) {
+      bytes.push(code);
+    } else if (code < 0x800) {
+      bytes.push(0xc0 | (code >> 6), 0x80 | (code & 63));
+    } else if (code < 0x10000) {
+      bytes.push(0xe0 | (code >> 12), 0x80 | ((code >> 6) & 63), 0x80 | (code & 63));
+    } else {
+      bytes.push(0xf0 | (code >> 18), 0x80 | ((code >> 12) & 63), 0x80 | ((code >> 6) & 63),
+        0x80 | (code & 63));
+    }
+  }
+  return new Uint8Array(bytes);
+}
+
+/**
+ * A `Math.random` seeded with 16 bytes (xoshiro128**, 53-bit doubles).
+ *
+ * The engine's own generator is part of the snapshot componentize-qjs takes
+ * at build time, so every fresh instance would repeat the same numbers; each
+ * call gets a generator seeded from the host's random source instead.
+ */
+export function seededRandom(seed) {
+  const s = new Uint32Array(4);
+  for (let i = 0; i < 4; i += 1) {
+    s[i] = seed[4 * i] | (seed[4 * i + 1] << 8) | (seed[4 * i + 2] << 16) | (seed[4 * i + 3] << 24);
+  }
+  if ((s[0] | s[1] | s[2] | s[3]) === 0) s[0] = 1;
+  const rotl = (x, k) => (x << k) | (x >>> (32 - k));
+  const next = () => {
+    const result = Math.imul(rotl(Math.imul(s[1], 5), 7), 9) >>> 0;
+    const t = s[1] << 9;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 11);
+    return result;
+  };
+  return () => ((next() >>> 11) * 2 ** 32 + next()) / 2 ** 53;
+}
 
 /** Text for the model plus artifacts for the application (which the model never sees). */
 export class Output {
@@ -87,7 +139,7 @@ export class Output {
 
   /** Adds raw data (Uint8Array, ArrayBuffer, or a string as UTF-8). Returns this output. */
   withBytes(kind, mimeType, data) {
-    const bytes = typeof data === 'string' ? encoder.encode(data) : new Uint8Array(data);
+    const bytes = typeof data === 'string' ? utf8(data) : new Uint8Array(data);
     this.artifacts.push({ kind: String(kind), mimeType: mimeType ?? undefined, data: bytes });
     return this;
   }
@@ -136,7 +188,8 @@ const EMPTY = { type: 'object', properties: {}, additionalProperties: false };
  * - `description`: what it does and when to use it, written for the model.
  * - `parameters`: JSON Schema of the arguments object (default: no arguments).
  * - `annotations`: `{ readOnly, destructive, idempotent, openWorld }` hints.
- * - `run(args, ctx)`: returns a string or an Output, or a promise of one.
+ * - `run(args, ctx)`: returns a string or an Output, or (componentize-js only)
+ *   a promise of one.
  *   `ctx` is `{ runId, sessionId, userId, tenantId, metadata }`.
  */
 export function defineTool({ name, description, parameters = EMPTY, annotations = {}, run }) {
@@ -187,8 +240,39 @@ function toContext(context) {
   };
 }
 
+/** A failed call as the component throws it: the `tool-error` in `payload`. */
 function errorResult(kind, message) {
-  return { tag: 'err', val: { tag: kind, val: message } };
+  return { payload: { tag: kind, val: message } };
+}
+
+function isThenable(value) {
+  return value !== null && (typeof value === 'object' || typeof value === 'function')
+    && typeof value.then === 'function';
+}
+
+/** A successful call's `tool-output`. */
+function answer(result) {
+  const output = toOutput(result);
+  return { content: output.content, artifacts: output.artifacts };
+}
+
+/** What the call throws for `error`, thrown by the tool or by the helper. */
+function failure(error) {
+  if (error instanceof ToolError) return errorResult(error.kind, error.message);
+  if (error === 'out of memory') {
+    // SpiderMonkey throws this string when memory cannot grow. Trap instead
+    // of failing, so the host reports its memory limit.
+    return new Error('out of memory');
+  }
+  if (error instanceof Error) {
+    try {
+      host.debug(error.stack ? `${error.name}: ${error.message}\n${error.stack}` : String(error));
+    } catch {
+      // Logging is best effort.
+    }
+    return errorResult('failed', error.message ? `${error.name}: ${error.message}` : error.name);
+  }
+  return errorResult('failed', `uncaught exception: ${String(error)}`);
 }
 
 /**
@@ -219,33 +303,30 @@ export function exportTools(tools) {
       return specs;
     },
 
-    async call(name, argumentsJson, context) {
+    // A result is returned and an error thrown as `{ payload }`, the
+    // convention of both componentize-js and componentize-qjs. The answer is
+    // a promise only when `run` gives one: QuickJS built with `--sync` has no
+    // event loop to wait for it.
+    call(name, argumentsJson, context) {
+      Math.random = seededRandom(getRandomBytes(16));
+      let result;
       try {
         const found = byName.get(name);
         if (!found) {
           throw new UnknownTool(`this component has no tool named ${JSON.stringify(name)}; `
             + `it offers: ${[...byName.keys()].join(', ')}`);
         }
-        const args = decode(argumentsJson);
-        const output = toOutput(await found.run(args, toContext(context)));
-        return { tag: 'ok', val: { content: output.content, artifacts: output.artifacts } };
+        result = found.run(decode(argumentsJson), toContext(context));
       } catch (error) {
-        if (error instanceof ToolError) return errorResult(error.kind, error.message);
-        if (error === 'out of memory') {
-          // SpiderMonkey throws this string when memory cannot grow. Trap
-          // instead of failing, so the host reports its memory limit.
-          throw new Error('out of memory');
-        }
-        if (error instanceof Error) {
-          try {
-            host.debug(error.stack ? `${error.name}: ${error.message}\n${error.stack}` : String(error));
-          } catch {
-            // Logging is best effort.
-          }
-          return errorResult('failed', error.message ? `${error.name}: ${error.message}` : error.name);
-        }
-        return errorResult('failed', `uncaught exception: ${String(error)}`);
+        throw failure(error);
       }
+      if (!isThenable(result)) return answer(result);
+      if (typeof setTimeout !== 'function') {
+        throw errorResult('failed', `tool ${name} returned a promise, but this JavaScript engine has `
+          + 'no event loop to wait for it (componentize-qjs --sync): make its run synchronous, '
+          + 'or build the component with componentize-js');
+      }
+      return Promise.resolve(result).then(answer, (error) => { throw failure(error); });
     },
   };
 }

@@ -1,4 +1,4 @@
-//! Tools written in Python (componentize-py) and JavaScript (componentize-js):
+//! Tools written in Python (componentize-py) and JavaScript (componentize-qjs):
 //! the same contract, the same limits and the same error kinds as Rust tools.
 
 use std::path::PathBuf;
@@ -111,6 +111,36 @@ async fn state_and_dependencies_reach_the_tools() {
         let dependency = call(&host, "dependency", json!({"name": "api"})).await;
         assert_eq!(dependency.content, "https://api.example", "{fixture}");
     }
+}
+
+#[tokio::test]
+async fn each_javascript_call_draws_its_own_random_numbers() {
+    // The engine's generator is in the build-time snapshot; the helper seeds
+    // it from wasi:random on every call, so fresh instances differ.
+    let host = loaded("fixture-js", Policy::default()).await;
+    let mut drawn = std::collections::HashSet::new();
+    for _ in 0..5 {
+        let random = call(&host, "random", json!({})).await;
+        assert!(random.is_ok(), "{random:?}");
+        let numbers: Vec<f64> = serde_json::from_str(&random.content).expect("three numbers");
+        assert!(
+            numbers.iter().all(|x| (0.0..1.0).contains(x)),
+            "{numbers:?}"
+        );
+        drawn.insert(random.content);
+    }
+    assert_eq!(drawn.len(), 5, "{drawn:?}");
+}
+
+#[tokio::test]
+async fn a_promise_without_an_event_loop_fails_naming_the_engine() {
+    let host = loaded("fixture-js", Policy::default()).await;
+    let later = call(&host, "later", json!({})).await;
+    let error = later.error.expect("a promise cannot be waited for");
+    assert_eq!(error.kind, ErrorKind::Failed, "{error}");
+    assert!(error.message.contains("no event loop"), "{error}");
+    let echoed = call(&host, "echo", json!({"text": "still here"})).await;
+    assert_eq!(echoed.content, "still here");
 }
 
 #[tokio::test]

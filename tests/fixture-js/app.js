@@ -112,9 +112,14 @@ export const tool = exportTools([
     run: (_, ctx) => JSON.stringify(ctx),
   }),
   defineTool({
-    name: 'sleep',
-    description: 'Wait with setTimeout (exercises the async export path).',
-    parameters: object({ ms: { type: 'integer', minimum: 0 } }, ['ms']),
-    run: ({ ms }) => new Promise((resolve) => { setTimeout(() => resolve(`slept ${ms} ms`), ms); }),
+    name: 'random',
+    description: 'Draw three numbers with Math.random.',
+    annotations: { readOnly: true },
+    run: () => JSON.stringify([Math.random(), Math.random(), Math.random()]),
+  }),
+  defineTool({
+    name: 'later',
+    description: 'Answer with a promise (QuickJS built with --sync cannot wait for it).',
+    run: async () => 'later',
   }),
 ]);

@@ -11,21 +11,38 @@ import { beforeEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import * as stub from './host-stub.js';
+import * as randomStub from './random-stub.js';
 import './register.js';
 
 const {
-  defineTool, exportTools, host, InvalidArguments, Output, ToolError,
+  defineTool, exportTools, host, InvalidArguments, Output, seededRandom, ToolError, utf8,
 } = await import('../wasm-agent-tool.js');
 
 const CONTEXT = {
   runId: 'run-1', sessionId: 'session-1', userId: undefined, tenantId: undefined, metadata: '{}',
 };
 
-beforeEach(() => stub.reset());
+beforeEach(() => {
+  stub.reset();
+  randomStub.setBytes(null);
+});
+
+/** The `result` a component's export gives: what `call` returns (or its
+ * promise resolves to) is `ok`; an error thrown with a `payload` is `err`. */
+async function outcome(calling) {
+  try {
+    return { tag: 'ok', val: await calling() };
+  } catch (error) {
+    if (error !== null && typeof error === 'object' && Object.hasOwn(error, 'payload')) {
+      return { tag: 'err', val: error.payload };
+    }
+    throw error;
+  }
+}
 
 /** Calls `made` through its `tool` export, as the host would. */
 function call(made, argumentsJson = '{}', context = CONTEXT) {
-  return exportTools([made]).call(made.name, argumentsJson, context);
+  return outcome(() => exportTools([made]).call(made.name, argumentsJson, context));
 }
 
 function ok(content, artifacts = []) {
@@ -139,7 +156,7 @@ describe('exportTools', () => {
 
   test('an unknown tool fails with unknown-tool naming the offered ones', async () => {
     const other = defineTool({ name: 'other', run: () => '' });
-    assert.deepEqual(await exportTools([shout, other]).call('nope', '{}', CONTEXT),
+    assert.deepEqual(await outcome(() => exportTools([shout, other]).call('nope', '{}', CONTEXT)),
       err('unknown-tool', 'this component has no tool named "nope"; it offers: shout, other'));
   });
 });
@@ -262,6 +279,46 @@ describe('results', () => {
     assert.equal(result.val.content, 'n=7');
     assert.deepEqual([...result.val.artifacts[0].data], [...Buffer.from('7')]);
   });
+
+  test('a synchronous run answers without a promise, and fails by throwing', () => {
+    // QuickJS built with --sync cannot wait for a promise, so none is made.
+    const exported = exportTools([shout]);
+    assert.deepEqual(exported.call('shout', '{"text": "hi"}', CONTEXT), { content: 'HI', artifacts: [] });
+    assert.throws(() => exported.call('shout', '[]', CONTEXT), (error) => {
+      assert.equal(error.payload.tag, 'invalid-arguments');
+      assert.match(error.payload.val, /must be a JSON object, not an array/);
+      return true;
+    });
+  });
+
+  test('without an event loop a promise fails the call naming the engine', () => {
+    const slow = tool(async () => 'later');
+    const { setTimeout: timers } = globalThis;
+    delete globalThis.setTimeout;
+    try {
+      assert.throws(() => exportTools([slow]).call(slow.name, '{}', CONTEXT), (error) => {
+        assert.equal(error.payload.tag, 'failed');
+        assert.match(error.payload.val, /returned a promise, .*no event loop .*componentize-qjs --sync/);
+        return true;
+      });
+    } finally {
+      globalThis.setTimeout = timers;
+    }
+  });
+
+  test('utf8 without TextEncoder gives what TextEncoder gives', () => {
+    const texts = ['', 'plain', 'héllo', '€ and 𝄞', 'lone \ud800 high', 'lone \udc00 low', '\u{10ffff}\u07ff\u0800'];
+    const expected = texts.map((text) => [...new TextEncoder().encode(text)]);
+    const { TextEncoder: encoder } = globalThis;
+    delete globalThis.TextEncoder;
+    try {
+      assert.deepEqual(texts.map((text) => [...utf8(text)]), expected);
+      const output = new Output().withBytes('note', 'text/plain', 'naïve');
+      assert.deepEqual([...output.artifacts[0].data], [...Buffer.from('naïve', 'utf8')]);
+    } finally {
+      globalThis.TextEncoder = encoder;
+    }
+  });
 });
 
 describe('errors', () => {
@@ -379,7 +436,7 @@ describe('host', () => {
     });
     const exported = exportTools([counter]);
     const contents = [];
-    for (let i = 0; i < 3; i += 1) contents.push((await exported.call('counter', '', CONTEXT)).val.content);
+    for (let i = 0; i < 3; i += 1) contents.push(exported.call('counter', '', CONTEXT).content);
     assert.deepEqual(contents, ['1', '2', '3']);
     assert.equal(stub.state.get('count'), '3');
   });
@@ -436,6 +493,37 @@ describe('bugs', () => {
       }
       const text = new TextDecoder().decode(output.artifacts[0].data);
       assert.doesNotThrow(() => JSON.parse(text), `withJson(${String(value)}) wrote ${JSON.stringify(text)}`);
+    }
+  });
+});
+
+describe('Math.random', () => {
+  const draw = tool(() => JSON.stringify([Math.random(), Math.random(), Math.random()]));
+
+  test('every call seeds it from the host, so fresh instances differ', async () => {
+    const seed = Array.from({ length: 16 }, (_, i) => i * 17);
+    randomStub.setBytes(seed);
+    const first = (await call(draw)).val.content;
+    assert.deepEqual(randomStub.requests, [16]);
+    assert.equal((await call(draw)).val.content, first, 'the same seed, the same numbers');
+    randomStub.setBytes(seed.map((byte) => byte ^ 1));
+    assert.notEqual((await call(draw)).val.content, first);
+    randomStub.setBytes(null);
+    const drawn = new Set();
+    for (let i = 0; i < 20; i += 1) drawn.add((await call(draw)).val.content);
+    assert.equal(drawn.size, 20);
+  });
+
+  test('the generator gives doubles in [0, 1) spread evenly, from any seed', () => {
+    for (const seed of [new Uint8Array(16), new Uint8Array(16).fill(255), randomStub.getRandomBytes(16)]) {
+      const random = seededRandom(seed);
+      const buckets = new Array(10).fill(0);
+      for (let i = 0; i < 20000; i += 1) {
+        const x = random();
+        assert.ok(x >= 0 && x < 1, String(x));
+        buckets[Math.floor(x * 10)] += 1;
+      }
+      for (const count of buckets) assert.ok(count > 1700 && count < 2300, `${buckets}`);
     }
   });
 });

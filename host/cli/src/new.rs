@@ -15,7 +15,7 @@ pub enum Lang {
     Rust,
     /// Python with `wasm_agent_tool` (componentize-py).
     Python,
-    /// JavaScript with `wasm-agent-tool.js` (componentize-js).
+    /// JavaScript with `wasm-agent-tool.js` (componentize-qjs).
     Js,
 }
 
@@ -72,6 +72,14 @@ const JS: &[File] = &[
     ("README.md", include_str!("../templates/js/README.md")),
     (".gitignore", include_str!("../templates/js/.gitignore")),
     WIT,
+    (
+        "wit/js-tool.wit",
+        include_str!("../../../guest-sdk/js/wit/js-tool.wit"),
+    ),
+    (
+        "wit/deps/wasi-random/random.wit",
+        include_str!("../../../guest-sdk/js/wit/deps/wasi-random/random.wit"),
+    ),
 ];
 
 /// The Rust SDK of the checkout this binary was built from.

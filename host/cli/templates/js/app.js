@@ -1,4 +1,4 @@
-// {{name}}: a wasm-agent tool in JavaScript, built with componentize-js.
+// {{name}}: a wasm-agent tool in JavaScript, built with componentize-qjs.
 //
 // Each tool has a name, a description for the model, a JSON Schema for its
 // arguments (checked before `run` is called) and `run`, which returns a
