@@ -213,8 +213,14 @@ mod tests {
                 .clone()
         };
         let template = include_str!("../templates/js/package.json").replace("{{name}}", "t");
-        let example = include_str!("../../../example-tools/mdtable/package.json");
-        assert_eq!(pins(&template), pins(example));
+        let example = pins(include_str!("../../../example-tools/mdtable/package.json"));
+        let template = pins(&template);
+        let template = template.as_object().expect("pins");
+        assert!(!template.is_empty());
+        // The example's packages also build run_javascript (componentize-js).
+        for (package, version) in template {
+            assert_eq!(Some(version), example.get(package), "{package}");
+        }
     }
 
     #[test]
