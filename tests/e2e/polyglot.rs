@@ -114,22 +114,25 @@ async fn state_and_dependencies_reach_the_tools() {
 }
 
 #[tokio::test]
-async fn each_javascript_call_draws_its_own_random_numbers() {
-    // The engine's generator is in the build-time snapshot; the helper seeds
-    // it from wasi:random on every call, so fresh instances differ.
-    let host = loaded("fixture-js", Policy::default()).await;
-    let mut drawn = std::collections::HashSet::new();
-    for _ in 0..5 {
-        let random = call(&host, "random", json!({})).await;
-        assert!(random.is_ok(), "{random:?}");
-        let numbers: Vec<f64> = serde_json::from_str(&random.content).expect("three numbers");
-        assert!(
-            numbers.iter().all(|x| (0.0..1.0).contains(x)),
-            "{numbers:?}"
-        );
-        drawn.insert(random.content);
+async fn each_call_draws_its_own_random_numbers() {
+    // An interpreter's state, its random generator's included, is a snapshot
+    // taken at build time: each fresh instance must be seeded anew (the
+    // JavaScript helper seeds Math.random from wasi:random on every call).
+    for (fixture, _) in FIXTURES {
+        let host = loaded(fixture, Policy::default()).await;
+        let mut drawn = std::collections::HashSet::new();
+        for _ in 0..5 {
+            let random = call(&host, "random", json!({})).await;
+            assert!(random.is_ok(), "{fixture}: {random:?}");
+            let numbers: Vec<f64> = serde_json::from_str(&random.content).expect("three numbers");
+            assert!(
+                numbers.iter().all(|x| (0.0..1.0).contains(x)),
+                "{fixture}: {numbers:?}"
+            );
+            drawn.insert(random.content);
+        }
+        assert_eq!(drawn.len(), 5, "{fixture}: {drawn:?}");
     }
-    assert_eq!(drawn.len(), 5, "{drawn:?}");
 }
 
 #[tokio::test]

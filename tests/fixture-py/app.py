@@ -3,6 +3,7 @@ interface plus hostile behaviours (an endless loop, unbounded allocation, an
 uncaught exception). Never ship it."""
 
 import json
+import random
 import sys
 from typing import Any
 
@@ -96,6 +97,12 @@ def context(ctx: Context) -> str:
     """Return the call context."""
     return json.dumps({"run_id": ctx.run_id, "session_id": ctx.session_id, "user_id": ctx.user_id,
                  "tenant_id": ctx.tenant_id, "metadata": ctx.metadata})
+
+
+@tool(name="random", read_only=True)
+def draw() -> str:
+    """Draw three numbers with random.random() (the module was imported at build time)."""
+    return json.dumps([random.random() for _ in range(3)])
 
 
 @tool(read_only=True)
