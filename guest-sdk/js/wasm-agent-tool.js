@@ -121,6 +121,15 @@ export function seededRandom(seed) {
   return () => ((next() >>> 11) * 2 ** 32 + next()) / 2 ** 53;
 }
 
+/** Makes `Math.random` seed itself from the host's random source when this
+ * call first draws a number (a call that draws none asks the host nothing). */
+function seedOnFirstDraw() {
+  Math.random = () => {
+    Math.random = seededRandom(getRandomBytes(16));
+    return Math.random();
+  };
+}
+
 /** Text for the model plus artifacts for the application (which the model never sees). */
 export class Output {
   constructor(content = '') {
@@ -308,7 +317,7 @@ export function exportTools(tools) {
     // a promise only when `run` gives one: QuickJS built with `--sync` has no
     // event loop to wait for it.
     call(name, argumentsJson, context) {
-      Math.random = seededRandom(getRandomBytes(16));
+      seedOnFirstDraw();
       let result;
       try {
         const found = byName.get(name);

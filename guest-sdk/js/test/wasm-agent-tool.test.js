@@ -503,8 +503,10 @@ describe('Math.random', () => {
   test('every call seeds it from the host, so fresh instances differ', async () => {
     const seed = Array.from({ length: 16 }, (_, i) => i * 17);
     randomStub.setBytes(seed);
+    await call(shout, '{"text": "no draw"}');
+    assert.deepEqual(randomStub.requests, [], 'a call that draws nothing asks the host nothing');
     const first = (await call(draw)).val.content;
-    assert.deepEqual(randomStub.requests, [16]);
+    assert.deepEqual(randomStub.requests, [16], 'three draws, one seed');
     assert.equal((await call(draw)).val.content, first, 'the same seed, the same numbers');
     randomStub.setBytes(seed.map((byte) => byte ^ 1));
     assert.notEqual((await call(draw)).val.content, first);
