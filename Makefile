@@ -63,7 +63,9 @@ $(JS_DEPS)/node_modules/.installed: $(JS_DEPS)/package-lock.json
 	touch $@
 
 PY_SDK := guest-sdk/python/wasm_agent_tool.py guest-sdk/python/wasm_agent_schema.py wit/world.wit
-JS_SDK := guest-sdk/js/wasm-agent-tool.js wit/world.wit $(JS_TOOL_WIT)/.assembled
+JS_SDK := guest-sdk/js/wasm-agent-tool.js wit/world.wit
+# What a JavaScript tool built with componentize-qjs needs.
+JS_TOOL := $(JS_SDK) $(JS_TOOL_WIT)/.assembled $(JS_DEPS)/node_modules/.installed
 
 $(POLY)/textstats.wasm: example-tools/textstats/app.py $(PY_SDK) $(PY_VENV)/.installed
 	$(call componentize-py,example-tools/textstats)
@@ -84,9 +86,9 @@ $(PY_WIT)/.assembled: wit/world.wit example-tools/run_python/interpreter.wit $(J
 	cd $(WASI_WIT) && cp -r wasi-http wasi-io wasi-clocks wasi-cli wasi-random wasi-filesystem \
 		wasi-sockets $(CURDIR)/$(PY_WIT)/deps/
 	touch $@
-$(POLY)/mdtable.wasm: example-tools/mdtable/app.js $(JS_SDK) $(JS_DEPS)/node_modules/.installed
+$(POLY)/mdtable.wasm: example-tools/mdtable/app.js $(JS_TOOL)
 	$(call componentize-qjs,example-tools/mdtable/app.js)
-$(POLY)/fixture-js.wasm: tests/fixture-js/app.js $(JS_SDK) $(JS_DEPS)/node_modules/.installed
+$(POLY)/fixture-js.wasm: tests/fixture-js/app.js $(JS_TOOL)
 	$(call componentize-qjs,tests/fixture-js/app.js)
 $(POLY)/run_javascript.wasm: example-tools/run_javascript/app.js example-tools/run_javascript/fs.js \
 		example-tools/run_javascript/node.js \

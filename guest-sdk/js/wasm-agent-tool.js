@@ -326,16 +326,16 @@ export function exportTools(tools) {
             + `it offers: ${[...byName.keys()].join(', ')}`);
         }
         result = found.run(decode(argumentsJson), toContext(context));
+        if (!isThenable(result)) return answer(result);
       } catch (error) {
         throw failure(error);
       }
-      if (!isThenable(result)) return answer(result);
       if (typeof setTimeout !== 'function') {
         throw errorResult('failed', `tool ${name} returned a promise, but this JavaScript engine has `
           + 'no event loop to wait for it (componentize-qjs --sync): make its run synchronous, '
           + 'or build the component with componentize-js');
       }
-      return Promise.resolve(result).then(answer, (error) => { throw failure(error); });
+      return Promise.resolve(result).then(answer).catch((error) => { throw failure(error); });
     },
   };
 }

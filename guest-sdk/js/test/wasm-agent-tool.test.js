@@ -351,6 +351,16 @@ describe('errors', () => {
     assert.match(stub.logs[0].message, /\n\s+at /);
   });
 
+  test('a result with no JSON form fails the call, whether run answered at once or later', async () => {
+    const cyclic = () => { const value = {}; value.self = value; return value; };
+    for (const run of [cyclic, async () => cyclic()]) {
+      const result = await call(tool(run));
+      assert.equal(result.tag, 'err');
+      assert.equal(result.val.tag, 'failed');
+      assert.match(result.val.val, /^TypeError: .*circular/i);
+    }
+  });
+
   test('error names and empty messages', async () => {
     class QuotaError extends Error {
       constructor(message) {
