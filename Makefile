@@ -1,7 +1,7 @@
 # wasm-agent: set up, demo, test, bench.
 CARGO   ?= cargo
 # The host's crates (host/*), tested together so their dependencies build once.
-HOST_CRATES := wasm-agent-console wasm-agent-redact wasm-agent-policy wasm-agent-session wasm-agent-session-sqlite wasm-agent-session-postgres wasm-agent-cache wasm-agent-cache-redis wasm-agent-access wasm-agent-access-redis wasm-agent-sandbox wasm-agent-pipeline wasm-agent-code-mode wasm-agent-metrics wasm-agent-telemetry \
+HOST_CRATES := wasm-agent-console wasm-agent-redact wasm-agent-relink wasm-agent-policy wasm-agent-session wasm-agent-session-sqlite wasm-agent-session-postgres wasm-agent-cache wasm-agent-cache-redis wasm-agent-access wasm-agent-access-redis wasm-agent-sandbox wasm-agent-pipeline wasm-agent-code-mode wasm-agent-metrics wasm-agent-telemetry \
 	wasm-agent-oci wasm-agent-audit wasm-agent-audit-postgres wasm-agent-agent wasm-agent-mcp wasm-agent-mcp-client wasm-agent wasm-agent-cli
 GUESTS  := calculator files json fetch weather run_monty fixture-tool echo-tool compat-tool hostile-tool
 WASM    := target/wasm32-wasip2/release
@@ -272,7 +272,7 @@ soak: host guests mcp-venv
 ## are in fuzz/corpus/TARGET; new inputs go to target/fuzz-corpus/TARGET, a
 ## crash to fuzz/artifacts/TARGET.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := policy_text config arguments provider_answer mcp_messages guest_arguments signed_payload audit_records
+FUZZ_TARGETS := policy_text config arguments provider_answer mcp_messages guest_arguments signed_payload audit_records relink
 FUZZ_FLAGS := -s none -O
 fuzz:
 	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked

@@ -236,3 +236,28 @@ async fn big_components_load_fast_from_the_compile_cache() {
         );
     }
 }
+
+/// Their interpreters are shared libraries linked at instantiation time,
+/// whose function table the engine would fill entry by entry on every call;
+/// relinked before they compile, the table is filled lazily. What is left
+/// filled eagerly is the small table of host-function trampolines.
+#[test]
+fn python_and_javascript_components_compile_relinked_with_their_tables_filled_lazily() {
+    for name in ["fixture-py", "fixture-js"] {
+        let bytes = std::fs::read(polyglot(name)).unwrap();
+        let before = wasm_agent_relink::eagerly_filled_table_entries(&bytes).unwrap();
+        let relinked = wasm_agent_relink::relink(&bytes)
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .unwrap_or_else(|| panic!("{name} has modules to merge"));
+        let after = wasm_agent_relink::eagerly_filled_table_entries(&relinked.bytes).unwrap();
+        assert!(
+            relinked.merged >= 3,
+            "{name}: {} modules merged",
+            relinked.merged
+        );
+        assert!(
+            after * 8 < before,
+            "{name}: {before} entries filled on every instantiation before, {after} after"
+        );
+    }
+}

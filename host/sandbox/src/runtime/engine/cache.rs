@@ -26,6 +26,8 @@ use wasmtime::component::Component;
 
 mod files;
 
+use super::compile::compile;
+
 /// Where a compiled component came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -48,7 +50,7 @@ pub struct CompileCache {
 }
 
 /// Part of every entry's key: entries of an older layout are never read.
-const ENTRY_FORMAT: &[u8] = b"cwasm-2";
+const ENTRY_FORMAT: &[u8] = b"cwasm-3";
 
 /// The largest tool listing kept (within the policy's default bounds, 128
 /// tools of at most 80 KiB each); a larger one is listed by loading.
@@ -114,7 +116,7 @@ pub(in crate::runtime) fn load_or_compile(
     match folder {
         Some(folder) => folder.load_or_compile(cache, engine, bytes, digest),
         None => {
-            let component = cache.in_turn(|| Component::new(engine, bytes))?;
+            let component = cache.in_turn(|| compile(bytes, |b| Component::new(engine, b)))?;
             Ok((component, CacheOutcome::Compiled))
         }
     }
@@ -137,7 +139,7 @@ impl CacheFolder<'_> {
         if let Some(component) = self.load_cached(engine, digest) {
             return Ok((component, CacheOutcome::Hit));
         }
-        let compiled = cache.in_turn(|| engine.precompile_component(bytes))?;
+        let compiled = cache.in_turn(|| compile(bytes, |b| engine.precompile_component(b)))?;
         if let Err(e) = write_entry(&self.entry(engine, digest), &compiled) {
             tracing::warn!(cache = %self.dir.display(), "cannot write the compile cache: {e}");
         }

@@ -1,0 +1,308 @@
+//! Choosing what to merge: the instantiation that defines a function table
+//! others import, those importers, and any instantiation between them that
+//! they need and that needs them.
+
+use std::collections::{HashMap, HashSet};
+
+use wasm_encoder as enc;
+use wasm_encoder::reencode::{Error as ReencodeError, Reencode, ReencodeComponent};
+use wasmparser::{CanonicalFunction, ComponentAlias, Instance};
+
+use super::{Entry, Level, Origin, Plan, Space};
+use crate::RelinkError;
+use crate::merge::{self, Kind};
+
+/// The most rounds of choosing members.
+const MAX_ROUNDS: usize = 64;
+
+/// The plan for `level`, or `None` when it has nothing to merge.
+pub(super) fn plan(level: &Level<'_>) -> Result<Option<Plan>, RelinkError> {
+    let refs = canon_refs(level)?;
+    // Where every import of every instantiation comes from.
+    let mut origins: HashMap<u32, Vec<(Origin, Kind)>> = HashMap::new();
+    let mut uses: HashMap<u32, u32> = HashMap::new();
+    let mut imports = HashMap::new();
+    for index in 0..level.instances.len() as u32 {
+        let Ok((module, args)) = level.instantiation(index) else {
+            continue;
+        };
+        *uses.entry(module).or_default() += 1;
+        let Some(bytes) = level.module_bytes(module) else {
+            continue;
+        };
+        if let std::collections::hash_map::Entry::Vacant(slot) = imports.entry(module) {
+            slot.insert(merge::imports(bytes)?);
+        }
+        let mut list = Vec::new();
+        for (module, name, kind) in &imports[&module] {
+            let arg = args
+                .iter()
+                .find(|a| a.name == module)
+                .ok_or(RelinkError::Malformed("an import no argument provides"))?;
+            list.push((level.resolve(arg.index, name)?, *kind));
+        }
+        origins.insert(index, list);
+    }
+
+    // The instantiation defining the table the most others import.
+    let mut best: Option<(u32, Vec<u32>)> = None;
+    let mut candidates: Vec<u32> = origins.keys().copied().collect();
+    candidates.sort_unstable();
+    let mut tables_of = HashMap::new();
+    for &definer in &candidates {
+        let (module, _) = level.instantiation(definer)?;
+        let Some(bytes) = level.module_bytes(module) else {
+            continue;
+        };
+        if let std::collections::hash_map::Entry::Vacant(slot) = tables_of.entry(module) {
+            slot.insert(merge::exported_tables(bytes)?);
+        }
+        let tables = &tables_of[&module];
+        if tables.is_empty() {
+            continue;
+        }
+        let importers: Vec<u32> = candidates
+            .iter()
+            .copied()
+            .filter(|i| {
+                origins[i].iter().any(|(origin, kind)| {
+                    *kind == Kind::Table
+                        && matches!(origin, Origin::Export { instance, name }
+                            if *instance == definer && tables.contains(name))
+                })
+            })
+            .collect();
+        if best.as_ref().is_none_or(|(_, b)| importers.len() > b.len()) {
+            best = Some((definer, importers));
+        }
+    }
+    let Some((definer, importers)) = best else {
+        return Ok(None);
+    };
+
+    let eligible = |instance: u32| -> Result<bool, RelinkError> {
+        let (module, _) = level.instantiation(instance)?;
+        Ok(match level.module_bytes(module) {
+            Some(bytes) => {
+                origins.contains_key(&instance)
+                    && uses.get(&module) == Some(&1)
+                    && !level.modules_elsewhere.contains(&module)
+                    && !merge::unmergeable(bytes)?
+            }
+            None => false,
+        })
+    };
+    let mut members = HashSet::new();
+    for instance in std::iter::once(definer).chain(importers) {
+        if eligible(instance)? {
+            members.insert(instance);
+        }
+    }
+    let mut rejected = HashSet::new();
+    // Each round adds or removes a member for good; a component needing
+    // more rounds than this is left as it is (the work stays bounded).
+    for round in 0.. {
+        if !members.contains(&definer) || round == MAX_ROUNDS {
+            return Ok(None);
+        }
+        let taint = Taint::of(level, &members, &refs);
+        let mut sorted: Vec<u32> = members.iter().copied().collect();
+        sorted.sort_unstable();
+        // The first member importing something that depends on the members
+        // through a non-member: that non-member joins, or the member leaves.
+        let change = sorted.iter().find_map(|member| {
+            origins[member].iter().find_map(|(origin, _)| match origin {
+                Origin::Export { instance, .. } if members.contains(instance) => None,
+                Origin::Export { instance, .. } if taint.instance(*instance) => {
+                    Some((*member, Some(*instance)))
+                }
+                Origin::Item { space, index } if taint.item(*space, *index) => {
+                    Some((*member, None))
+                }
+                _ => None,
+            })
+        });
+        match change {
+            None => break,
+            Some((member, Some(needed))) if !rejected.contains(&needed) && eligible(needed)? => {
+                let _ = member;
+                members.insert(needed);
+            }
+            Some((member, _)) => {
+                members.remove(&member);
+                rejected.insert(member);
+            }
+        }
+    }
+    if members.len() < 2 {
+        return Ok(None);
+    }
+
+    // What depends on the members moves after them; only core definitions
+    // can (a component-level one would renumber the component's own items).
+    let taint = Taint::of(level, &members, &refs);
+    let positions: HashSet<usize> = members
+        .iter()
+        .map(|m| level.instances[*m as usize])
+        .collect();
+    let (first, last) = (
+        *positions.iter().min().expect("two members"),
+        *positions.iter().max().expect("two members"),
+    );
+    for pos in first..=last {
+        let movable = matches!(
+            level.entries[pos],
+            Entry::Instance { .. }
+                | Entry::Alias {
+                    defines: Some(_),
+                    ..
+                }
+                | Entry::Canon {
+                    defines: Some(_),
+                    ..
+                }
+        );
+        if taint.entries[pos] && !positions.contains(&pos) && !movable {
+            return Ok(None);
+        }
+    }
+    let mut members: Vec<u32> = members.into_iter().collect();
+    members.sort_unstable();
+    Plan::build(level, members, &origins, taint.entries).map(Some)
+}
+
+/// Which definitions depend on the members.
+pub(super) struct Taint {
+    instances: Vec<bool>,
+    items: HashMap<Space, Vec<bool>>,
+    /// Per entry of the level.
+    pub entries: Vec<bool>,
+}
+
+impl Taint {
+    fn of(
+        level: &Level<'_>,
+        members: &HashSet<u32>,
+        refs: &HashMap<usize, Vec<(Space, u32)>>,
+    ) -> Self {
+        let mut taint = Taint {
+            instances: vec![false; level.instances.len()],
+            items: HashMap::new(),
+            entries: vec![false; level.entries.len()],
+        };
+        for (pos, entry) in level.entries.iter().enumerate() {
+            let tainted = match entry {
+                Entry::Instance { index, def } => {
+                    let tainted = members.contains(index)
+                        || match def {
+                            Instance::Instantiate { args, .. } => {
+                                args.iter().any(|a| taint.instance(a.index))
+                            }
+                            Instance::FromExports(exports) => exports
+                                .iter()
+                                .any(|e| taint.item(Space::of(e.kind), e.index)),
+                        };
+                    if let Some(slot) = taint.instances.get_mut(*index as usize) {
+                        *slot = tainted;
+                    }
+                    tainted
+                }
+                Entry::Alias {
+                    def: ComponentAlias::CoreInstanceExport { instance_index, .. },
+                    defines: Some((space, index)),
+                } => {
+                    let tainted = taint.instance(*instance_index);
+                    taint.set(*space, *index, tainted);
+                    tainted
+                }
+                Entry::Canon { defines, .. } => {
+                    let tainted = refs.get(&pos).is_some_and(|refs| {
+                        refs.iter().any(|(space, index)| match space {
+                            Space::Instance => taint.instance(*index),
+                            _ => taint.item(*space, *index),
+                        })
+                    });
+                    if let Some((space, index)) = defines {
+                        taint.set(*space, *index, tainted);
+                    }
+                    tainted
+                }
+                _ => false,
+            };
+            taint.entries[pos] = tainted;
+        }
+        taint
+    }
+
+    fn instance(&self, index: u32) -> bool {
+        self.instances.get(index as usize).copied().unwrap_or(false)
+    }
+
+    fn item(&self, space: Space, index: u32) -> bool {
+        self.items
+            .get(&space)
+            .and_then(|items| items.get(index as usize))
+            .copied()
+            .unwrap_or(false)
+    }
+
+    fn set(&mut self, space: Space, index: u32, tainted: bool) {
+        let items = self.items.entry(space).or_default();
+        if items.len() <= index as usize {
+            items.resize(index as usize + 1, false);
+        }
+        items[index as usize] = tainted;
+    }
+}
+
+/// The core items each canonical function refers to, by entry.
+fn canon_refs(level: &Level<'_>) -> Result<HashMap<usize, Vec<(Space, u32)>>, RelinkError> {
+    let mut out = HashMap::new();
+    for (pos, entry) in level.entries.iter().enumerate() {
+        if let Entry::Canon { def, .. } = entry {
+            out.insert(pos, references(def)?);
+        }
+    }
+    Ok(out)
+}
+
+fn references(def: &CanonicalFunction) -> Result<Vec<(Space, u32)>, RelinkError> {
+    let mut recorder = Recorder(Vec::new());
+    recorder.parse_component_canonical(&mut enc::CanonicalFunctionSection::new(), def.clone())?;
+    Ok(recorder.0)
+}
+
+/// Notes every core index it is asked to rewrite, and keeps it.
+struct Recorder(Vec<(Space, u32)>);
+
+impl Reencode for Recorder {
+    type Error = RelinkError;
+
+    fn function_index(&mut self, f: u32) -> Result<u32, ReencodeError<RelinkError>> {
+        self.0.push((Space::Func, f));
+        Ok(f)
+    }
+    fn table_index(&mut self, t: u32) -> Result<u32, ReencodeError<RelinkError>> {
+        self.0.push((Space::Table, t));
+        Ok(t)
+    }
+    fn memory_index(&mut self, m: u32) -> Result<u32, ReencodeError<RelinkError>> {
+        self.0.push((Space::Memory, m));
+        Ok(m)
+    }
+    fn global_index(&mut self, g: u32) -> Result<u32, ReencodeError<RelinkError>> {
+        self.0.push((Space::Global, g));
+        Ok(g)
+    }
+    fn tag_index(&mut self, t: u32) -> Result<u32, ReencodeError<RelinkError>> {
+        self.0.push((Space::Tag, t));
+        Ok(t)
+    }
+}
+
+impl ReencodeComponent for Recorder {
+    fn instance_index(&mut self, i: u32) -> u32 {
+        self.0.push((Space::Instance, i));
+        i
+    }
+}
