@@ -95,6 +95,38 @@ pub(crate) struct Level<'a> {
     items: HashMap<Space, Vec<usize>>,
 }
 
+/// The modules of the enclosing component that `nested` (or a component
+/// inside it) aliases from outside.
+fn outer_modules(nested: &[u8]) -> Result<Vec<u32>, RelinkError> {
+    let mut out = Vec::new();
+    // Per open module or component: whether it is a component.
+    let mut open: Vec<bool> = Vec::new();
+    for payload in Parser::new(0).parse_all(nested) {
+        match payload? {
+            Payload::Version { encoding, .. } => open.push(encoding == Encoding::Component),
+            Payload::End(_) => {
+                open.pop();
+            }
+            Payload::ComponentAliasSection(reader) => {
+                let depth = open.iter().filter(|c| **c).count() as u32;
+                for alias in reader {
+                    if let ComponentAlias::Outer {
+                        kind: wasmparser::ComponentOuterAliasKind::CoreModule,
+                        count,
+                        index,
+                    } = alias?
+                        && count == depth
+                    {
+                        out.push(index);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
 fn usize_range(range: Range<u64>) -> Range<usize> {
     range.start as usize..range.end as usize
 }
@@ -102,7 +134,14 @@ fn usize_range(range: Range<u64>) -> Range<usize> {
 /// The bytes of a module with nothing in it.
 const EMPTY_MODULE: &[u8] = b"\0asm\x01\0\0\0";
 
-pub(crate) fn relink(bytes: &[u8]) -> Result<Option<Relinked>, RelinkError> {
+/// How deep nested components are relinked; deeper ones are left as they
+/// are (the work, and the stack, stay bounded).
+const MAX_DEPTH: usize = 16;
+
+pub(crate) fn relink(bytes: &[u8], depth: usize) -> Result<Option<Relinked>, RelinkError> {
+    if depth > MAX_DEPTH {
+        return Ok(None);
+    }
     let level = Level::read(bytes)?;
     let mut nested = HashMap::new();
     let mut merged = 0;
@@ -111,7 +150,7 @@ pub(crate) fn relink(bytes: &[u8]) -> Result<Option<Relinked>, RelinkError> {
             let inner = bytes
                 .get(range.clone())
                 .ok_or(RelinkError::Malformed("a nested component past the end"))?;
-            if let Some(relinked) = relink(inner)? {
+            if let Some(relinked) = relink(inner, depth + 1)? {
                 merged += relinked.merged;
                 nested.insert(range.start, relinked.bytes);
             }
@@ -166,6 +205,10 @@ impl<'a> Level<'a> {
                 } => {
                     let range = usize_range(unchecked_range);
                     offset += range.len();
+                    let nested = bytes
+                        .get(range.clone())
+                        .ok_or(RelinkError::Malformed("a nested component past the end"))?;
+                    level.modules_elsewhere.extend(outer_modules(nested)?);
                     level.entries.push(Entry::Nested { range });
                 }
                 Payload::InstanceSection(reader) => {
@@ -184,6 +227,10 @@ impl<'a> Level<'a> {
                             }
                             ComponentAlias::Outer {
                                 kind: wasmparser::ComponentOuterAliasKind::CoreModule,
+                                ..
+                            }
+                            | ComponentAlias::InstanceExport {
+                                kind: ComponentExternalKind::Module,
                                 ..
                             } => {
                                 level.modules.push(None);
@@ -206,11 +253,17 @@ impl<'a> Level<'a> {
                 }
                 Payload::ComponentInstanceSection(reader) => {
                     for instance in reader.clone() {
-                        if let wasmparser::ComponentInstance::Instantiate { args, .. } = instance? {
-                            for arg in args.iter() {
-                                if arg.kind == ComponentExternalKind::Module {
-                                    level.modules_elsewhere.insert(arg.index);
-                                }
+                        let used: Vec<(ComponentExternalKind, u32)> = match instance? {
+                            wasmparser::ComponentInstance::Instantiate { args, .. } => {
+                                args.iter().map(|a| (a.kind, a.index)).collect()
+                            }
+                            wasmparser::ComponentInstance::FromExports(exports) => {
+                                exports.iter().map(|e| (e.kind, e.index)).collect()
+                            }
+                        };
+                        for (kind, index) in used {
+                            if kind == ComponentExternalKind::Module {
+                                level.modules_elsewhere.insert(index);
                             }
                         }
                     }
@@ -223,11 +276,24 @@ impl<'a> Level<'a> {
                     for export in reader.clone() {
                         let export = export?;
                         if export.kind == ComponentExternalKind::Module {
+                            // An export is also a new index of its kind.
                             level.modules_elsewhere.insert(export.index);
+                            level.modules.push(None);
                         }
                     }
                     level.entries.push(Entry::Raw {
                         id: 11,
+                        range: usize_range(reader.range()),
+                    });
+                }
+                Payload::ComponentImportSection(reader) => {
+                    for import in reader.clone() {
+                        if let wasmparser::ComponentTypeRef::Module(_) = import?.ty {
+                            level.modules.push(None);
+                        }
+                    }
+                    level.entries.push(Entry::Raw {
+                        id: 10,
                         range: usize_range(reader.range()),
                     });
                 }

@@ -51,6 +51,10 @@ impl From<wasm_encoder::reencode::Error<RelinkError>> for RelinkError {
     }
 }
 
+/// The version of what relinking writes: raised whenever the same input
+/// would be relinked differently (a compile cache keys its entries by it).
+pub const FORMAT: u32 = 1;
+
 /// What relinking did.
 #[derive(Debug)]
 pub struct Relinked {
@@ -67,7 +71,7 @@ pub fn relink(component: &[u8]) -> Result<Option<Relinked>, RelinkError> {
     if !wasmparser::Parser::is_component(component) || validate(component).is_err() {
         return Ok(None);
     }
-    let Some(relinked) = component::relink(component)? else {
+    let Some(relinked) = component::relink(component, 0)? else {
         return Ok(None);
     };
     validate(&relinked.bytes).map_err(RelinkError::Invalid)?;

@@ -14,7 +14,7 @@ mod parsed;
 mod rewrite;
 
 use parsed::parse;
-pub(crate) use parsed::{Kind, exported_tables, imports, unmergeable};
+pub(crate) use parsed::{Kind, Summary, imports, summary};
 use rewrite::{Map, add_element, rewriter};
 
 /// Where one import of a member comes from.

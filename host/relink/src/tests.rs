@@ -257,3 +257,33 @@ fn two_libraries_exporting_one_name_keep_them_apart() {
         run(&original, "run", &[0, 1])
     );
 }
+
+#[test]
+fn a_module_between_the_members_writing_where_they_write_keeps_the_order_of_writes() {
+    // `writer`, instantiated between main and lib, writes the byte lib's
+    // data segment then overwrites: merged at lib's place, the order of the
+    // two writes must not turn round.
+    let variant = LINKED
+        .replace(
+            "(func $forty (result i32) i32.const 40)",
+            r#"(func $forty (result i32) i32.const 40)
+    (data (i32.const 32) "\02")
+    (func (export "peek") (param i32) (result i32) i32.const 32 i32.load8_u)"#,
+        )
+        .replace(
+            "(alias core export $m \"table\" (core table $tab))",
+            r#"(core module $writer (import "env" "memory" (memory 1)) (data (i32.const 32) "\01"))
+  (core instance $w (instantiate $writer (with "env" (instance $adapter_env))))
+  (alias core export $m "table" (core table $tab))"#,
+        )
+        .replace(
+            r#"(func (export "got") (param "i" u32)"#,
+            r#"(func (export "peek") (param "i" u32) (result u32) (canon lift (core func $l "peek")))
+  (func (export "got") (param "i" u32)"#,
+        );
+    let original = component(&variant);
+    assert_eq!(run(&original, "peek", &[0]), [2]);
+    if let Some(relinked) = relink(&original).expect("reads") {
+        assert_eq!(run(&relinked.bytes, "peek", &[0]), [2]);
+    }
+}

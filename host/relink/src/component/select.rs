@@ -10,7 +10,7 @@ use wasmparser::{CanonicalFunction, ComponentAlias, Instance};
 
 use super::{Entry, Level, Origin, Plan, Space};
 use crate::RelinkError;
-use crate::merge::{self, Kind};
+use crate::merge::{self, Kind, Summary};
 
 /// The most rounds of choosing members.
 const MAX_ROUNDS: usize = 64;
@@ -18,10 +18,11 @@ const MAX_ROUNDS: usize = 64;
 /// The plan for `level`, or `None` when it has nothing to merge.
 pub(super) fn plan(level: &Level<'_>) -> Result<Option<Plan>, RelinkError> {
     let refs = canon_refs(level)?;
+    // What each module instantiated here is (`None`: tags, not handled).
+    let mut summaries: HashMap<u32, Option<Summary>> = HashMap::new();
     // Where every import of every instantiation comes from.
     let mut origins: HashMap<u32, Vec<(Origin, Kind)>> = HashMap::new();
     let mut uses: HashMap<u32, u32> = HashMap::new();
-    let mut imports = HashMap::new();
     for index in 0..level.instances.len() as u32 {
         let Ok((module, args)) = level.instantiation(index) else {
             continue;
@@ -30,11 +31,14 @@ pub(super) fn plan(level: &Level<'_>) -> Result<Option<Plan>, RelinkError> {
         let Some(bytes) = level.module_bytes(module) else {
             continue;
         };
-        if let std::collections::hash_map::Entry::Vacant(slot) = imports.entry(module) {
-            slot.insert(merge::imports(bytes)?);
+        if let std::collections::hash_map::Entry::Vacant(slot) = summaries.entry(module) {
+            slot.insert(merge::summary(bytes)?);
         }
+        let Some(summary) = &summaries[&module] else {
+            continue;
+        };
         let mut list = Vec::new();
-        for (module, name, kind) in &imports[&module] {
+        for (module, name, kind) in &summary.imports {
             let arg = args
                 .iter()
                 .find(|a| a.name == module)
@@ -43,21 +47,19 @@ pub(super) fn plan(level: &Level<'_>) -> Result<Option<Plan>, RelinkError> {
         }
         origins.insert(index, list);
     }
+    let summary_of = |instance: u32| -> Option<&Summary> {
+        let (module, _) = level.instantiation(instance).ok()?;
+        summaries.get(&module)?.as_ref()
+    };
 
     // The instantiation defining the table the most others import.
     let mut best: Option<(u32, Vec<u32>)> = None;
     let mut candidates: Vec<u32> = origins.keys().copied().collect();
     candidates.sort_unstable();
-    let mut tables_of = HashMap::new();
     for &definer in &candidates {
-        let (module, _) = level.instantiation(definer)?;
-        let Some(bytes) = level.module_bytes(module) else {
+        let Some(tables) = summary_of(definer).map(|s| &s.exported_tables) else {
             continue;
         };
-        if let std::collections::hash_map::Entry::Vacant(slot) = tables_of.entry(module) {
-            slot.insert(merge::exported_tables(bytes)?);
-        }
-        let tables = &tables_of[&module];
         if tables.is_empty() {
             continue;
         }
@@ -82,15 +84,10 @@ pub(super) fn plan(level: &Level<'_>) -> Result<Option<Plan>, RelinkError> {
 
     let eligible = |instance: u32| -> Result<bool, RelinkError> {
         let (module, _) = level.instantiation(instance)?;
-        Ok(match level.module_bytes(module) {
-            Some(bytes) => {
-                origins.contains_key(&instance)
-                    && uses.get(&module) == Some(&1)
-                    && !level.modules_elsewhere.contains(&module)
-                    && !merge::unmergeable(bytes)?
-            }
-            None => false,
-        })
+        Ok(origins.contains_key(&instance)
+            && uses.get(&module) == Some(&1)
+            && !level.modules_elsewhere.contains(&module)
+            && summary_of(instance).is_some_and(|s| !s.unmergeable))
     };
     let mut members = HashSet::new();
     for instance in std::iter::once(definer).chain(importers) {
@@ -164,6 +161,40 @@ pub(super) fn plan(level: &Level<'_>) -> Result<Option<Plan>, RelinkError> {
         );
         if taint.entries[pos] && !positions.contains(&pos) && !movable {
             return Ok(None);
+        }
+    }
+    // The members' segments are applied together, at the last member's
+    // place: a non-member instantiated in between must not run code then,
+    // nor write where a member reads or writes.
+    let shared: HashSet<&Origin> = members
+        .iter()
+        .flat_map(|m| origins[m].iter().map(|(origin, _)| origin))
+        .collect();
+    for instance in 0..level.instances.len() as u32 {
+        let pos = level.instances[instance as usize];
+        if pos < first || pos > last || members.contains(&instance) {
+            continue;
+        }
+        let Ok((_, args)) = level.instantiation(instance) else {
+            continue;
+        };
+        let Some(summary) = summary_of(instance) else {
+            return Ok(None);
+        };
+        if summary.start {
+            return Ok(None);
+        }
+        for (module, name) in &summary.writes {
+            let arg = args
+                .iter()
+                .find(|a| a.name == module)
+                .ok_or(RelinkError::Malformed("an import no argument provides"))?;
+            let origin = level.resolve(arg.index, name)?;
+            let of_member =
+                matches!(&origin, Origin::Export { instance, .. } if members.contains(instance));
+            if of_member || shared.contains(&origin) {
+                return Ok(None);
+            }
         }
     }
     let mut members: Vec<u32> = members.into_iter().collect();

@@ -62,12 +62,72 @@ pub(super) struct Parsed<'a> {
     pub(super) data_count: bool,
     /// Whether it has a start function or tags, which merging does not handle.
     pub(super) start_or_tags: bool,
+    /// Whether it has a start function.
+    pub(super) start: bool,
 }
 
-/// Whether a module has what merging does not handle: a start function
-/// (which would run at another time merged) or tags.
-pub(crate) fn unmergeable(bytes: &[u8]) -> Result<bool, RelinkError> {
-    Ok(parse(bytes)?.start_or_tags)
+/// What choosing the modules to merge needs to know of one module.
+pub(crate) struct Summary {
+    /// Its imports: module name, field name, kind.
+    pub imports: Vec<(String, String, Kind)>,
+    /// The tables it defines and exports, by export name.
+    pub exported_tables: Vec<String>,
+    /// Whether it has what merging does not handle: a start function (which
+    /// would run at another moment merged) or tags.
+    pub unmergeable: bool,
+    /// Whether instantiating it runs code (a start function).
+    pub start: bool,
+    /// The imported tables and memories its active segments write to when
+    /// it is instantiated, by import module and name.
+    pub writes: Vec<(String, String)>,
+}
+
+/// The summary of a module, or `None` when it imports tags (not handled).
+pub(crate) fn summary(bytes: &[u8]) -> Result<Option<Summary>, RelinkError> {
+    let parsed = parse(bytes)?;
+    let mut imports = Vec::new();
+    let (mut tables, mut memories) = (Vec::new(), Vec::new());
+    for import in &parsed.imports {
+        let kind = match Kind::of_import(&import.ty) {
+            Ok(kind) => kind,
+            Err(_) => return Ok(None),
+        };
+        let name = (import.module.to_owned(), import.name.to_owned());
+        match kind {
+            Kind::Table => tables.push(name.clone()),
+            Kind::Memory => memories.push(name.clone()),
+            _ => {}
+        }
+        imports.push((name.0, name.1, kind));
+    }
+    let mut writes = Vec::new();
+    for element in &parsed.elements {
+        if let wasmparser::ElementKind::Active { table_index, .. } = element.kind
+            && let Some(name) = tables.get(table_index.unwrap_or(0) as usize)
+        {
+            writes.push(name.clone());
+        }
+    }
+    for data in &parsed.data {
+        if let wasmparser::DataKind::Active { memory_index, .. } = data.kind
+            && let Some(name) = memories.get(memory_index as usize)
+        {
+            writes.push(name.clone());
+        }
+    }
+    let imported_tables = tables.len() as u32;
+    Ok(Some(Summary {
+        imports,
+        exported_tables: parsed
+            .exports
+            .iter()
+            .filter(|e| e.kind == ExternalKind::Table && e.index >= imported_tables)
+            .map(|e| e.name.to_owned())
+            .collect(),
+        unmergeable: parsed.start_or_tags,
+        start: parsed.start,
+        writes,
+    }))
 }
 
 /// The imports of a module: module name, field name, kind.
@@ -86,22 +146,6 @@ pub(crate) fn imports(bytes: &[u8]) -> Result<Vec<(String, String, Kind)>, Relin
         }
     }
     Ok(out)
-}
-
-/// Whether a module defines a table and exports it.
-pub(crate) fn exported_tables(bytes: &[u8]) -> Result<Vec<String>, RelinkError> {
-    let parsed = parse(bytes)?;
-    let imported = parsed
-        .imports
-        .iter()
-        .filter(|i| matches!(i.ty, TypeRef::Table(_)))
-        .count() as u32;
-    Ok(parsed
-        .exports
-        .iter()
-        .filter(|e| e.kind == ExternalKind::Table && e.index >= imported)
-        .map(|e| e.name.to_owned())
-        .collect())
 }
 
 pub(super) fn parse(bytes: &[u8]) -> Result<Parsed<'_>, RelinkError> {
@@ -161,7 +205,11 @@ pub(super) fn parse(bytes: &[u8]) -> Result<Parsed<'_>, RelinkError> {
             }
             Payload::DataCountSection { .. } => parsed.data_count = true,
             Payload::CodeSectionEntry(body) => parsed.code.push(body),
-            Payload::StartSection { .. } | Payload::TagSection(_) => parsed.start_or_tags = true,
+            Payload::StartSection { .. } => {
+                parsed.start = true;
+                parsed.start_or_tags = true;
+            }
+            Payload::TagSection(_) => parsed.start_or_tags = true,
             _ => {}
         }
     }

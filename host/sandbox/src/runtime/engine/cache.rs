@@ -275,6 +275,9 @@ fn cache_key(engine: &Engine, digest: &[u8; 32]) -> String {
         .hash(&mut ShaHasher(&mut sha));
     sha.update(env!("CARGO_PKG_VERSION").as_bytes());
     sha.update(ENTRY_FORMAT);
+    // What is compiled is the component relinked: a relink that rewrites
+    // differently makes other entries.
+    sha.update(wasm_agent_relink::FORMAT.to_le_bytes());
     hex::encode(sha.finalize())
 }
 
