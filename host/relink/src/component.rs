@@ -328,6 +328,20 @@ impl<'a> Level<'a> {
         self.bytes.get(range)
     }
 
+    /// Where import `module` `name` of an instantiation with `args` comes from.
+    fn import_origin(
+        &self,
+        args: &[wasmparser::InstantiationArg<'_>],
+        module: &str,
+        name: &str,
+    ) -> Result<Origin, RelinkError> {
+        let arg = args
+            .iter()
+            .find(|a| a.name == module)
+            .ok_or(RelinkError::Malformed("an import no argument provides"))?;
+        self.resolve(arg.index, name)
+    }
+
     /// Where export `name` of core instance `instance` comes from.
     fn resolve(&self, instance: u32, name: &str) -> Result<Origin, RelinkError> {
         let pos = *self

@@ -39,11 +39,7 @@ pub(super) fn plan(level: &Level<'_>) -> Result<Option<Plan>, RelinkError> {
         };
         let mut list = Vec::new();
         for (module, name, kind) in &summary.imports {
-            let arg = args
-                .iter()
-                .find(|a| a.name == module)
-                .ok_or(RelinkError::Malformed("an import no argument provides"))?;
-            list.push((level.resolve(arg.index, name)?, *kind));
+            list.push((level.import_origin(args, module, name)?, *kind));
         }
         origins.insert(index, list);
     }
@@ -185,11 +181,7 @@ pub(super) fn plan(level: &Level<'_>) -> Result<Option<Plan>, RelinkError> {
             return Ok(None);
         }
         for (module, name) in &summary.writes {
-            let arg = args
-                .iter()
-                .find(|a| a.name == module)
-                .ok_or(RelinkError::Malformed("an import no argument provides"))?;
-            let origin = level.resolve(arg.index, name)?;
+            let origin = level.import_origin(args, module, name)?;
             let of_member =
                 matches!(&origin, Origin::Export { instance, .. } if members.contains(instance));
             if of_member || shared.contains(&origin) {
