@@ -6,7 +6,6 @@ use std::collections::HashMap;
 
 use wasm_encoder as enc;
 use wasm_encoder::reencode::Reencode;
-use wasmparser::DataKind;
 
 use crate::RelinkError;
 
@@ -15,7 +14,7 @@ mod rewrite;
 
 use parsed::parse;
 pub(crate) use parsed::{Kind, Summary, imports, summary};
-use rewrite::{Map, add_element, rewriter};
+use rewrite::{Map, add_data, add_element, rewriter};
 
 /// Where one import of a member comes from.
 #[derive(Clone, Debug)]
@@ -183,7 +182,9 @@ pub(crate) fn merge(members: &[Member<'_>], externals: usize) -> Result<Vec<u8>,
                 memories.memory(rw.memory_type(*memory)?);
             }
         }
-        for (g, global) in p.globals.iter().enumerate() {
+        // This member's own globals follow its imported ones in its space.
+        let own_globals = &map.globals[p.imports_of(Kind::Global)..];
+        for (global, merged_index) in p.globals.iter().zip(own_globals) {
             let mut rw = rewriter(map, &constants, imported_globals);
             let folded = rw.fold(&global.init_expr)?;
             let init = match folded {
@@ -192,7 +193,7 @@ pub(crate) fn merge(members: &[Member<'_>], externals: usize) -> Result<Vec<u8>,
             };
             globals.global(rw.global_type(global.ty)?, &init);
             if let (Some(value), false) = (folded, global.ty.mutable) {
-                constants.insert(map.globals[p.imports_of(Kind::Global) + g], value);
+                constants.insert(*merged_index, value);
             }
         }
         for export in &p.exports {
@@ -215,22 +216,7 @@ pub(crate) fn merge(members: &[Member<'_>], externals: usize) -> Result<Vec<u8>,
             rw.parse_function_body(&mut code, body.clone())?;
         }
         for segment in &p.data {
-            match &segment.kind {
-                DataKind::Passive => {
-                    data.passive(segment.data.iter().copied());
-                }
-                DataKind::Active {
-                    memory_index,
-                    offset_expr,
-                } => {
-                    let offset = match rw.fold(offset_expr)? {
-                        Some(value) => value.expr(),
-                        None => return Err(RelinkError::Unsupported("a data offset not constant")),
-                    };
-                    let memory = rw.memory_index(*memory_index)?;
-                    data.active(memory, &offset, segment.data.iter().copied());
-                }
-            }
+            add_data(&mut rw, &mut data, segment)?;
         }
     }
     module.section(&functions);

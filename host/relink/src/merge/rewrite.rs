@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use wasm_encoder as enc;
 use wasm_encoder::reencode::{Error as ReencodeError, Reencode};
-use wasmparser::{ElementItems, ElementKind, Operator};
+use wasmparser::{DataKind, ElementItems, ElementKind, Operator};
 
 use super::Kind;
 use crate::RelinkError;
@@ -229,13 +229,45 @@ pub(super) fn add_element(
             table_index,
             offset_expr,
         } => {
-            let offset = match rw.fold(offset_expr)? {
-                Some(value) => value.expr(),
-                None => return Err(RelinkError::Unsupported("a table offset not constant")),
-            };
+            let offset = constant_offset(rw, offset_expr, "a table offset not constant")?;
             let table = rw.table_index(table_index.unwrap_or(0))?;
             section.active(Some(table), &offset, items);
         }
     }
     Ok(())
+}
+
+/// Adds data segment `segment`, rewritten, with an active one's offset
+/// folded to a constant (what keeps the memory's image a static one).
+pub(super) fn add_data(
+    rw: &mut Rewriter<'_>,
+    section: &mut enc::DataSection,
+    segment: &wasmparser::Data<'_>,
+) -> Result<(), RelinkError> {
+    match &segment.kind {
+        DataKind::Passive => {
+            section.passive(segment.data.iter().copied());
+        }
+        DataKind::Active {
+            memory_index,
+            offset_expr,
+        } => {
+            let offset = constant_offset(rw, offset_expr, "a data offset not constant")?;
+            let memory = rw.memory_index(*memory_index)?;
+            section.active(memory, &offset, segment.data.iter().copied());
+        }
+    }
+    Ok(())
+}
+
+/// An active segment's offset as a constant, or `unsupported`.
+fn constant_offset(
+    rw: &mut Rewriter<'_>,
+    offset: &wasmparser::ConstExpr<'_>,
+    unsupported: &'static str,
+) -> Result<enc::ConstExpr, RelinkError> {
+    match rw.fold(offset)? {
+        Some(value) => Ok(value.expr()),
+        None => Err(RelinkError::Unsupported(unsupported)),
+    }
 }
