@@ -96,6 +96,7 @@ def fake_wit_types():
     module.ToolSpec = record("ToolSpec", "name", "description", "parameters", "annotations")
     module.Artifact = record("Artifact", "kind", "mime_type", "data")
     module.ToolOutput = record("ToolOutput", "content", "artifacts")
+    module.CallContext = FakeCallContext
     module.ToolError_InvalidArguments = record("ToolError_InvalidArguments", "value")
     module.ToolError_Failed = record("ToolError_Failed", "value")
     module.ToolError_UnknownTool = record("ToolError_UnknownTool", "value")
@@ -173,6 +174,36 @@ def test_export_call_returns_tool_output_with_artifacts(component):
     # Metadata that is not JSON becomes {}.
     output = instance.call("report", '{"name": "Bo"}', FakeCallContext(metadata="not json"))
     assert output.content.endswith("meta {}")
+
+
+def test_export_call_returns_what_each_kind_of_result_becomes(component):
+    class Text(str):
+        pass
+
+    results = {"plain": "x", "subclass": Text("y"), "none": None, "json": {"n": [1]}}
+
+    def give(kind: str) -> str:
+        return results[kind]
+
+    instance = exported(component, give)
+    contents = {kind: instance.call("give", json.dumps({"kind": kind}), FakeCallContext())
+                for kind in results}
+    assert {kind: (o.content, type(o.content), o.artifacts) for kind, o in contents.items()} == {
+        "plain": ("x", str, []), "subclass": ("y", str, []), "none": ("", str, []),
+        "json": ('{"n": [1]}', str, [])}
+
+
+def test_export_warms_its_call_path_up_before_the_snapshot(component, monkeypatch):
+    ran = []
+    real = component.sdk._call
+    monkeypatch.setattr(component.sdk, "_call",
+                        lambda *args: ran.append(args[1]) or real(*args))
+    def mine() -> str:
+        raise AssertionError("the warm-up ran the component's tool")
+
+    exported(component, mine)
+    # The warm-up runs a tool of its own, never the component's.
+    assert ran == ["_echo"] * component.sdk._WARM_UP_CALLS
 
 
 def err_of(instance, name, arguments="{}"):

@@ -18,6 +18,7 @@ import wasm_agent_tool as sdk
 from wasm_agent_tool import (
     Context, FunctionTool, InvalidArguments, Output, ToolError, Toolkit, tool, coerce,
 )
+from wasm_agent_schema import expects_integer
 
 
 @pytest.fixture(autouse=True)
@@ -380,6 +381,39 @@ def test_integral_floats_become_ints_where_integers_are_expected():
     assert seen["ratio"] == 2 and seen["maybe"] is None
 
 
+def test_schemas_that_expect_an_integer_somewhere_are_found():
+    assert expects_integer({"type": "integer"})
+    assert expects_integer({"type": ["null", "integer"]})
+    assert expects_integer({"type": "object", "properties": {"a": {"anyOf": [
+        {"type": "string"}, {"type": "array", "items": {"type": "integer"}}]}}})
+    assert not expects_integer({"type": "object", "properties": {
+        "type": {"type": "string", "description": "integer"}, "x": {"type": "number"}}})
+    assert not expects_integer(True)
+
+
+def test_without_integers_in_the_schema_floats_stay_floats():
+    seen = {}
+
+    @tool
+    def ratio(x: float, tags: dict[str, float]) -> str:
+        seen.update(x=x, tags=tags)
+        return "ok"
+
+    call(ratio, '{"x": 2.0, "tags": {"a": 1.0}}')
+    assert type(seen["x"]) is float and type(seen["tags"]["a"]) is float
+
+
+@pytest.mark.parametrize("arguments, expected", [
+    ('{"a": [1, {"b": null}]}', {"a": [1, {"b": None}]}),
+    ('  {"a": "\\u00e9"}\n', {"a": "\u00e9"}),
+    ('{"a": 1, "a": 2}', {"a": 2}),
+    ('{"big": 123456789012345678901234567890}', {"big": 123456789012345678901234567890}),
+])
+def test_arguments_decode_as_json_does(arguments, expected):
+    made = tool(name="anyargs", schema={"type": "object"})(lambda **kw: json.dumps(kw))
+    assert json.loads(call(made, arguments).content) == expected
+
+
 @pytest.mark.parametrize("arguments", ["", "   ", "null", " null\n"])
 def test_blank_or_null_arguments_mean_no_arguments(arguments):
     made = tool(name="noargs")(lambda: "ran")
@@ -398,7 +432,8 @@ def test_arguments_must_be_an_object(arguments, message):
     assert invalid(made, arguments) == message
 
 
-@pytest.mark.parametrize("arguments", ["{", "{'a': 1}", '{"a": NaN}', '{"a": Infinity}'])
+@pytest.mark.parametrize("arguments", ["{", "{'a': 1}", '{"a": NaN}', '{"a": Infinity}',
+                                       '{"a": 1} {"b": 2}', '{"a": 1} x', '{"a": -Infinity}'])
 def test_arguments_that_are_not_json(arguments):
     made = tool(name="anyargs", schema={"type": "object"})(lambda **kw: "")
     assert invalid(made, arguments).startswith("arguments are not valid JSON: ")

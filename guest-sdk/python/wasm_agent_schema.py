@@ -181,6 +181,19 @@ def _kinds(schema):
     return [kinds] if isinstance(kinds, str) else list(kinds)
 
 
+def expects_integer(schema):
+    """Whether ``schema`` asks for an integer anywhere (else :func:`coerce`
+    changes nothing and can be skipped)."""
+    if isinstance(schema, dict):
+        kinds = schema.get("type")
+        if kinds == "integer" or (isinstance(kinds, (list, tuple)) and "integer" in kinds):
+            return True
+        return any(expects_integer(item) for item in schema.values())
+    if isinstance(schema, (list, tuple)):
+        return any(expects_integer(item) for item in schema)
+    return False
+
+
 def coerce(value, schema):
     """``value`` with integral floats turned into ``int`` wherever ``schema``
     expects an integer (through properties, items, prefixItems,

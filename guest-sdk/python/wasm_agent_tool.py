@@ -37,7 +37,8 @@ import sys
 import traceback
 import typing
 
-from wasm_agent_schema import coerce, docstring, json_type, signature_schema, unwrap
+from wasm_agent_schema import (coerce, docstring, expects_integer, json_type, signature_schema,
+                               unwrap)
 
 try:  # Present only when componentize-py builds the component.
     from wit_world import exports as _exports
@@ -147,7 +148,7 @@ class Context:
     @classmethod
     def _from_wit(cls, context):
         try:
-            metadata = json.loads(context.metadata)
+            metadata = {} if context.metadata == "{}" else json.loads(context.metadata)
         except ValueError:
             metadata = {}
         return cls(context.run_id, context.session_id, context.user_id,
@@ -165,10 +166,18 @@ def _decode(arguments):
     text = arguments.strip()
     if not text or text == "null":
         return {}
+    # The C scanner alone: json.loads would run three Python functions and
+    # make a decoder, and in a fresh instance each object touched is a page
+    # written. json.loads runs only to say what is wrong.
     try:
-        value = json.loads(text, parse_constant=_no_constant)
-    except ValueError as error:
-        raise InvalidArguments(f"arguments are not valid JSON: {error}") from None
+        value, end = _SCAN(text, 0)
+    except (StopIteration, ValueError):
+        end = None
+    if end != len(text):
+        try:
+            value = json.loads(text, parse_constant=_no_constant)
+        except ValueError as error:
+            raise InvalidArguments(f"arguments are not valid JSON: {error}") from None
     if not isinstance(value, dict):
         kind = {"array": "an array", "string": "a string", "boolean": "a boolean",
                 "integer": "a number", "number": "a number"}[json_type(value)]
@@ -178,6 +187,9 @@ def _decode(arguments):
 
 def _no_constant(name):
     raise ValueError(f"{name} is not JSON")
+
+
+_SCAN = json.JSONDecoder(parse_constant=_no_constant).scan_once
 
 
 # ------------------------------------------------------------------ tools
@@ -208,6 +220,7 @@ class FunctionTool:
         if not isinstance(self.schema, dict) or self.schema.get("type", "object") != "object":
             raise ValueError(f"{self.name}: the schema must describe a JSON object")
         self.parameters = json.dumps(self.schema, ensure_ascii=False)
+        self._coerce = expects_integer(self.schema)
         self.annotations = {"read_only": read_only, "destructive": destructive,
                             "idempotent": idempotent, "open_world": open_world}
         self.__doc__ = function.__doc__
@@ -222,17 +235,27 @@ class FunctionTool:
     def run(self, arguments, context=None):
         """Decodes ``arguments`` (JSON text), runs the function and
         returns its :class:`Output`; errors are raised as :class:`ToolError`."""
-        kwargs = coerce(_decode(arguments), self.schema)
+        return _as_output(self._invoke(arguments, context))
+
+    def _invoke(self, arguments, context):
+        """What the function returns for ``arguments`` (JSON text)."""
+        kwargs = _decode(arguments)
+        if self._coerce:
+            kwargs = coerce(kwargs, self.schema)
         if self._context_param:
             kwargs[self._context_param] = context or Context()
-        result = self.function(**kwargs)
-        if isinstance(result, Output):
-            return result
-        if result is None:
-            return Output("")
-        if isinstance(result, str):
-            return Output(result)
-        return Output(json.dumps(result, ensure_ascii=False, allow_nan=False))
+        return self.function(**kwargs)
+
+
+def _as_output(result):
+    """A function's result as an :class:`Output`."""
+    if isinstance(result, Output):
+        return result
+    if result is None:
+        return Output("")
+    if isinstance(result, str):
+        return Output(result)
+    return Output(json.dumps(result, ensure_ascii=False, allow_nan=False))
 
 
 def tool(function=None, *, name=None, description=None, schema=None, read_only=False,
@@ -273,11 +296,14 @@ class Toolkit:
 
     def call(self, name, arguments="{}", context=None):
         """Runs the tool ``name`` with JSON text ``arguments``; for unit tests."""
+        return self._find(name).run(arguments, context)
+
+    def _find(self, name):
         found = self.tools.get(name)
         if found is None:
             raise UnknownTool(f"this component has no tool named {json.dumps(name)}; "
                               f"it offers: {', '.join(self.tools)}")
-        return found.run(arguments, context)
+        return found
 
     @classmethod
     def export(cls, *tools):
@@ -313,24 +339,56 @@ def _exported_class(toolkit):
             return [_wit.ToolSpec(*spec) for spec in specs]
 
         def call(self, name, arguments, context):
-            try:
-                output = toolkit.call(name, arguments, Context._from_wit(context))
-                artifacts = [_wit.Artifact(a.kind, a.mime_type, a.data) for a in output.artifacts]
-                return _wit.ToolOutput(output.content, artifacts)
-            except ToolError as error:
-                raise _Err(_wit_error(error.kind, error.message)) from None
-            except MemoryError:
-                raise  # Trap, so that the host reports its memory limit.
-            except Exception as error:
-                try:
-                    host.debug(traceback.format_exc())
-                except Exception:
-                    pass
-                message = f"{type(error).__name__}: {error}".rstrip(": ")
-                raise _Err(_wit_error("failed", message)) from None
+            return _call(toolkit, name, arguments, context)
 
     Exported.__name__ = Exported.__qualname__ = "Tool"
+    _warm_up()
     return Exported
+
+
+def _call(toolkit, name, arguments, context):
+    """The export's ``call``: tool ``name`` run on ``arguments`` with the WIT
+    ``context``, as a WIT tool output (or ``Err``)."""
+    try:
+        found = toolkit._find(name)
+        result = found._invoke(arguments,
+                               found._context_param and Context._from_wit(context))
+        if type(result) is str:
+            return _wit.ToolOutput(result, [])
+        output = _as_output(result)
+        artifacts = [_wit.Artifact(a.kind, a.mime_type, a.data) for a in output.artifacts]
+        return _wit.ToolOutput(output.content, artifacts)
+    except ToolError as error:
+        raise _Err(_wit_error(error.kind, error.message)) from None
+    except MemoryError:
+        raise  # Trap, so that the host reports its memory limit.
+    except Exception as error:
+        try:
+            host.debug(traceback.format_exc())
+        except Exception:
+            pass
+        message = f"{type(error).__name__}: {error}".rstrip(": ")
+        raise _Err(_wit_error("failed", message)) from None
+
+
+# Calls the warm-up makes: the interpreter specialises code it has run a few times.
+_WARM_UP_CALLS = 32
+
+
+def _echo(text: str = "") -> str:
+    """Returns the text."""
+    return text
+
+
+def _warm_up():
+    """Runs the call path a few times on a tool of its own. componentize-py
+    snapshots the interpreter once the app module is imported, so the
+    snapshot holds this code specialised, and a call in a fresh instance
+    writes fewer of its pages (every page written is copied)."""
+    toolkit = Toolkit(FunctionTool(_echo))
+    context = _wit.CallContext("", "", None, None, "{}")
+    for _ in range(_WARM_UP_CALLS):
+        _call(toolkit, "_echo", '{"text": "warm"}', context)
 
 
 def _wit_error(kind, message):
