@@ -249,6 +249,9 @@ bench: setup mcp-venv
 	$(CARGO) bench -p wasm-agent-pipeline --bench access
 	@tests/install-servers.sh
 	$(CARGO) bench -p wasm-agent-cli --bench replicas
+	@# cargo bench links the binary with its dev-dependencies' features, which
+	@# renames the functions hot-code.order lists: serve the one users build.
+	$(CARGO) build --release -p wasm-agent-cli
 	$(VENV)/bin/python tests/mcp/bench_mcp.py
 	$(CARGO) build --release -p wasm-agent-mcp --example rmcp_transports
 	$(VENV)/bin/python tests/mcp/bench_transports.py
