@@ -85,7 +85,7 @@ impl Sandbox {
         // A call made by a tool runs in its caller's slot: the caller waits
         // for it in a host call. (Waiting for a slot of its own could
         // deadlock, every slot held by a caller waiting.)
-        let _slot = if host.called_by_tool {
+        let slot = if host.called_by_tool {
             None
         } else {
             Some(
@@ -153,13 +153,13 @@ impl Sandbox {
         let stderr_text = stderr.captured();
         forward_output(&log_target.0, &log_target.1, "stderr", &stderr_text);
 
-        match outcome {
+        let (result, finished) = match outcome {
             Some(Ok((value, guest))) => {
                 let after = After {
                     denied: denials.first(),
                     memory: store.data().limiter.refused_growth(),
                 };
-                if let (Some((kept, _)), Some(turn)) = (&keep, turn.as_mut()) {
+                let finished = if let (Some((kept, _)), Some(turn)) = (&keep, turn.as_mut()) {
                     let parts = KeptParts {
                         store,
                         guest,
@@ -168,14 +168,25 @@ impl Sandbox {
                         denials: denials.clone(),
                     };
                     kept.keep(turn, parts);
-                }
-                Ok((value, after))
+                    None
+                } else {
+                    Some(store)
+                };
+                (Ok((value, after)), finished)
             }
-            _ if cancellation.is_cancelled() => Err(cancelled()),
-            None => Err(timed_out(timeout)),
-            Some(Err(error)) => Err(classify(&error, &store, policy, &stderr_text)),
+            _ if cancellation.is_cancelled() => (Err(cancelled()), Some(store)),
+            None => (Err(timed_out(timeout)), Some(store)),
+            Some(Err(error)) => (
+                Err(classify(&error, &store, policy, &stderr_text)),
+                Some(store),
+            ),
+        };
+        // A call made by a tool holds no slot of its own: its store is
+        // dropped here, within its caller's call.
+        if let (Some(store), Some(slot)) = (finished, slot) {
+            super::retire::retire(store, slot);
         }
-        .map_err(|error| match denials.first() {
+        result.map_err(|error| match denials.first() {
             Some(denied) if matches!(error.kind, ErrorKind::Trap) => denied_error(&denied),
             _ => error,
         })

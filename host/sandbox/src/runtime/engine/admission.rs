@@ -10,9 +10,10 @@
 //! one tool that opens all it may can never leave another call without a
 //! descriptor.
 
+use std::sync::Arc;
 use std::time::Instant;
 
-use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::result::{CallError, ErrorKind};
@@ -27,7 +28,7 @@ const MIN_RESOURCES: u32 = 16;
 
 /// Call slots and each one's share of descriptors.
 pub struct Admission {
-    slots: Semaphore,
+    slots: Arc<Semaphore>,
     share: u32,
 }
 
@@ -53,7 +54,7 @@ impl Admission {
         let share = (budget / slots).max(MIN_RESOURCES);
         tracing::debug!(budget, share, slots, "descriptors available to each call");
         Self {
-            slots: Semaphore::new(slots as usize),
+            slots: Arc::new(Semaphore::new(slots as usize)),
             share,
         }
     }
@@ -69,17 +70,18 @@ impl Admission {
         policy.max_resources.min(share)
     }
 
-    /// Waits for a slot, until the deadline or a cancellation.
+    /// Waits for a slot, until the deadline or a cancellation. The slot is
+    /// free again once the permit is dropped.
     pub async fn admit(
         &self,
         deadline: Instant,
         cancellation: &CancellationToken,
-    ) -> Result<SemaphorePermit<'_>, Waited> {
-        if let Ok(permit) = self.slots.try_acquire() {
+    ) -> Result<OwnedSemaphorePermit, Waited> {
+        if let Ok(permit) = self.slots.clone().try_acquire_owned() {
             return Ok(permit);
         }
         tokio::select! {
-            permit = self.slots.acquire() => permit.map_err(|_| Waited::Closed),
+            permit = self.slots.clone().acquire_owned() => permit.map_err(|_| Waited::Closed),
             _ = cancellation.cancelled() => Err(Waited::Cancelled),
             _ = tokio::time::sleep_until(deadline.into()) => Err(Waited::Deadline),
         }
