@@ -10,6 +10,7 @@ Run from the repository root:
 
 import dataclasses
 import enum
+import gc
 import importlib.util
 import json
 import pathlib
@@ -125,7 +126,8 @@ def component(monkeypatch):
     spec = importlib.util.spec_from_file_location("wasm_agent_tool_in_component", MODULE_PATH)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return types.SimpleNamespace(sdk=module, host=host, types=wit_types)
+    yield types.SimpleNamespace(sdk=module, host=host, types=wit_types)
+    gc.unfreeze()  # Exporting froze the test process's objects.
 
 
 def exported(component, *functions, **options):
@@ -201,9 +203,12 @@ def test_export_warms_its_call_path_up_before_the_snapshot(component, monkeypatc
     def mine() -> str:
         raise AssertionError("the warm-up ran the component's tool")
 
+    gc.unfreeze()
     exported(component, mine)
     # The warm-up runs a tool of its own, never the component's.
     assert ran == ["_echo"] * component.sdk._WARM_UP_CALLS
+    # And the objects made so far are left out of collections.
+    assert gc.get_freeze_count() > 0
 
 
 def err_of(instance, name, arguments="{}"):

@@ -30,6 +30,7 @@ unit-tested with ``Toolkit(my_tool).call("my_tool", '{"x": 1}')`` (which,
 unlike the host, does not check the arguments).
 """
 
+import gc
 import heapq  # noqa: F401  collections.Counter.most_common imports it lazily
 import json
 import re
@@ -381,14 +382,20 @@ def _echo(text: str = "") -> str:
 
 
 def _warm_up():
-    """Runs the call path a few times on a tool of its own. componentize-py
-    snapshots the interpreter once the app module is imported, so the
-    snapshot holds this code specialised, and a call in a fresh instance
-    writes fewer of its pages (every page written is copied)."""
+    """Readies the interpreter for the snapshot componentize-py takes once
+    the app module is imported; a call in a fresh instance of it then
+    writes fewer pages (every page written is copied first).
+
+    The call path runs a few times on a tool of its own, context record
+    included, so the snapshot holds that code specialised. Then every object
+    so far is frozen, as before a fork: a collection during a call leaves
+    them alone."""
     toolkit = Toolkit(FunctionTool(_echo))
-    context = _wit.CallContext("", "", None, None, "{}")
     for _ in range(_WARM_UP_CALLS):
+        context = _wit.CallContext("", "", None, None, "{}")
         _call(toolkit, "_echo", '{"text": "warm"}', context)
+    gc.collect()
+    gc.freeze()
 
 
 def _wit_error(kind, message):
