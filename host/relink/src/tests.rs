@@ -287,3 +287,103 @@ fn a_module_between_the_members_writing_where_they_write_keeps_the_order_of_writ
         assert_eq!(run(&relinked.bytes, "peek", &[0]), [2]);
     }
 }
+
+/// The component's exported core module `name`, instantiated on its own:
+/// what its `main_f` returns.
+fn exported_main_f(bytes: &[u8], name: &str) -> i32 {
+    let engine = Engine::default();
+    let component = Component::new(&engine, bytes).expect("compiles");
+    let mut store = Store::new(&engine, ());
+    let instance = Linker::new(&engine)
+        .instantiate(&mut store, &component)
+        .expect("instantiates");
+    let module = instance.get_module(&mut store, name).expect("exported");
+    let core = wasmtime::Instance::new(&mut store, &module, &[]).expect("instantiates");
+    let main_f = core
+        .get_typed_func::<(), i32>(&mut store, "main_f")
+        .expect("main_f");
+    main_f.call(&mut store, ()).expect("runs")
+}
+
+/// A module besides the linked ones, whose `main_f` returns 9.
+const OTHER: &str = r#"(core module $other (func (export "main_f") (result i32) i32.const 9))"#;
+
+#[test]
+fn a_module_exported_between_the_members_keeps_every_module_in_its_place() {
+    // The export adds a module index between main and lib: counted wrong,
+    // the rewritten instantiations would name the wrong modules.
+    let variant = LINKED.replace(
+        "  (core module $adapter",
+        &format!(
+            "  {OTHER}\n  (export \"other-module\" (core module $other))\n  (core module $adapter"
+        ),
+    );
+    let original = component(&variant);
+    let relinked = relink(&original).expect("reads").expect("relinks");
+    assert_eq!(
+        run(&relinked.bytes, "run", &[0, 1]),
+        run(&original, "run", &[0, 1])
+    );
+    assert_eq!(exported_main_f(&relinked.bytes, "other-module"), 9);
+}
+
+#[test]
+fn a_nested_component_aliasing_an_outer_module_still_finds_it() {
+    let variant = LINKED
+        .replacen("(component", "(component $root", 1)
+        .replace(
+            "  (core instance $m (instantiate $main))",
+            &format!(
+                r#"  {OTHER}
+  (component $nested
+    (alias outer $root $other (core module $outer_other))
+    (core instance $i (instantiate $outer_other))
+    (func (export "f") (result u32) (canon lift (core func $i "main_f")))
+  )
+  (instance $n (instantiate $nested))
+  (export "nested-f" (func $n "f"))
+  (core instance $m (instantiate $main))"#
+            ),
+        );
+    let original = component(&variant);
+    let relinked = relink(&original).expect("reads").expect("relinks");
+    assert_eq!(
+        run(&relinked.bytes, "run", &[0, 1]),
+        run(&original, "run", &[0, 1])
+    );
+    let engine = Engine::default();
+    let component = Component::new(&engine, &relinked.bytes).expect("compiles");
+    let mut store = Store::new(&engine, ());
+    let instance = Linker::new(&engine)
+        .instantiate(&mut store, &component)
+        .expect("instantiates");
+    let nested_f = instance
+        .get_typed_func::<(), (u32,)>(&mut store, "nested-f")
+        .expect("export");
+    assert_eq!(nested_f.call(&mut store, ()).expect("runs"), (9,));
+}
+
+#[test]
+fn a_member_exported_or_aliased_by_a_nested_component_is_not_merged() {
+    // Merged, the module would be emptied where it is defined, and what
+    // exports or aliases it would get a module with nothing in it.
+    let exported = LINKED.replace(
+        "  (core module $adapter",
+        "  (export \"main-module\" (core module $main))\n  (core module $adapter",
+    );
+    let aliased = LINKED
+        .replacen("(component", "(component $root", 1)
+        .replace(
+            "  (core instance $m (instantiate $main))",
+            r#"  (component $nested
+    (alias outer $root $main (core module $outer_main))
+    (core instance $i (instantiate $outer_main))
+  )
+  (instance $n (instantiate $nested))
+  (core instance $m (instantiate $main))"#,
+        );
+    for variant in [exported, aliased] {
+        let original = component(&variant);
+        assert!(relink(&original).expect("reads").is_none());
+    }
+}
