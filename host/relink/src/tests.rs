@@ -71,12 +71,7 @@ fn component(wat: &str) -> Vec<u8> {
 
 /// What `export` returns for each argument, called on one fresh instance.
 fn run(bytes: &[u8], export: &str, args: &[u32]) -> Vec<u32> {
-    let engine = Engine::default();
-    let component = Component::new(&engine, bytes).expect("compiles");
-    let mut store = Store::new(&engine, ());
-    let instance = Linker::new(&engine)
-        .instantiate(&mut store, &component)
-        .expect("instantiates");
+    let (mut store, instance) = instantiate(bytes);
     let func = instance
         .get_typed_func::<(u32,), (u32,)>(&mut store, export)
         .expect("export");
@@ -86,6 +81,17 @@ fn run(bytes: &[u8], export: &str, args: &[u32]) -> Vec<u32> {
             out
         })
         .collect()
+}
+
+/// A fresh instance of the component `bytes`, in a store of its own.
+fn instantiate(bytes: &[u8]) -> (Store<()>, wasmtime::component::Instance) {
+    let engine = Engine::default();
+    let component = Component::new(&engine, bytes).expect("compiles");
+    let mut store = Store::new(&engine, ());
+    let instance = Linker::new(&engine)
+        .instantiate(&mut store, &component)
+        .expect("instantiates");
+    (store, instance)
 }
 
 /// The core modules of a component (top level), as bytes.
@@ -291,12 +297,7 @@ fn a_module_between_the_members_writing_where_they_write_keeps_the_order_of_writ
 /// The component's exported core module `name`, instantiated on its own:
 /// what its `main_f` returns.
 fn exported_main_f(bytes: &[u8], name: &str) -> i32 {
-    let engine = Engine::default();
-    let component = Component::new(&engine, bytes).expect("compiles");
-    let mut store = Store::new(&engine, ());
-    let instance = Linker::new(&engine)
-        .instantiate(&mut store, &component)
-        .expect("instantiates");
+    let (mut store, instance) = instantiate(bytes);
     let module = instance.get_module(&mut store, name).expect("exported");
     let core = wasmtime::Instance::new(&mut store, &module, &[]).expect("instantiates");
     let main_f = core
@@ -351,12 +352,7 @@ fn a_nested_component_aliasing_an_outer_module_still_finds_it() {
         run(&relinked.bytes, "run", &[0, 1]),
         run(&original, "run", &[0, 1])
     );
-    let engine = Engine::default();
-    let component = Component::new(&engine, &relinked.bytes).expect("compiles");
-    let mut store = Store::new(&engine, ());
-    let instance = Linker::new(&engine)
-        .instantiate(&mut store, &component)
-        .expect("instantiates");
+    let (mut store, instance) = instantiate(&relinked.bytes);
     let nested_f = instance
         .get_typed_func::<(), (u32,)>(&mut store, "nested-f")
         .expect("export");
