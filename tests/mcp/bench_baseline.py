@@ -94,9 +94,9 @@ def main() -> None:
                 ("stdio", bench_plain.over_stdio, [binary, "serve", "--stdio", *fixture]),
                 ("http", bench_plain.over_http, [binary, "serve", "--http", "127.0.0.1:0", *fixture]),
             ]:
-                p50, cpu = measure(argv, env)
-                figures.setdefault(f"{name} mcp {transport} p50", []).append(p50)
-                figures.setdefault(f"{name} mcp {transport} cpu", []).append(cpu)
+                measured = measure(argv, env)
+                figures.setdefault(f"{name} mcp {transport} p50", []).append(measured.p50)
+                figures.setdefault(f"{name} mcp {transport} cpu", []).append(measured.cpu)
             per_turn = (run_seconds(binary, url, TURNS, env) - run_seconds(binary, url, 0, env)) / TURNS
             figures.setdefault(f"{name} agent turn", []).append(per_turn)
     server.shutdown()

@@ -302,9 +302,10 @@ async def main() -> None:
             ("http floor", bench_plain.over_http, [node, "-e", BARE_HTTP]),
             ("stdio audited", bench_plain.over_stdio, [str(BIN), *stdio_args, "--audit", f"{cache}/audit.jsonl"]),
         ]:
-            p50, cpu = measure(argv, env)
-            plain.setdefault(f"{name} p50", []).append(p50)
-            plain.setdefault(f"{name} cpu", []).append(cpu)
+            measured = measure(argv, env)
+            plain.setdefault(f"{name} p50", []).append(measured.p50)
+            plain.setdefault(f"{name} cpu", []).append(measured.cpu)
+            plain.setdefault(f"{name} faults", []).append(measured.faults)
     plain_median = {key: statistics.median(values) for key, values in plain.items()}
 
     async with over_stdio(str(BIN), stdio_args, env) as server:
@@ -320,9 +321,10 @@ async def main() -> None:
     interpreted: Rounds = {}
     for _ in range(ROUNDS):
         for name, wasm in [("python", POLYGLOT / "fixture-py.wasm"), ("javascript", POLYGLOT / "fixture-js.wasm")]:
-            p50, cpu = bench_plain.over_stdio([str(BIN), "serve", "--stdio", "--tools", str(wasm)], env)
-            interpreted.setdefault(f"{name} p50", []).append(p50)
-            interpreted.setdefault(f"{name} cpu", []).append(cpu)
+            measured = bench_plain.over_stdio([str(BIN), "serve", "--stdio", "--tools", str(wasm)], env)
+            interpreted.setdefault(f"{name} p50", []).append(measured.p50)
+            interpreted.setdefault(f"{name} cpu", []).append(measured.cpu)
+            interpreted.setdefault(f"{name} faults", []).append(measured.faults)
     interpreted_median = {key: statistics.median(values) for key, values in interpreted.items()}
     examples_rss, examples_start = {}, {}
     for name, tools in [("rust", EXAMPLE_TOOLS[:5]), ("all", EXAMPLE_TOOLS)]:
@@ -391,11 +393,14 @@ async def main() -> None:
     print(f"| ratio to idle with 2 / with 200 endless calls | {two / idle:.2f}x / {many / idle:.2f}x |")
     print(f"| peak RSS with {SLEEPERS} calls sleeping in a host call ({slept} of them succeeded) | {peak:.0f} MiB |")
     print()
-    print("| plain client over stdio, `echo`, fresh instance per call | p50 | server CPU per call |")
-    print("|---|---|---|")
-    print(f"| Rust (`tests/fixture-tool`) | {us(plain_median['stdio p50'])} | {us(plain_median['stdio cpu'])} |")
+    # Page faults: each page a fresh instance writes is copied first, and
+    # wasmtime's reset keeps only 32 runs of them resident (docs/performance.md).
+    print("| plain client over stdio, `echo`, fresh instance per call | p50 | server CPU per call | page faults per call |")
+    print("|---|---|---|---|")
+    print(f"| Rust (`tests/fixture-tool`) | {us(plain_median['stdio p50'])} | {us(plain_median['stdio cpu'])} | {plain_median['stdio faults']:.1f} |")
     for name, label in [("python", "Python (`tests/fixture-py`)"), ("javascript", "JavaScript (`tests/fixture-js`)")]:
-        print(f"| {label} | {us(interpreted_median[f'{name} p50'])} | {us(interpreted_median[f'{name} cpu'])} |")
+        figures = [interpreted_median[f"{name} {k}"] for k in ("p50", "cpu", "faults")]
+        print(f"| {label} | {us(figures[0])} | {us(figures[1])} | {figures[2]:.1f} |")
     print()
     print("Issue 41's targets, each beside its floor or baseline from this run:")
     print()

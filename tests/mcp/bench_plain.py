@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 CALLS = 3000
 WARM_UP = 300
@@ -36,17 +37,34 @@ def call(i: int) -> dict:
     return {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hi"}}}
 
 
+def process_stat(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command name."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fields = process_stat(pid)
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(pid: int, roundtrip: Callable[[int], bytes]) -> tuple[float, float]:
-    """p50 latency and server CPU per call of CALLS sequential calls."""
+def minor_faults(pid: int) -> int:
+    return int(process_stat(pid)[7])
+
+
+class Measured(NamedTuple):
+    """Of CALLS sequential calls: the p50 latency, and the server's CPU
+    seconds and minor page faults per call."""
+    p50: float
+    cpu: float
+    faults: float
+
+
+def measure(pid: int, roundtrip: Callable[[int], bytes]) -> Measured:
+    """CALLS sequential calls, after WARM_UP of them, measured."""
     for i in range(WARM_UP):
         roundtrip(i + 1)
     latencies = []
-    cpu = cpu_seconds(pid)
+    cpu, faults = cpu_seconds(pid), minor_faults(pid)
     for i in range(CALLS):
         started = time.perf_counter()
         answer = roundtrip(i + WARM_UP + 1)
@@ -54,8 +72,9 @@ def measure(pid: int, roundtrip: Callable[[int], bytes]) -> tuple[float, float]:
         if b'"hi"' not in answer:
             raise SystemExit(f"unexpected answer: {answer[:200]!r}")
     cpu = (cpu_seconds(pid) - cpu) / CALLS
+    faults = (minor_faults(pid) - faults) / CALLS
     latencies.sort()
-    return latencies[len(latencies) // 2], cpu
+    return Measured(latencies[len(latencies) // 2], cpu, faults)
 
 
 @contextmanager
@@ -68,7 +87,7 @@ def spawned(argv: list[str], env: dict[str, str], **pipes) -> Iterator[subproces
         process.wait(10)
 
 
-def over_stdio(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+def over_stdio(argv: list[str], env: dict[str, str]) -> Measured:
     pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL, "bufsize": 0}
     with spawned(argv, env, **pipes) as process:
         send = lambda message: process.stdin.write((json.dumps(message) + "\n").encode())  # noqa: E731
@@ -83,7 +102,7 @@ def over_stdio(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
         return measure(process.pid, roundtrip)
 
 
-def over_http(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+def over_http(argv: list[str], env: dict[str, str]) -> Measured:
     pipes = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE, "text": True}
     with spawned(argv, env, **pipes) as process:
         address = None

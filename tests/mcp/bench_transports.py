@@ -41,7 +41,7 @@ def main() -> None:
         ("http", "wasm-agent", bench_plain.over_http, [BIN, "serve", "--http", "127.0.0.1:0", *fixture]),
         ("http", "rmcp service", bench_plain.over_http, [RMCP, "http", FIXTURE]),
     ]
-    figures: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    figures: dict[tuple[str, str], list[bench_plain.Measured]] = {}
     for _ in range(ROUNDS):
         for transport, name, measure, argv in servers:
             figures.setdefault((transport, name), []).append(measure(argv, env))
@@ -49,13 +49,13 @@ def main() -> None:
     print(f"MCP transports, the same server behind each ({ROUNDS} interleaved rounds, medians, plain client)")
     for transport in ("stdio", "http"):
         ours = figures[(transport, "wasm-agent")]
-        ours_p50 = statistics.median(p for p, _ in ours)
-        ours_cpu = statistics.median(c for _, c in ours)
+        ours_p50 = statistics.median(m.p50 for m in ours)
+        ours_cpu = statistics.median(m.cpu for m in ours)
         for (kind, name), rounds in figures.items():
             if kind != transport:
                 continue
-            p50 = statistics.median(p for p, _ in rounds)
-            cpu = statistics.median(c for _, c in rounds)
+            p50 = statistics.median(m.p50 for m in rounds)
+            cpu = statistics.median(m.cpu for m in rounds)
             print(
                 f"  {transport:<5} {name:<13} p50 {p50 * 1e6:7.1f} us ({p50 / ours_p50:4.2f}x)"
                 f"   server CPU/call {cpu * 1e6:6.1f} us ({cpu / ours_cpu:4.2f}x)"
