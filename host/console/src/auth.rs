@@ -146,9 +146,9 @@ impl Operators {
             return Some(operator);
         };
         let address = logged_out(cookie);
-        match store.mailboxes(&address, 1).await {
-            Ok(marked) if marked.iter().any(|(found, _)| *found == address) => None,
-            Ok(_) => Some(operator),
+        match store.mailbox(&address).await {
+            Ok(Some(_)) => None,
+            Ok(None) => Some(operator),
             Err(error) => {
                 tracing::warn!(%error, "cannot check console logouts in the shared store");
                 (!strict).then_some(operator)

@@ -15,7 +15,7 @@ use wasm_agent_sandbox::ask::{
     Asker, Asking, OPERATORS, OperatorDesk, Question, Referral, Referred, Reply, SessionAnswers,
 };
 use wasm_agent_sandbox::text::one_line;
-use wasm_agent_session::SessionStore;
+use wasm_agent_session::{Backoff, SessionStore};
 
 /// Where a waiting question's details are kept (its mailbox holds them).
 pub const QUESTION_PREFIX: &str = "console-question:";
@@ -157,11 +157,8 @@ impl Desk {
     /// Question `id`, if it still waits.
     pub(crate) async fn question(&self, id: &str) -> Option<Pending> {
         let address = format!("{QUESTION_PREFIX}{id}");
-        let open = self.store.mailboxes(&address, 1).await.ok()?;
-        let (found, details) = open.into_iter().next()?;
-        (found == address)
-            .then(|| self.opened(&address, &details?))
-            .flatten()
+        let details = self.store.mailbox(&address).await.ok()??;
+        self.opened(&address, &details?)
     }
 
     /// Whether question `id` still waits (an error when the store cannot say).
@@ -169,10 +166,10 @@ impl Desk {
         let address = format!("{QUESTION_PREFIX}{id}");
         let open = self
             .store
-            .mailboxes(&address, 1)
+            .mailbox(&address)
             .await
             .map_err(|e| e.to_string())?;
-        Ok(open.iter().any(|(found, _)| *found == address))
+        Ok(open.is_some())
     }
 
     /// A question's sealed details, if they are this deployment's and for
@@ -373,13 +370,12 @@ impl Asker for DeskAsker {
                 let _ = tokio::time::timeout(wait, person.point_to(&referral)).await;
             }));
         }
-        let mut poll = POLL;
+        let mut waits = Backoff::new(POLL, MAX_POLL);
         let reply = loop {
             if let Some(reply) = self.desk.answer_to(&id, &key).await {
                 break reply;
             }
-            tokio::time::sleep(poll).await;
-            poll = (poll * 3 / 2).min(MAX_POLL);
+            tokio::time::sleep(waits.next_wait()).await;
         };
         if let Some(person) = &self.person {
             person.answered_elsewhere(&id);
@@ -449,7 +445,7 @@ impl DeskAsker {
     async fn collect(&self, question: &Question, id: &str, person: &dyn Asker) -> Reply {
         let key = hex::encode(Sha256::digest(question.key()));
         let started = tokio::time::Instant::now();
-        let mut poll = POLL;
+        let mut waits = Backoff::new(POLL, MAX_POLL);
         let reply = loop {
             if let Some(reply) = self.desk.answer_to(id, &key).await {
                 break reply;
@@ -467,8 +463,7 @@ impl DeskAsker {
             {
                 return Reply::Later;
             }
-            tokio::time::sleep(poll).await;
-            poll = (poll * 3 / 2).min(MAX_POLL);
+            tokio::time::sleep(waits.next_wait()).await;
         };
         // Should the call stop again (for another question), this reply
         // goes with it.

@@ -18,13 +18,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use wasm_agent_session::SessionStore;
+use wasm_agent_session::{Backoff, SessionStore};
 
 use super::identity::Identity;
 
 /// Largest response relayed (an elicitation result is a few hundred bytes).
 pub(crate) const MAX_RELAYED: usize = 64 * 1024;
-/// The first wait between looks at a mailbox; it doubles up to [`MAX_POLL`].
+/// The first wait between looks at a mailbox; it grows up to [`MAX_POLL`].
 const FIRST_POLL: Duration = Duration::from_millis(25);
 const MAX_POLL: Duration = Duration::from_millis(250);
 
@@ -210,25 +210,25 @@ impl Drop for CountedOut {
     }
 }
 
-/// The mail at `address`, looking every so often (25 ms, doubling up to
-/// 250 ms) for at most `wait`.
+/// The mail at `address`, looking every so often (25 ms, growing by half up
+/// to 250 ms) for at most `wait`.
 pub(crate) async fn poll_mail(
     store: &dyn SessionStore,
     address: &str,
     wait: Duration,
 ) -> Option<String> {
     let deadline = tokio::time::Instant::now() + wait;
-    let mut every = FIRST_POLL;
+    let mut waits = Backoff::new(FIRST_POLL, MAX_POLL);
     loop {
         match store.collect_mail(address).await {
             Ok(Some(mail)) => return Some(mail),
             Ok(None) => {}
             Err(error) => tracing::debug!(%error, "cannot read a mailbox"),
         }
+        let every = waits.next_wait();
         if tokio::time::Instant::now() + every > deadline {
             return None;
         }
         tokio::time::sleep(every).await;
-        every = (every * 2).min(MAX_POLL);
     }
 }

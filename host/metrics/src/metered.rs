@@ -135,6 +135,10 @@ impl SessionStore for MeteredStore {
         metered!(self, "mailboxes", self.inner.mailboxes(prefix, limit))
     }
 
+    async fn mailbox(&self, address: &str) -> Result<Option<Option<String>>, SessionError> {
+        metered!(self, "mailbox", self.inner.mailbox(address))
+    }
+
     async fn close_mailbox(&self, address: &str) -> Result<(), SessionError> {
         metered!(self, "close_mailbox", self.inner.close_mailbox(address))
     }

@@ -115,6 +115,9 @@ impl SessionStore for Gone {
     ) -> Result<Vec<(String, Option<String>)>, SessionError> {
         Err(SessionError::backend("gone", "list", "down"))
     }
+    async fn mailbox(&self, _: &str) -> Result<Option<Option<String>>, SessionError> {
+        Err(SessionError::backend("gone", "read", "down"))
+    }
     async fn close_mailbox(&self, _: &str) -> Result<(), SessionError> {
         Err(SessionError::backend("gone", "close", "down"))
     }

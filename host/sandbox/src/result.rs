@@ -69,8 +69,11 @@ impl From<&str> for ToolOutput {
 }
 
 /// Why a call failed. Serialized as the snake_case name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, strum::EnumIter, strum::IntoStaticStr,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ErrorKind {
     /// The arguments are not valid JSON or violate the tool's schema.
     InvalidArguments,
@@ -108,23 +111,12 @@ pub enum ErrorKind {
 impl ErrorKind {
     /// The snake_case name used in JSON.
     pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorKind::InvalidArguments => "invalid_arguments",
-            ErrorKind::UnknownTool => "unknown_tool",
-            ErrorKind::Failed => "failed",
-            ErrorKind::Timeout => "timeout",
-            ErrorKind::OutOfFuel => "out_of_fuel",
-            ErrorKind::MemoryLimit => "memory_limit",
-            ErrorKind::StackOverflow => "stack_overflow",
-            ErrorKind::Trap => "trap",
-            ErrorKind::OutputTooLarge => "output_too_large",
-            ErrorKind::CapabilityDenied => "capability_denied",
-            ErrorKind::Cancelled => "cancelled",
-            ErrorKind::Denied => "denied",
-            ErrorKind::StoreUnavailable => "store_unavailable",
-            ErrorKind::AuditUnavailable => "audit_unavailable",
-            ErrorKind::RateLimited => "rate_limited",
-        }
+        self.into()
+    }
+
+    /// Every kind, in the order declared.
+    pub fn all() -> impl Iterator<Item = ErrorKind> {
+        <ErrorKind as strum::IntoEnumIterator>::iter()
     }
 }
 
@@ -215,11 +207,11 @@ mod tests {
 
     #[test]
     fn kinds_serialize_as_their_names() {
-        for kind in [
-            ErrorKind::InvalidArguments,
-            ErrorKind::OutOfFuel,
-            ErrorKind::CapabilityDenied,
-        ] {
+        let names: Vec<&str> = ErrorKind::all().map(ErrorKind::as_str).collect();
+        assert_eq!(names.len(), 15);
+        assert_eq!(names[0], "invalid_arguments");
+        assert!(names.contains(&"out_of_fuel"));
+        for kind in ErrorKind::all() {
             assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
         }
     }

@@ -31,6 +31,9 @@ const COLLECT: &str = "DELETE FROM wasm_agent_mailboxes
 
 const CLOSE: &str = "DELETE FROM wasm_agent_mailboxes WHERE address = $1";
 
+const READ: &str = "SELECT message FROM wasm_agent_mailboxes
+    WHERE address = $1 AND expires > now()";
+
 const LIST: &str = "SELECT address, message FROM wasm_agent_mailboxes
     WHERE left(address, length($1)) = $1 AND expires > now()
     ORDER BY address LIMIT $2";
@@ -95,6 +98,16 @@ impl PostgresSessionStore {
             let statement = client.prepare_cached(LIST).await?;
             let rows = client.query(&statement, &[&prefix, &limit]).await?;
             Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+        })
+        .await
+    }
+
+    pub(crate) async fn read(&self, address: &str) -> Result<Option<Option<String>>, SessionError> {
+        self.storable([address])?;
+        self.bounded("cannot read a mailbox", |client| async move {
+            let statement = client.prepare_cached(READ).await?;
+            let row = client.query_opt(&statement, &[&address]).await?;
+            Ok(row.map(|row| row.get(0)))
         })
         .await
     }

@@ -429,6 +429,10 @@ impl SessionStore for PostgresSessionStore {
         self.list(prefix, limit).await
     }
 
+    async fn mailbox(&self, address: &str) -> Result<Option<Option<String>>, SessionError> {
+        self.read(address).await
+    }
+
     async fn close_mailbox(&self, address: &str) -> Result<(), SessionError> {
         self.close(address).await
     }

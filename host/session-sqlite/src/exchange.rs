@@ -105,6 +105,18 @@ impl Db {
         rows.collect::<Result<_, _>>().map_err(fail)
     }
 
+    pub(super) fn mailbox(&self, address: &str) -> Result<Option<Option<String>>, SessionError> {
+        let fail = |err| self.error("cannot read a mailbox", err);
+        let conn = self.lock();
+        let mut statement = conn
+            .prepare_cached("SELECT message FROM mailboxes WHERE address = ?1 AND expires > ?2")
+            .map_err(fail)?;
+        statement
+            .query_row(params![address, now_ms()], |row| row.get(0))
+            .optional()
+            .map_err(fail)
+    }
+
     pub(super) fn close_mailbox(&self, address: &str) -> Result<(), SessionError> {
         self.lock()
             .execute("DELETE FROM mailboxes WHERE address = ?1", params![address])

@@ -335,6 +335,11 @@ impl SessionStore for SqliteSessionStore {
             .await
     }
 
+    async fn mailbox(&self, address: &str) -> Result<Option<Option<String>>, SessionError> {
+        let address = address.to_string();
+        self.on_blocking_pool(move |db| db.mailbox(&address)).await
+    }
+
     async fn close_mailbox(&self, address: &str) -> Result<(), SessionError> {
         let address = address.to_string();
         self.on_blocking_pool(move |db| db.close_mailbox(&address))

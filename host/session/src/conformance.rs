@@ -222,8 +222,26 @@ pub async fn exchange(store: &dyn SessionStore, run: &str) {
         .open_mailbox(&format!("{run}-other:a"), long)
         .await
         .unwrap();
+    // Read exactly, not collected: a longer address that begins with it
+    // is another mailbox.
+    let read = format!("{listed}b");
+    assert_eq!(
+        store.mailbox(&read).await.unwrap(),
+        Some(Some("held".to_string()))
+    );
+    assert_eq!(
+        store.mailbox(&format!("{listed}a")).await.unwrap(),
+        Some(None)
+    );
+    assert_eq!(store.mailbox(&listed).await.unwrap(), None, "a prefix");
+    assert_eq!(store.mailbox(&closed).await.unwrap(), None, "closed");
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert!(!store.deliver(&expired, "x").await.unwrap());
+    assert_eq!(store.mailbox(&expired).await.unwrap(), None, "expired");
+    assert_eq!(
+        store.mailbox(&read).await.unwrap(),
+        Some(Some("held".to_string()))
+    );
     assert_eq!(
         store.mailboxes(&listed, 10).await.unwrap(),
         [

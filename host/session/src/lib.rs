@@ -5,6 +5,7 @@
 
 #![warn(missing_docs)]
 
+mod backoff;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 mod memory;
@@ -13,6 +14,7 @@ mod url;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use backoff::Backoff;
 pub use memory::InMemorySessionStore;
 pub use url::{StoreUrl, StoreUrlError};
 
@@ -203,6 +205,10 @@ pub trait SessionStore: Send + Sync + 'static {
         prefix: &str,
         limit: usize,
     ) -> Result<Vec<(String, Option<String>)>, SessionError>;
+
+    /// Mailbox `address` read, not collected: `None` unless it is open and
+    /// unexpired, then the message if one came.
+    async fn mailbox(&self, address: &str) -> Result<Option<Option<String>>, SessionError>;
 
     /// The message in mailbox `address`, if one came; the mailbox then closes.
     async fn collect_mail(&self, address: &str) -> Result<Option<String>, SessionError>;

@@ -263,6 +263,10 @@ impl SessionStore for InMemorySessionStore {
         Ok(self.exchange().mailboxes(prefix, limit))
     }
 
+    async fn mailbox(&self, address: &str) -> Result<Option<Option<String>>, SessionError> {
+        Ok(self.exchange().mailbox(address))
+    }
+
     async fn close_mailbox(&self, address: &str) -> Result<(), SessionError> {
         self.exchange().close_mailbox(address);
         Ok(())

@@ -18,6 +18,7 @@ use std::time::Duration;
 use rmcp::ErrorData;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
+use wasm_agent_session::Backoff;
 
 use super::{Continue, Holds, Relayed, Response, Running, unavailable};
 
@@ -27,7 +28,8 @@ const RETRY_WAIT: Duration = Duration::from_secs(20);
 /// How often the replica running the call says it still does: a quarter of
 /// the ask wait, within these bounds; each word counts four times as long.
 const ALIVE_EVERY: (Duration, Duration) = (Duration::from_millis(250), Duration::from_secs(5));
-/// The first pause between two looks for what the call did (then longer).
+/// The first pause between two looks for what the call did (then longer,
+/// up to [`MAX_POLL`]).
 const POLL: Duration = Duration::from_millis(100);
 const MAX_POLL: Duration = Duration::from_secs(1);
 
@@ -119,17 +121,16 @@ impl Holds {
     ) -> Result<Option<Response>, ErrorData> {
         let (alive, result) = (alive_address(id), result_address(id));
         let started = tokio::time::Instant::now();
-        let mut poll = POLL;
+        let mut waits = Backoff::new(POLL, MAX_POLL);
         loop {
             if let Some(response) = self.kept(&result).await? {
                 return Ok(Some(response));
             }
-            let word = self.store.mailboxes(&alive, 1).await.map_err(unavailable)?;
-            match word.into_iter().find(|(address, _)| *address == alive) {
+            match self.store.mailbox(&alive).await.map_err(unavailable)? {
                 // It runs.
-                Some((_, None)) => {}
+                Some(None) => {}
                 // It ended between the two looks, or what it did was lost.
-                Some((_, Some(word))) => {
+                Some(Some(word)) => {
                     return match self.kept(&result).await? {
                         Some(response) => Ok(Some(response)),
                         None if self.open(&alive, &word) == Some(Ended::Kept) => Err(expired()),
@@ -142,24 +143,20 @@ impl Holds {
                 return Ok(None);
             }
             tokio::select! {
-                () = tokio::time::sleep(poll) => {}
+                () = tokio::time::sleep(waits.next_wait()) => {}
                 () = cancelled.cancelled() => return Ok(None),
             }
-            poll = (poll * 3 / 2).min(MAX_POLL);
         }
     }
 
     /// The response kept at `address`, if there is one (read, not taken).
     async fn kept(&self, address: &str) -> Result<Option<Response>, ErrorData> {
-        let open = self
+        let mail = self
             .store
-            .mailboxes(address, 1)
+            .mailbox(address)
             .await
-            .map_err(unavailable)?;
-        let mail = open
-            .into_iter()
-            .find(|(found, _)| found == address)
-            .and_then(|(_, mail)| mail);
+            .map_err(unavailable)?
+            .flatten();
         Ok(mail.map(|mail| match self.open::<Relayed>(address, &mail) {
             Some(relayed) => relayed.into(),
             None => Err(ErrorData::internal_error(

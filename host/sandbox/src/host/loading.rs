@@ -36,6 +36,7 @@ struct Offered {
 
 /// What every load checks before any code: the component's name, prefix,
 /// origin and policy.
+#[derive(Clone)]
 struct Identified {
     id: String,
     prefix: String,
@@ -60,7 +61,7 @@ impl ToolHost {
         source: impl Into<ComponentSource>,
         options: LoadOptions,
     ) -> Result<LoadReport, HostError> {
-        let prepared = self.prepare(source.into(), options).await?;
+        let prepared = self.prepare(source.into(), options, None).await?;
         self.install(prepared.report, prepared.entries, false)
     }
 
@@ -93,9 +94,15 @@ impl ToolHost {
     ) -> Result<Vec<LoadReport>, HostError> {
         let components: Vec<_> = components.into_iter().collect();
         let mut offered = Vec::with_capacity(components.len());
+        // An offered component's policy is resolved once, for its offer and
+        // its load.
+        let mut identified = Vec::with_capacity(components.len());
         for (source, options) in &components {
             match self.offer_kept(source, options).await {
-                Some(offer) => offered.push(Some(offer)),
+                Some((offer, known)) => {
+                    offered.push(Some(offer));
+                    identified.push(Some(known));
+                }
                 None => break,
             }
         }
@@ -106,13 +113,15 @@ impl ToolHost {
             listed();
         }
         offered.resize_with(components.len(), || None);
+        identified.resize_with(components.len(), || None);
         let ids: Vec<Option<String>> = components
             .iter()
             .map(|(source, options)| identify(source, options).ok().map(|(id, _)| id))
             .collect();
         let mut prepared: futures::stream::FuturesOrdered<_> = components
             .into_iter()
-            .map(|(source, options)| self.prepare(source, options))
+            .zip(identified)
+            .map(|((source, options), known)| self.prepare(source, options, known))
             .collect();
         let mut reports = Vec::with_capacity(prepared.len());
         while let Some(component) = prepared.next().await {
@@ -144,7 +153,7 @@ impl ToolHost {
         source: impl Into<ComponentSource>,
         options: LoadOptions,
     ) -> Result<LoadReport, HostError> {
-        let prepared = self.prepare(source.into(), options).await?;
+        let prepared = self.prepare(source.into(), options, None).await?;
         self.install(prepared.report, prepared.entries, true)
     }
 
@@ -168,8 +177,13 @@ impl ToolHost {
     }
 
     /// Offers a component's tools from the listing kept at its last load,
-    /// if it has one (see [`load_all_listing`](Self::load_all_listing)).
-    async fn offer_kept(&self, source: &ComponentSource, options: &LoadOptions) -> Option<Offered> {
+    /// if it has one (see [`load_all_listing`](Self::load_all_listing)),
+    /// with what was checked of it for that.
+    async fn offer_kept(
+        &self,
+        source: &ComponentSource,
+        options: &LoadOptions,
+    ) -> Option<(Offered, Identified)> {
         let ComponentSource::File(path) = source else {
             return None;
         };
@@ -184,16 +198,17 @@ impl ToolHost {
             interpreter: listing.interpreter,
             uses_state: listing.uses_state,
         };
-        let prefix = identified.prefix.clone();
         let component = self
-            .component_entry(identified, options, facts, Code::Coming(loading))
+            .component_entry(identified.clone(), options, facts, Code::Coming(loading))
             .ok()?;
-        let (report, entries) = offered_tools(&component, &prefix, listing.specs()).ok()?;
+        let (report, entries) =
+            offered_tools(&component, &identified.prefix, listing.specs()).ok()?;
         self.install(report, entries, false).ok()?;
-        Some(Offered {
+        let offer = Offered {
             listing,
             _loading: sender,
-        })
+        };
+        Some((offer, identified))
     }
 
     /// Installs a loaded component in place of its offer (`kept`, the
@@ -234,13 +249,18 @@ impl ToolHost {
         }
     }
 
-    /// Compiles a component and checks its tool specs, without adding them.
+    /// Compiles a component and checks its tool specs, without adding them;
+    /// `known`, what was checked of it already, if anything.
     async fn prepare(
         &self,
         source: ComponentSource,
         options: LoadOptions,
+        known: Option<Identified>,
     ) -> Result<Prepared, HostError> {
-        let identified = identified(&source, options.clone()).await?;
+        let identified = match known {
+            Some(known) => known,
+            None => identified(&source, options.clone()).await?,
+        };
         let id = identified.id.clone();
         let keep_listing = matches!(source, ComponentSource::File(_));
         let host = self.clone();

@@ -63,6 +63,11 @@ impl Exchange {
         open
     }
 
+    pub(super) fn mailbox(&self, address: &str) -> Option<Option<String>> {
+        let (until, message) = self.mailboxes.get(address)?;
+        (*until > Instant::now()).then(|| message.clone())
+    }
+
     pub(super) fn collect_mail(&mut self, address: &str) -> Option<String> {
         match self.mailboxes.get(address) {
             Some((_, Some(_))) => self.mailboxes.remove(address).and_then(|(_, m)| m),
