@@ -98,6 +98,8 @@ def test_answers_are_json_and_a_call_asking_for_progress_streams(raw):
     call = session.post(rpc(1, "tools/call", {"name": "echo", "arguments": {"text": "plain"}}))
     assert call.status_code == 200 and call.headers["content-type"] == "application/json", describe(call)
     assert call.json()["id"] == 1 and call.json()["result"]["content"][0]["text"] == "plain", describe(call)
+    # `resultType` came with 2026-07-28; a session speaks an older revision.
+    assert "resultType" not in call.json()["result"], describe(call)
 
     sleep = {"name": "sleep", "arguments": {"ms": 1600}, "_meta": {"progressToken": "p1"}}
     streamed = session.post(rpc(2, "tools/call", sleep))
@@ -107,6 +109,7 @@ def test_answers_are_json_and_a_call_asking_for_progress_streams(raw):
     progress = [m for m in messages if m.get("method") == "notifications/progress"]
     assert progress and all(m["params"]["progressToken"] == "p1" for m in progress), messages
     assert messages[-1]["id"] == 2 and messages[-1]["result"]["content"][0]["text"] == "slept", messages
+    assert "resultType" not in messages[-1]["result"], messages
 
     pong = session.post(rpc(3, "ping"))
     assert pong.json() == {"jsonrpc": "2.0", "id": 3, "result": {}}, describe(pong)
@@ -217,6 +220,7 @@ def test_a_request_without_a_session_is_served_the_2026_revision(launch_http):
         assert "mcp-session-id" not in response.headers, describe(response)
         body = response.json() if response.headers["content-type"].startswith("application/json") else events(response.text)[-1]
         assert body["result"]["isError"] is False and "3" in json.dumps(body["result"]["content"]), body
+        assert body["result"]["resultType"] == "complete", body
         legacy = http.post(server.url, json=rpc(2, "tools/list"), headers=HEADERS)
         assert 400 <= legacy.status_code < 500, describe(legacy)
 

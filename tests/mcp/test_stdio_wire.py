@@ -137,6 +137,26 @@ def test_a_client_without_handshake_is_served_the_2026_revision(raw_server):
         2, "tools/call", {"_meta": META_2026, "name": "calculate", "arguments": {"expression": "1+2"}}
     )
     assert call["result"]["isError"] is False and "3" in json.dumps(call["result"]["content"]), call
+    assert call["result"]["resultType"] == "complete", call
+    assert server.close() == 0
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25"])
+def test_a_client_with_a_handshake_gets_results_in_its_revision_s_shape(raw_server, version):
+    """`resultType` came with 2026-07-28: a client that negotiated an older
+    revision gets results without it, as rmcp's service would answer it."""
+    server = raw_server("--tools", wasm("calculator"))
+    reply = server.request(
+        1, "initialize", {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+    )
+    assert reply["result"]["protocolVersion"] == version, reply
+    server.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode())
+    listing = server.request(2, "tools/list")
+    call = server.request(3, "tools/call", {"name": "calculate", "arguments": {"expression": "2+3"}})
+    failed = server.request(4, "tools/call", {"name": "calculate", "arguments": {}})
+    assert call["result"]["isError"] is False and failed["result"]["isError"] is True, (call, failed)
+    for message in (reply, listing, call, failed):
+        assert "resultType" not in message["result"], message
     assert server.close() == 0
 
 

@@ -438,13 +438,19 @@ fn progress_value(update: ProgressNotificationParam) -> Value {
     serde_json::to_value(progress_message(update)).unwrap_or(Value::Null)
 }
 
-/// The response message to request `id`.
+/// The response message to request `id`, in the shape of the revisions
+/// with a handshake, the only ones a dispatcher speaks (2026-07-28 goes to
+/// rmcp's service): no `resultType`, and tool output only as an object.
 pub(crate) fn response(
     id: RequestId,
     result: Result<ServerResult, ErrorData>,
 ) -> ServerJsonRpcMessage {
     match result {
-        Ok(result) => ServerJsonRpcMessage::response(result, id),
+        Ok(mut result) => {
+            result.strip_result_type_for_legacy_peer();
+            result.strip_non_object_output_for_legacy_peer();
+            ServerJsonRpcMessage::response(result, id)
+        }
         Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
     }
 }
