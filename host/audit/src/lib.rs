@@ -4,8 +4,9 @@
 //! ([`AuditLog`], a [`CallAuditor`](wasm_agent_sandbox::CallAuditor) for
 //! `ToolHostBuilder::auditor`), each carrying the hash of the one before it,
 //! so that [`verify`] finds the first record edited, deleted or moved.
-//! Records are written by a thread of their own, off the call path, and the
-//! file is rotated by size without breaking the chain.
+//! Records are written in batches by a thread of their own, or, by a log
+//! that fails closed, by each call before it is answered; the file is
+//! rotated by size without breaking the chain.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -28,6 +29,7 @@ mod log;
 pub mod record;
 mod sink;
 mod verify;
+mod writer;
 
 use std::path::PathBuf;
 

@@ -1,81 +1,55 @@
-//! [`AuditLog`]: the file writer. Calls hand their reports to a bounded
-//! queue; one thread numbers, chains and appends them in batches, rotates
-//! the file by size, and, while the file cannot be written, keeps what it
-//! could not write, retries, and (failing closed) has calls refused.
+//! [`AuditLog`]: the log calls report to. Failing open, or on a sink that
+//! is not a regular file, calls hand their reports to a bounded queue and
+//! one thread numbers, chains and appends them in batches. A file that
+//! fails closed is written by each call before it is answered, with no
+//! hand-off to another thread. Either way the file is rotated by size, and
+//! while it cannot be written what could not be written is kept and
+//! retried, and (failing closed) calls are refused.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 use wasm_agent_sandbox::{CallAuditor, CallReport};
 
-use crate::chain;
 use crate::files::{self, ChainEnd};
 use crate::head::{Head, HeadFile};
 use crate::record::{self, Event};
 use crate::sink::{AuditSink, FileSink};
+use crate::writer::{self, Ack, Message, QUEUE, SharedWriter, Writer};
 use crate::{AuditError, AuditOptions, DigestKey, FailMode};
 
-/// Records waiting for the writer at most.
-const QUEUE: usize = 16 * 1024;
-/// Bytes kept while the file cannot be written; later records are dropped
-/// (and a gap record says how many).
-const MAX_PENDING: usize = 16 << 20;
-/// How often the writer retries a file it could not write.
-const RETRY: Duration = Duration::from_millis(250);
 /// How long [`AuditLog::flush`] waits for the writer.
 const FLUSH_WAIT: Duration = Duration::from_secs(10);
-/// How long the writer lets records gather after a batch (a flush, or the
-/// log's end, cuts it short). A busy host then wakes it fifty times a
-/// second, not once per call: handing over a record is a push onto the
-/// queue, with no wake-up of another thread, and the file is written in
-/// batches of many records.
-const LINGER: Duration = Duration::from_millis(20);
-
-enum Message {
-    Record(Event, SystemTime),
-    Flush(Ack),
-}
-
-/// Who waits for the records before a flush to be written.
-enum Ack {
-    /// A thread ([`AuditLog::flush`]).
-    Thread(mpsc::Sender<Result<(), String>>),
-    /// A task ([`CallAuditor::settled`]).
-    Task(tokio::sync::oneshot::Sender<Result<(), String>>),
-}
-
-impl Ack {
-    fn send(self, result: Result<(), String>) {
-        let _ = match self {
-            Ack::Thread(ack) => ack.send(result).ok(),
-            Ack::Task(ack) => ack.send(result).ok(),
-        };
-    }
-}
 
 /// What the calls and the writer share.
-struct Shared {
-    path: PathBuf,
-    fail: FailMode,
+pub(crate) struct Shared {
+    pub(crate) path: PathBuf,
+    pub(crate) fail: FailMode,
     arguments: bool,
     /// The key of the arguments digests.
     key: DigestKey,
     /// Why the file cannot be written now, if it cannot.
-    failure: Mutex<Option<String>>,
+    pub(crate) failure: Mutex<Option<String>>,
     /// Records dropped before the writer saw them (queue full, failing open).
-    dropped: AtomicU64,
+    pub(crate) dropped: AtomicU64,
 }
 
 /// An append-only, hash-chained audit log in a file. Cheap to share; the
 /// last handle dropped writes what is queued and stops the writer.
 pub struct AuditLog {
     shared: Arc<Shared>,
+    writer: SharedWriter,
+    /// Calls write their records themselves (see [`CallAuditor::settled`]);
+    /// else they queue them for the thread.
+    inline: bool,
+    /// To the thread: records and flushes (written in batches), or only
+    /// its end (written inline).
     queue: SyncSender<Message>,
-    writer: Mutex<Option<JoinHandle<()>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl AuditLog {
@@ -122,7 +96,10 @@ impl AuditLog {
             );
         }
         let torn_bytes = torn.map_or(0, |t| t.bytes);
-        Self::start(Box::new(sink), end, options, torn_bytes)
+        // A regular file takes a record in a few microseconds: a call
+        // failing closed writes its own rather than wait for a thread.
+        let inline = options.fail == FailMode::Closed && !special;
+        Self::start(Box::new(sink), end, options, torn_bytes, inline)
     }
 
     /// A log whose records go to `sink`, continuing the chain that ends at
@@ -133,7 +110,7 @@ impl AuditLog {
         end: ChainEnd,
         options: AuditOptions,
     ) -> Result<Self, AuditError> {
-        Self::start(sink, end, options, 0)
+        Self::start(sink, end, options, 0, false)
     }
 
     fn start(
@@ -141,6 +118,7 @@ impl AuditLog {
         end: ChainEnd,
         options: AuditOptions,
         torn_bytes: u64,
+        inline: bool,
     ) -> Result<Self, AuditError> {
         let path = options.path.clone();
         let key = match options.digest_key {
@@ -155,14 +133,7 @@ impl AuditLog {
             failure: Mutex::new(None),
             dropped: AtomicU64::new(0),
         });
-        let mut writer = Writer {
-            shared: shared.clone(),
-            sink,
-            end,
-            pending: Vec::new(),
-            pending_bytes: 0,
-            acks: Vec::new(),
-        };
+        let mut writer = Writer::new(shared.clone(), sink, end);
         let entry = options.entry.clone();
         writer.seal(&Event::Open { entry, torn_bytes }, SystemTime::now());
         // Failing closed, a log that cannot be written is an error now;
@@ -172,18 +143,25 @@ impl AuditLog {
             (Err(reason), FailMode::Closed) => return Err(AuditError::Write { path, reason }),
             (Err(reason), FailMode::Open) => writer.report(Err(reason)),
         }
-        let (queue, receiver) = mpsc::sync_channel(QUEUE);
+        let writer = Arc::new(Mutex::new(writer));
+        let (queue, receiver) = mpsc::sync_channel(if inline { 0 } else { QUEUE });
+        let theirs = writer.clone();
         let thread = std::thread::Builder::new()
             .name("wasm-agent-audit".into())
-            .spawn(move || writer.run(receiver))
+            .spawn(move || match inline {
+                true => writer::retry_inline(theirs, receiver),
+                false => writer::write_batches(theirs, receiver),
+            })
             .map_err(|e| AuditError::Write {
                 path: path.clone(),
                 reason: format!("cannot start the writer: {e}"),
             })?;
         Ok(Self {
             shared,
+            writer,
+            inline,
             queue,
-            writer: Mutex::new(Some(thread)),
+            thread: Mutex::new(Some(thread)),
         })
     }
 
@@ -200,11 +178,14 @@ impl AuditLog {
     /// Waits until every record handed over so far is written; the error
     /// says why they could not be.
     pub fn flush(&self) -> Result<(), AuditError> {
-        let (ack, answer) = mpsc::channel();
         let error = |reason: String| AuditError::Write {
             path: self.shared.path.clone(),
             reason,
         };
+        if self.inline {
+            return self.write_inline().map_err(error);
+        }
+        let (ack, answer) = mpsc::channel();
         self.queue
             .send(Message::Flush(Ack::Thread(ack)))
             .map_err(|_| error("the writer has stopped".into()))?;
@@ -215,10 +196,26 @@ impl AuditLog {
             .map_err(error)
     }
 
+    /// Written inline: writes every record sealed and not yet written,
+    /// on this thread; what could not be written is left to the thread to
+    /// retry.
+    fn write_inline(&self) -> Result<(), String> {
+        let mut writer = writer::lock(&self.writer);
+        if writer.is_written() {
+            return Ok(());
+        }
+        let written = writer.write_and_report();
+        drop(writer);
+        if written.is_err() {
+            self.wake_writer();
+        }
+        written
+    }
+
     /// Cuts the writer's wait for more records short.
     fn wake_writer(&self) {
-        if let Some(writer) = &*self.writer.lock().unwrap_or_else(PoisonError::into_inner) {
-            writer.thread().unpark();
+        if let Some(thread) = &*self.thread.lock().unwrap_or_else(PoisonError::into_inner) {
+            thread.thread().unpark();
         }
     }
 
@@ -233,8 +230,8 @@ impl AuditLog {
 
 impl Drop for AuditLog {
     fn drop(&mut self) {
-        let writer = self
-            .writer
+        let thread = self
+            .thread
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
@@ -242,9 +239,9 @@ impl Drop for AuditLog {
         // the sender is all that holds it open, and it is ours.
         let (closed, _) = mpsc::sync_channel(0);
         drop(std::mem::replace(&mut self.queue, closed));
-        if let Some(writer) = writer {
-            writer.thread().unpark();
-            let _ = writer.join();
+        if let Some(thread) = thread {
+            thread.thread().unpark();
+            let _ = thread.join();
         }
     }
 }
@@ -271,10 +268,14 @@ impl CallAuditor for AuditLog {
 
     /// Failing closed, a call is answered only once its record is in the
     /// file (the operating system's), where killing the process cannot
-    /// lose it.
+    /// lose it. Written inline, the call writes it now, with any other
+    /// record sealed and not yet written.
     fn settled(&self) -> Option<wasm_agent_sandbox::report::Settled> {
         if self.shared.fail != FailMode::Closed {
             return None;
+        }
+        if self.inline {
+            return Some(Box::pin(std::future::ready(self.write_inline())));
         }
         let (ack, written) = tokio::sync::oneshot::channel();
         if self.queue.send(Message::Flush(Ack::Task(ack))).is_err() {
@@ -306,6 +307,13 @@ impl AuditLog {
     }
 
     fn enqueue(&self, message: Message) {
+        if self.inline {
+            writer::lock(&self.writer).take(message);
+            // Its call's answer waits for it (`settled`); an operator's
+            // action is written now too.
+            let _ = self.write_inline();
+            return;
+        }
         match self.queue.try_send(message) {
             Ok(()) => {}
             // Failing closed, a call waits for room rather than go unrecorded.
@@ -319,123 +327,49 @@ impl AuditLog {
     }
 }
 
-/// The writer thread's state.
-struct Writer {
-    shared: Arc<Shared>,
-    sink: Box<dyn AuditSink>,
-    end: ChainEnd,
-    /// Sealed lines not yet written, and their size.
-    pending: Vec<String>,
-    pending_bytes: usize,
-    /// Flushes waiting for `pending` to be written.
-    acks: Vec<Ack>,
-}
+#[cfg(test)]
+mod tests {
+    use std::task::{Context, Poll, Waker};
 
-impl Writer {
-    fn run(mut self, queue: Receiver<Message>) {
-        loop {
-            let first = if self.pending.is_empty() {
-                queue.recv().map_err(|_| RecvTimeoutError::Disconnected)
-            } else {
-                queue.recv_timeout(RETRY)
-            };
-            let (open, busy) = match first {
-                Ok(message) => {
-                    self.take(message);
-                    // A batch: whatever else is queued now.
-                    for message in queue.try_iter().take(QUEUE) {
-                        self.take(message);
-                    }
-                    (true, true)
-                }
-                Err(RecvTimeoutError::Timeout) => (true, false),
-                Err(RecvTimeoutError::Disconnected) => (false, false),
-            };
-            self.note_dropped();
-            let written = self.write();
-            self.report(written);
-            if !open {
-                return;
-            }
-            if busy {
-                std::thread::park_timeout(LINGER);
-            }
-        }
+    use super::*;
+    use crate::record::OperatorAction;
+
+    fn lines(path: &Path) -> usize {
+        std::fs::read_to_string(path).unwrap().lines().count()
     }
 
-    fn take(&mut self, message: Message) {
-        match message {
-            // Failing closed, nothing is dropped: calls are refused while
-            // the log cannot be written, so only calls in flight add more.
-            Message::Record(event, time)
-                if self.pending_bytes < MAX_PENDING || self.shared.fail == FailMode::Closed =>
-            {
-                self.seal(&event, time)
-            }
-            Message::Record(..) => {
-                self.shared.dropped.fetch_add(1, Ordering::Relaxed);
-            }
-            Message::Flush(ack) => self.acks.push(ack),
-        }
-    }
-
-    /// Numbers, chains and queues one record.
-    fn seal(&mut self, event: &Event, time: SystemTime) {
-        let body = record::body(event, self.end.seq, &self.end.prev, time);
-        let (line, hash) = chain::seal(&body);
-        self.pending_bytes += line.len() + 1;
-        self.pending.push(line);
-        self.end = ChainEnd {
-            seq: self.end.seq + 1,
-            prev: hash,
+    #[test]
+    fn failing_closed_a_file_holds_each_record_before_the_caller_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open(AuditOptions::new(&path)).unwrap();
+        assert_eq!(lines(&path), 1, "the open record");
+        let action = OperatorAction {
+            operator: "ann".into(),
+            action: "log_in".into(),
+            ..OperatorAction::default()
         };
+        log.operator_action(action);
+        assert_eq!(lines(&path), 2, "written by the caller, not later");
+        let mut settled = log.settled().expect("failing closed, calls wait");
+        let polled = settled
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()));
+        assert_eq!(polled, Poll::Ready(Ok(())), "nothing left to wait for");
+        drop(log);
+        assert_eq!(lines(&path), 2);
     }
 
-    /// A record of the records dropped since the last, in the chain.
-    fn note_dropped(&mut self) {
-        let dropped = self.shared.dropped.swap(0, Ordering::Relaxed);
-        if dropped > 0 {
-            tracing::warn!(target: "wasm_agent::audit", dropped, "audit records were dropped");
-            self.seal(&Event::Gap { dropped }, SystemTime::now());
-        }
-    }
-
-    /// Writes what is pending.
-    fn write(&mut self) -> Result<(), String> {
-        if self.pending.is_empty() {
-            return Ok(());
-        }
-        let head = Head::of(&self.end).expect("records were sealed");
-        self.sink.append(&self.pending, &head)?;
-        self.pending.clear();
-        self.pending_bytes = 0;
-        Ok(())
-    }
-
-    /// Records whether the file can be written, and answers flushes.
-    fn report(&mut self, written: Result<(), String>) {
-        let mut failure = self
-            .shared
-            .failure
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        match (&written, failure.is_some()) {
-            (Err(reason), false) => tracing::error!(
-                target: "wasm_agent::audit",
-                path = %self.shared.path.display(),
-                "the audit log cannot be written: {reason}"
-            ),
-            (Ok(()), true) => tracing::warn!(
-                target: "wasm_agent::audit",
-                path = %self.shared.path.display(),
-                "the audit log can be written again"
-            ),
-            _ => {}
-        }
-        *failure = written.clone().err();
-        drop(failure);
-        for ack in self.acks.drain(..) {
-            ack.send(written.clone());
-        }
+    #[test]
+    fn failing_open_records_are_written_by_the_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let mut options = AuditOptions::new(&path);
+        options.fail = FailMode::Open;
+        let log = AuditLog::open(options).unwrap();
+        assert!(log.settled().is_none(), "failing open, no call waits");
+        log.operator_action(OperatorAction::default());
+        log.flush().unwrap();
+        assert_eq!(lines(&path), 2);
     }
 }
