@@ -69,8 +69,8 @@ pub(crate) struct Writer {
     acks: Vec<Ack>,
 }
 
-/// Locks `writer`; a call that panicked holding it left it consistent
-/// (every change to it is one assignment after the work).
+/// Locks `writer`; a poisoned lock is taken as it is, like the log's
+/// other locks.
 pub(crate) fn lock(writer: &SharedWriter) -> MutexGuard<'_, Writer> {
     writer.lock().unwrap_or_else(PoisonError::into_inner)
 }
