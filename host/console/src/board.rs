@@ -159,7 +159,7 @@ impl CallBoard {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .add(
-                &row.outcome,
+                report.outcome,
                 row.duration_us,
                 row.refusals,
                 SystemTime::now(),

@@ -109,9 +109,9 @@ mod tests {
         let mut series = Series::default();
         let now = SystemTime::now();
         for _ in 0..3 {
-            series.add("ok", 40, 0, now);
+            series.add(None, 40, 0, now);
         }
-        series.add("denied", 10, 0, now);
+        series.add(Some(wasm_agent_sandbox::ErrorKind::Denied), 10, 0, now);
         let charts = charts(&series.last_hour(now));
         assert_eq!((charts.calls, charts.denials), (4, 1));
         assert_eq!(charts.calls_chart.matches("<rect").count(), MINUTES);

@@ -4,20 +4,12 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use wasm_agent_sandbox::ErrorKind;
+
 /// Minutes kept.
 pub const MINUTES: usize = 60;
 /// Latency buckets: bucket `i` holds durations up to `2^(i/2)` µs.
 const BUCKETS: usize = 64;
-
-/// Outcomes that are refusals of what a caller or tool tried.
-const REFUSALS: [&str; 6] = [
-    "denied",
-    "capability_denied",
-    "rate_limited",
-    "unknown_tool",
-    "invalid_arguments",
-    "audit_unavailable",
-];
 
 /// One minute's figures.
 #[derive(Clone, Debug)]
@@ -72,9 +64,15 @@ pub struct Series {
 }
 
 impl Series {
-    /// Counts a call that ended at `now` with `outcome` (`ok` or an error
-    /// kind), after `duration_us`, its tool refused `denials` times.
-    pub fn add(&mut self, outcome: &str, duration_us: u64, denials: u64, now: SystemTime) {
+    /// Counts a call that ended at `now` with `outcome` (`None`: it
+    /// succeeded), after `duration_us`, its tool refused `denials` times.
+    pub fn add(
+        &mut self,
+        outcome: Option<ErrorKind>,
+        duration_us: u64,
+        denials: u64,
+        now: SystemTime,
+    ) {
         let stamp = minute_of(now);
         if self.minutes.is_empty() {
             self.minutes = vec![Minute::default(); MINUTES];
@@ -87,10 +85,10 @@ impl Series {
             };
         }
         slot.calls += 1;
-        if outcome != "ok" {
+        if outcome.is_some() {
             slot.failed += 1;
         }
-        let refused = u64::from(REFUSALS.contains(&outcome));
+        let refused = u64::from(outcome.is_some_and(ErrorKind::is_refusal));
         // A call refused for what its tool tried counts the attempts, not twice.
         slot.denials += if denials > 0 { denials } else { refused };
         slot.latency[bucket_of(duration_us)] += 1;
@@ -140,14 +138,16 @@ mod tests {
         let mut series = Series::default();
         let now = UNIX_EPOCH + Duration::from_secs(1_000_000 * 60 + 5);
         for micros in [100, 200, 300, 400, 100_000] {
-            series.add("ok", micros, 0, now);
+            series.add(None, micros, 0, now);
         }
-        series.add("capability_denied", 50, 2, now);
-        series.add("denied", 10, 0, now);
+        series.add(Some(ErrorKind::CapabilityDenied), 50, 2, now);
+        series.add(Some(ErrorKind::Denied), 10, 0, now);
+        // A failure while it ran is no refusal.
+        series.add(Some(ErrorKind::Timeout), 100_000, 0, now);
         let hour = series.last_hour(now + Duration::from_secs(30));
         assert_eq!(hour.len(), MINUTES);
         let last = hour.last().unwrap();
-        assert_eq!((last.calls, last.failed, last.denials), (7, 2, 3));
+        assert_eq!((last.calls, last.failed, last.denials), (8, 3, 3));
         let p50 = last.percentile(0.5).unwrap();
         assert!((200..=300).contains(&p50), "p50 {p50}");
         assert!(last.percentile(0.99).unwrap() >= 100_000);
@@ -158,10 +158,10 @@ mod tests {
     fn an_hour_later_the_minute_is_gone() {
         let mut series = Series::default();
         let then = UNIX_EPOCH + Duration::from_secs(7_000 * 60);
-        series.add("ok", 5, 0, then);
+        series.add(None, 5, 0, then);
         let later = then + Duration::from_secs(60 * 60);
         assert!(series.last_hour(later).iter().all(|m| m.calls == 0));
-        series.add("ok", 5, 0, later);
+        series.add(None, 5, 0, later);
         assert_eq!(series.last_hour(later).last().unwrap().calls, 1);
     }
 }

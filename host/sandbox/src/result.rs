@@ -114,6 +114,21 @@ impl ErrorKind {
         self.into()
     }
 
+    /// Whether it refuses what the caller or the tool tried (a denial, a
+    /// limit, an unknown tool, bad arguments, no audit trail), rather than
+    /// a call that failed while it ran.
+    pub fn is_refusal(self) -> bool {
+        matches!(
+            self,
+            Self::Denied
+                | Self::CapabilityDenied
+                | Self::RateLimited
+                | Self::UnknownTool
+                | Self::InvalidArguments
+                | Self::AuditUnavailable
+        )
+    }
+
     /// Every kind, in the order declared.
     pub fn all() -> impl Iterator<Item = ErrorKind> {
         <ErrorKind as strum::IntoEnumIterator>::iter()
