@@ -59,9 +59,9 @@ pub(crate) type SharedWriter = Arc<Mutex<Writer>>;
 
 /// The writer's state.
 pub(crate) struct Writer {
-    pub(crate) shared: Arc<Shared>,
-    pub(crate) sink: Box<dyn AuditSink>,
-    pub(crate) end: ChainEnd,
+    shared: Arc<Shared>,
+    sink: Box<dyn AuditSink>,
+    end: ChainEnd,
     /// Sealed lines not yet written, and their size.
     pending: Vec<String>,
     pending_bytes: usize,
