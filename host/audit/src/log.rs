@@ -333,6 +333,7 @@ mod tests {
 
     use super::*;
     use crate::record::OperatorAction;
+    use std::sync::atomic::AtomicBool;
 
     fn lines(path: &Path) -> usize {
         std::fs::read_to_string(path).unwrap().lines().count()
@@ -358,6 +359,64 @@ mod tests {
         assert_eq!(polled, Poll::Ready(Ok(())), "nothing left to wait for");
         drop(log);
         assert_eq!(lines(&path), 2);
+    }
+
+    /// A sink that refuses every batch while `failing` is set.
+    struct Flaky {
+        failing: Arc<AtomicBool>,
+        appended: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl AuditSink for Flaky {
+        fn append(&mut self, records: &[String], _head: &Head) -> Result<(), String> {
+            if self.failing.load(Ordering::SeqCst) {
+                return Err("no space left on device".into());
+            }
+            self.appended.lock().unwrap().extend_from_slice(records);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn failing_closed_a_record_written_inline_that_fails_withholds_the_answer_until_retried() {
+        let failing = Arc::new(AtomicBool::new(false));
+        let appended = Arc::new(Mutex::new(Vec::new()));
+        let sink = Flaky {
+            failing: failing.clone(),
+            appended: appended.clone(),
+        };
+        let options = AuditOptions::new(Path::new("flaky.jsonl"));
+        let log = AuditLog::start(Box::new(sink), ChainEnd::start(), options, 0, true).unwrap();
+        let count = || appended.lock().unwrap().len();
+        assert_eq!(count(), 1, "the open record");
+
+        failing.store(true, Ordering::SeqCst);
+        log.operator_action(OperatorAction::default());
+        let mut settled = log.settled().expect("failing closed, calls wait");
+        let polled = settled
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()));
+        assert!(
+            matches!(&polled, Poll::Ready(Err(reason)) if reason.contains("no space left")),
+            "the call's answer must be withheld: {polled:?}"
+        );
+        assert!(log.admit().is_err(), "new calls are refused meanwhile");
+        assert_eq!(count(), 1, "nothing was written");
+
+        // The disk has room again: the thread writes the pending record.
+        failing.store(false, Ordering::SeqCst);
+        let waited = std::time::Instant::now();
+        while count() < 2 && waited.elapsed() < std::time::Duration::from_secs(10) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(count(), 2, "the pending record, written by the retry");
+        assert!(appended.lock().unwrap()[1].contains("\"seq\":1"));
+        assert!(log.admit().is_ok(), "calls are admitted again");
+        let mut settled = log.settled().expect("failing closed, calls wait");
+        let polled = settled
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()));
+        assert_eq!(polled, Poll::Ready(Ok(())));
     }
 
     #[test]
