@@ -9,6 +9,14 @@
 //! them for CPython). Merged, the table is defined where it is filled, at
 //! constant offsets, and the engine fills it lazily, as entries are called.
 //!
+//! The same goes for the shim `wit-component` puts before any module whose
+//! imports need its memory (a Rust tool's main module, for one): a module
+//! importing nothing, whose functions call through its own table, which a
+//! later module fills with the lowered host functions. Merged into the module
+//! calling those functions, it is one instance fewer to make on every
+//! instantiation, and the main module's imports of it (87 for the test
+//! fixture tool) are no longer wired one by one.
+//!
 //! What the component does is unchanged: the same functions run on the same
 //! memory and table, with the same imports from the host; only the
 //! boundaries between the merged modules are gone. A component of any other
@@ -53,7 +61,7 @@ impl From<wasm_encoder::reencode::Error<RelinkError>> for RelinkError {
 
 /// The version of what relinking writes: raised whenever the same input
 /// would be relinked differently (a compile cache keys its entries by it).
-pub const FORMAT: u32 = 1;
+pub const FORMAT: u32 = 2;
 
 /// What relinking did.
 #[derive(Debug)]

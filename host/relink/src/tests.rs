@@ -88,7 +88,13 @@ fn instantiate(bytes: &[u8]) -> (Store<()>, wasmtime::component::Instance) {
     let engine = Engine::default();
     let component = Component::new(&engine, bytes).expect("compiles");
     let mut store = Store::new(&engine, ());
-    let instance = Linker::new(&engine)
+    let mut linker = Linker::new(&engine);
+    // The host function `SHIM`'s component imports.
+    linker
+        .root()
+        .func_wrap("len", |_, (s,): (String,)| Ok((s.len() as u32,)))
+        .expect("defines len");
+    let instance = linker
         .instantiate(&mut store, &component)
         .expect("instantiates");
     (store, instance)
@@ -114,6 +120,11 @@ fn modules(bytes: &[u8]) -> Vec<Vec<u8>> {
         }
     }
     out
+}
+
+/// The core modules with anything in them (merged members are emptied).
+fn non_empty_modules(bytes: &[u8]) -> Vec<Vec<u8>> {
+    modules(bytes).into_iter().filter(|m| m.len() > 8).collect()
 }
 
 /// Of one module: tables defined, tables imported, and each active element
@@ -160,10 +171,9 @@ fn linked_modules_become_one_that_fills_its_own_table_at_constant_offsets() {
         .expect("something to merge");
     assert_eq!(relinked.merged, 3, "main, adapter and lib");
 
-    let after = modules(&relinked.bytes);
-    let full: Vec<&Vec<u8>> = after.iter().filter(|m| m.len() > 8).collect();
+    let full = non_empty_modules(&relinked.bytes);
     assert_eq!(full.len(), 1, "one module left with anything in it");
-    let (defined, imported, offsets) = tables(full[0]);
+    let (defined, imported, offsets) = tables(&full[0]);
     assert_eq!((defined, imported), (1, 0));
     assert_eq!(offsets, [Some(2)], "the base folded into the offset");
 
@@ -382,4 +392,68 @@ fn a_member_exported_or_aliased_by_a_nested_component_is_not_merged() {
         let original = component(&variant);
         assert!(relink(&original).expect("reads").is_none());
     }
+}
+
+/// The shape `wit-component` gives a module importing a host function that
+/// reads its memory: a shim (importing nothing) whose function calls through
+/// its own table, the main module importing that function, and a fixup
+/// module filling the shim's table with the lowered host function once
+/// main's memory exists. Main has a table of its own, as Rust's has.
+const SHIM: &str = r#"
+(component
+  (import "len" (func $len (param "s" string) (result u32)))
+  (core module $shim
+    (type $t (func (param i32 i32) (result i32)))
+    (table (export "$imports") 1 1 funcref)
+    (func (export "0") (type $t) local.get 0 local.get 1 i32.const 0 call_indirect (type $t))
+  )
+  (core module $main
+    (import "host" "len" (func $len (param i32 i32) (result i32)))
+    (memory (export "memory") 1)
+    (table 2 funcref)
+    (elem (i32.const 0) func $three $four)
+    (data (i32.const 100) "hello")
+    (func $three (result i32) i32.const 3)
+    (func $four (result i32) i32.const 4)
+    (func (export "run") (param i32) (result i32)
+      i32.const 100 i32.const 5 call $len
+      local.get 0 call_indirect (result i32)
+      i32.add)
+  )
+  (core module $fixup
+    (type $t (func (param i32 i32) (result i32)))
+    (import "" "0" (func $f (type $t)))
+    (import "" "$imports" (table 1 1 funcref))
+    (elem (i32.const 0) func $f)
+  )
+  (core instance $s (instantiate $shim))
+  (alias core export $s "0" (core func $shim_len))
+  (core instance $host (export "len" (func $shim_len)))
+  (core instance $m (instantiate $main (with "host" (instance $host))))
+  (alias core export $m "memory" (core memory $mem))
+  (core func $lowered (canon lower (func $len) (memory $mem)))
+  (alias core export $s "$imports" (core table $tab))
+  (core instance $fixup_args (export "0" (func $lowered)) (export "$imports" (table $tab)))
+  (core instance (instantiate $fixup (with "" (instance $fixup_args))))
+  (func (export "run") (param "i" u32) (result u32) (canon lift (core func $m "run")))
+)
+"#;
+
+#[test]
+fn a_shim_becomes_part_of_the_module_calling_it_and_the_fixup_still_fills_its_table() {
+    let original = component(SHIM);
+    let relinked = relink(&original)
+        .expect("relinks")
+        .expect("the shim to merge");
+    assert_eq!(relinked.merged, 2, "shim and main");
+
+    let full = non_empty_modules(&relinked.bytes);
+    assert_eq!(full.len(), 2, "main with the shim in it, and the fixup");
+    assert_eq!(tables(&full[0]).0, 2, "main's table and the shim's");
+    assert_eq!(tables(&full[1]).1, 1, "the fixup fills the shim's table");
+
+    // "hello" read by the host through the shim's table, plus main's own.
+    let before = run(&original, "run", &[0, 1]);
+    assert_eq!(before, [5 + 3, 5 + 4]);
+    assert_eq!(run(&relinked.bytes, "run", &[0, 1]), before);
 }

@@ -1,6 +1,7 @@
 //! Choosing what to merge: the instantiation that defines a function table
 //! others import, those importers, and any instantiation between them that
-//! they need and that needs them.
+//! they need and that needs them; failing that, a shim and the instantiation
+//! calling its functions.
 
 use std::collections::{HashMap, HashSet};
 
@@ -15,68 +16,140 @@ use crate::merge::{self, Kind, Summary};
 /// The most rounds of choosing members.
 const MAX_ROUNDS: usize = 64;
 
+/// What choosing needs to know of every instantiation of a level.
+struct Facts {
+    refs: HashMap<usize, Vec<(Space, u32)>>,
+    /// What each module instantiated here is (`None`: tags, not handled).
+    summaries: HashMap<u32, Option<Summary>>,
+    /// Where every import of every instantiation comes from.
+    origins: HashMap<u32, Vec<(Origin, Kind)>>,
+    /// How many times each module is instantiated.
+    uses: HashMap<u32, u32>,
+}
+
+impl Facts {
+    fn gather(level: &Level<'_>) -> Result<Self, RelinkError> {
+        let mut facts = Facts {
+            refs: canon_refs(level)?,
+            summaries: HashMap::new(),
+            origins: HashMap::new(),
+            uses: HashMap::new(),
+        };
+        for index in 0..level.instances.len() as u32 {
+            let Ok((module, args)) = level.instantiation(index) else {
+                continue;
+            };
+            *facts.uses.entry(module).or_default() += 1;
+            let Some(bytes) = level.module_bytes(module) else {
+                continue;
+            };
+            if let std::collections::hash_map::Entry::Vacant(slot) = facts.summaries.entry(module) {
+                slot.insert(merge::summary(bytes)?);
+            }
+            let Some(summary) = &facts.summaries[&module] else {
+                continue;
+            };
+            let mut list = Vec::new();
+            for (module, name, kind) in &summary.imports {
+                list.push((level.import_origin(args, module, name)?, *kind));
+            }
+            facts.origins.insert(index, list);
+        }
+        Ok(facts)
+    }
+
+    fn summary_of(&self, level: &Level<'_>, instance: u32) -> Option<&Summary> {
+        let (module, _) = level.instantiation(instance).ok()?;
+        self.summaries.get(&module)?.as_ref()
+    }
+
+    /// The instantiations, in order, of which a summary is known.
+    fn candidates(&self) -> Vec<u32> {
+        let mut candidates: Vec<u32> = self.origins.keys().copied().collect();
+        candidates.sort_unstable();
+        candidates
+    }
+
+    /// The instantiations importing an item of `kind` that `definer` exports
+    /// under one of `names` (any name when `names` is `None`).
+    fn importers(&self, definer: u32, kind: Kind, names: Option<&[String]>) -> Vec<u32> {
+        self.candidates()
+            .into_iter()
+            .filter(|i| {
+                self.origins[i].iter().any(|(origin, k)| {
+                    *k == kind
+                        && matches!(origin, Origin::Export { instance, name }
+                            if *instance == definer
+                                && names.is_none_or(|names| names.contains(name)))
+                })
+            })
+            .collect()
+    }
+}
+
 /// The plan for `level`, or `None` when it has nothing to merge.
 pub(super) fn plan(level: &Level<'_>) -> Result<Option<Plan>, RelinkError> {
-    let refs = canon_refs(level)?;
-    // What each module instantiated here is (`None`: tags, not handled).
-    let mut summaries: HashMap<u32, Option<Summary>> = HashMap::new();
-    // Where every import of every instantiation comes from.
-    let mut origins: HashMap<u32, Vec<(Origin, Kind)>> = HashMap::new();
-    let mut uses: HashMap<u32, u32> = HashMap::new();
-    for index in 0..level.instances.len() as u32 {
-        let Ok((module, args)) = level.instantiation(index) else {
-            continue;
-        };
-        *uses.entry(module).or_default() += 1;
-        let Some(bytes) = level.module_bytes(module) else {
-            continue;
-        };
-        if let std::collections::hash_map::Entry::Vacant(slot) = summaries.entry(module) {
-            slot.insert(merge::summary(bytes)?);
+    let facts = Facts::gather(level)?;
+    for seed in [table_seed(level, &facts), shim_seed(level, &facts)]
+        .into_iter()
+        .flatten()
+    {
+        if let Some(plan) = grow(level, &facts, seed)? {
+            return Ok(Some(plan));
         }
-        let Some(summary) = &summaries[&module] else {
-            continue;
-        };
-        let mut list = Vec::new();
-        for (module, name, kind) in &summary.imports {
-            list.push((level.import_origin(args, module, name)?, *kind));
-        }
-        origins.insert(index, list);
     }
-    let summary_of = |instance: u32| -> Option<&Summary> {
-        let (module, _) = level.instantiation(instance).ok()?;
-        summaries.get(&module)?.as_ref()
-    };
+    Ok(None)
+}
 
-    // The instantiation defining the table the most others import.
+/// The instantiation defining the table the most others import (a shared
+/// library's), with those importers.
+fn table_seed(level: &Level<'_>, facts: &Facts) -> Option<(u32, Vec<u32>)> {
     let mut best: Option<(u32, Vec<u32>)> = None;
-    let mut candidates: Vec<u32> = origins.keys().copied().collect();
-    candidates.sort_unstable();
-    for &definer in &candidates {
-        let Some(tables) = summary_of(definer).map(|s| &s.exported_tables) else {
+    for definer in facts.candidates() {
+        let Some(tables) = facts.summary_of(level, definer).map(|s| &s.exported_tables) else {
             continue;
         };
         if tables.is_empty() {
             continue;
         }
-        let importers: Vec<u32> = candidates
-            .iter()
-            .copied()
-            .filter(|i| {
-                origins[i].iter().any(|(origin, kind)| {
-                    *kind == Kind::Table
-                        && matches!(origin, Origin::Export { instance, name }
-                            if *instance == definer && tables.contains(name))
-                })
-            })
-            .collect();
+        let importers = facts.importers(definer, Kind::Table, Some(tables));
         if best.as_ref().is_none_or(|(_, b)| importers.len() > b.len()) {
             best = Some((definer, importers));
         }
     }
-    let Some((definer, importers)) = best else {
-        return Ok(None);
-    };
+    best.filter(|(_, importers)| !importers.is_empty())
+}
+
+/// The shim `wit-component` puts before a module whose imports need its own
+/// memory: a module importing nothing, whose functions call through a table
+/// that a later module fills. With the instantiations calling those
+/// functions (the main module), the shim becomes part of them, so that one
+/// instance fewer is made and its imports wired on every instantiation.
+fn shim_seed(level: &Level<'_>, facts: &Facts) -> Option<(u32, Vec<u32>)> {
+    facts.candidates().into_iter().find_map(|definer| {
+        let summary = facts.summary_of(level, definer)?;
+        if !summary.imports.is_empty() || summary.exported_tables.is_empty() {
+            return None;
+        }
+        let importers = facts.importers(definer, Kind::Func, None);
+        (!importers.is_empty()).then_some((definer, importers))
+    })
+}
+
+/// The plan merging `seed` (a definer and its importers) and what they need
+/// that needs them, or `None` when they cannot be merged.
+fn grow(
+    level: &Level<'_>,
+    facts: &Facts,
+    (definer, importers): (u32, Vec<u32>),
+) -> Result<Option<Plan>, RelinkError> {
+    let Facts {
+        refs,
+        origins,
+        uses,
+        ..
+    } = facts;
+    let summary_of = |instance: u32| facts.summary_of(level, instance);
 
     let eligible = |instance: u32| -> Result<bool, RelinkError> {
         let (module, _) = level.instantiation(instance)?;
@@ -98,7 +171,7 @@ pub(super) fn plan(level: &Level<'_>) -> Result<Option<Plan>, RelinkError> {
         if !members.contains(&definer) || round == MAX_ROUNDS {
             return Ok(None);
         }
-        let taint = Taint::of(level, &members, &refs);
+        let taint = Taint::of(level, &members, refs);
         let mut sorted: Vec<u32> = members.iter().copied().collect();
         sorted.sort_unstable();
         // The first member importing something that depends on the members
@@ -133,7 +206,7 @@ pub(super) fn plan(level: &Level<'_>) -> Result<Option<Plan>, RelinkError> {
 
     // What depends on the members moves after them; only core definitions
     // can (a component-level one would renumber the component's own items).
-    let taint = Taint::of(level, &members, &refs);
+    let taint = Taint::of(level, &members, refs);
     let positions: HashSet<usize> = members
         .iter()
         .map(|m| level.instances[*m as usize])
@@ -191,7 +264,7 @@ pub(super) fn plan(level: &Level<'_>) -> Result<Option<Plan>, RelinkError> {
     }
     let mut members: Vec<u32> = members.into_iter().collect();
     members.sort_unstable();
-    Plan::build(level, members, &origins, taint.entries).map(Some)
+    Plan::build(level, members, origins, taint.entries).map(Some)
 }
 
 /// Which definitions depend on the members.

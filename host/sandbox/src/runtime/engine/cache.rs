@@ -139,17 +139,23 @@ impl CacheFolder<'_> {
         if let Some(component) = self.load_cached(engine, digest) {
             return Ok((component, CacheOutcome::Hit));
         }
-        let compiled = cache.in_turn(|| compile(bytes, |b| engine.precompile_component(b)))?;
+        // Loaded once from memory before it is kept: what the engine checks
+        // only when loading (that the instances fit its pool) falls back to
+        // the component as given too.
+        let (compiled, loaded) = cache.in_turn(|| {
+            compile(bytes, |b| {
+                let compiled = engine.precompile_component(b)?;
+                // SAFETY: these bytes were produced just now by this engine.
+                let loaded = unsafe { Component::deserialize(engine, &compiled)? };
+                Ok((compiled, loaded))
+            })
+        })?;
         if let Err(e) = write_entry(&self.entry(engine, digest), &compiled) {
             tracing::warn!(cache = %self.dir.display(), "cannot write the compile cache: {e}");
         }
         // Mapped from the entry, the code is shared with the page cache
         // rather than held in memory of its own.
-        let component = match self.load_cached(engine, digest) {
-            Some(component) => component,
-            // SAFETY: these bytes were produced just now by this engine.
-            None => unsafe { Component::deserialize(engine, &compiled)? },
-        };
+        let component = self.load_cached(engine, digest).unwrap_or(loaded);
         Ok((component, CacheOutcome::Compiled))
     }
 

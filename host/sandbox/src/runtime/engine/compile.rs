@@ -1,8 +1,10 @@
 //! Compiling a component: relinked first when its core modules are linked
 //! at instantiation time (an interpreter built from shared libraries, as
 //! componentize-py and componentize-qjs make them), so that its function
-//! table is filled lazily rather than entry by entry on every call; as given
-//! otherwise. See `wasm_agent_relink`.
+//! table is filled lazily rather than entry by entry on every call, or when
+//! it has a shim to merge into its main module (any `wit-component` output
+//! whose imports need the main module's memory); as given otherwise. See
+//! `wasm_agent_relink`.
 
 /// `compile` applied to `bytes` relinked, or to `bytes` when there is
 /// nothing to relink or the relinked component does not compile.

@@ -55,6 +55,9 @@ fn pooling(concurrency: u32, kept: u32) -> PoolingAllocationConfig {
         .max_core_instances_per_component(64)
         .max_memories_per_component(8)
         .max_tables_per_component(32)
+        // A relinked component's main module defines the shim's table
+        // beside its own (see `wasm_agent_relink`).
+        .max_tables_per_module(2)
         .max_memory_size(wasm_agent_policy::MAX_MEMORY.bytes() as usize)
         // Reset the pages a call touched with memset (found with PAGEMAP_SCAN
         // where the kernel has it) instead of madvise: no TLB-shootdown IPIs
