@@ -399,45 +399,7 @@ fn a_member_exported_or_aliased_by_a_nested_component_is_not_merged() {
 /// its own table, the main module importing that function, and a fixup
 /// module filling the shim's table with the lowered host function once
 /// main's memory exists. Main has a table of its own, as Rust's has.
-const SHIM: &str = r#"
-(component
-  (import "len" (func $len (param "s" string) (result u32)))
-  (core module $shim
-    (type $t (func (param i32 i32) (result i32)))
-    (table (export "$imports") 1 1 funcref)
-    (func (export "0") (type $t) local.get 0 local.get 1 i32.const 0 call_indirect (type $t))
-  )
-  (core module $main
-    (import "host" "len" (func $len (param i32 i32) (result i32)))
-    (memory (export "memory") 1)
-    (table 2 funcref)
-    (elem (i32.const 0) func $three $four)
-    (data (i32.const 100) "hello")
-    (func $three (result i32) i32.const 3)
-    (func $four (result i32) i32.const 4)
-    (func (export "run") (param i32) (result i32)
-      i32.const 100 i32.const 5 call $len
-      local.get 0 call_indirect (result i32)
-      i32.add)
-  )
-  (core module $fixup
-    (type $t (func (param i32 i32) (result i32)))
-    (import "" "0" (func $f (type $t)))
-    (import "" "$imports" (table 1 1 funcref))
-    (elem (i32.const 0) func $f)
-  )
-  (core instance $s (instantiate $shim))
-  (alias core export $s "0" (core func $shim_len))
-  (core instance $host (export "len" (func $shim_len)))
-  (core instance $m (instantiate $main (with "host" (instance $host))))
-  (alias core export $m "memory" (core memory $mem))
-  (core func $lowered (canon lower (func $len) (memory $mem)))
-  (alias core export $s "$imports" (core table $tab))
-  (core instance $fixup_args (export "0" (func $lowered)) (export "$imports" (table $tab)))
-  (core instance (instantiate $fixup (with "" (instance $fixup_args))))
-  (func (export "run") (param "i" u32) (result u32) (canon lift (core func $m "run")))
-)
-"#;
+const SHIM: &str = include_str!("../testdata/shim.wat");
 
 #[test]
 fn a_shim_becomes_part_of_the_module_calling_it_and_the_fixup_still_fills_its_table() {

@@ -391,3 +391,49 @@ fn private_file(path: &Path) -> std::io::Result<fs::File> {
 fn private_file(path: &Path) -> std::io::Result<fs::File> {
     fs::File::create(path)
 }
+
+#[cfg(test)]
+mod tests {
+    use wasmtime::component::Linker;
+    use wasmtime::{Config, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
+
+    use super::*;
+
+    /// A component whose relinked form (its shim merged into its main
+    /// module, which then defines two tables) this engine's pool refuses.
+    #[test]
+    fn a_relinked_component_the_pool_refuses_at_load_falls_back_to_the_one_as_given() {
+        let bytes = wat::parse_str(include_str!("../../../../relink/testdata/shim.wat")).unwrap();
+        let mut pool = PoolingAllocationConfig::new();
+        pool.total_component_instances(1)
+            .total_core_instances(4)
+            .total_memories(1)
+            .total_tables(4)
+            .total_stacks(1)
+            .max_tables_per_module(1);
+        let mut config = Config::new();
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&config).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let cache = CompileCache::new(Some(dir.path().join("cache")));
+        let digest = [7; 32];
+
+        let load = || load_or_compile(&cache, cache.folder(), &engine, &bytes, &digest);
+        let (component, outcome) = load().expect("falls back to the component as given");
+        assert_eq!(outcome, CacheOutcome::Compiled);
+        let (_, outcome) = load().expect("kept in the cache");
+        assert_eq!(outcome, CacheOutcome::Hit);
+
+        let mut linker = Linker::new(&engine);
+        linker
+            .root()
+            .func_wrap("len", |_, (s,): (String,)| Ok((s.len() as u32,)))
+            .unwrap();
+        let mut store = Store::new(&engine, ());
+        let instance = linker.instantiate(&mut store, &component).unwrap();
+        let run = instance
+            .get_typed_func::<(u32,), (u32,)>(&mut store, "run")
+            .unwrap();
+        assert_eq!(run.call(&mut store, (1,)).unwrap(), (5 + 4,));
+    }
+}
