@@ -419,3 +419,39 @@ fn a_shim_becomes_part_of_the_module_calling_it_and_the_fixup_still_fills_its_ta
     assert_eq!(before, [5 + 3, 5 + 4]);
     assert_eq!(run(&relinked.bytes, "run", &[0, 1]), before);
 }
+
+#[test]
+fn an_interpreter_s_libraries_and_its_shim_become_one_module_with_the_libraries_data() {
+    let original = component(include_str!("../testdata/linked_shim.wat"));
+    let relinked = relink(&original)
+        .expect("relinks")
+        .expect("modules to merge");
+    assert_eq!(relinked.merged, 3, "main and lib, then the shim");
+
+    let full = non_empty_modules(&relinked.bytes);
+    assert_eq!(
+        full.len(),
+        2,
+        "one module, and the fixup filling the shim's table"
+    );
+    assert_eq!(tables(&full[0]).0, 2, "the library's table and the shim's");
+    // The library's data, applied to the imported memory on every
+    // instantiation before, is now the defining module's own.
+    assert_eq!(data_segments(&full[0]), 1);
+
+    // "world!" read by the host through the shim, plus the library's entry.
+    let before = run(&original, "run", &[0]);
+    assert_eq!(before, [6 + 6]);
+    assert_eq!(run(&relinked.bytes, "run", &[0]), before);
+}
+
+/// How many data segments a module has.
+fn data_segments(module: &[u8]) -> u32 {
+    wasmparser::Parser::new(0)
+        .parse_all(module)
+        .map(|payload| match payload.expect("parses") {
+            Payload::DataSection(reader) => reader.count(),
+            _ => 0,
+        })
+        .sum()
+}

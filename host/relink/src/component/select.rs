@@ -90,9 +90,9 @@ impl Facts {
 /// The plan for `level`, or `None` when it has nothing to merge.
 pub(super) fn plan(level: &Level<'_>) -> Result<Option<Plan>, RelinkError> {
     let facts = Facts::gather(level)?;
-    for seed in [table_seed(level, &facts), shim_seed(level, &facts)]
+    for seed in table_seeds(level, &facts)
         .into_iter()
-        .flatten()
+        .chain(shim_seed(level, &facts))
     {
         if let Some(plan) = grow(level, &facts, seed)? {
             return Ok(Some(plan));
@@ -101,10 +101,10 @@ pub(super) fn plan(level: &Level<'_>) -> Result<Option<Plan>, RelinkError> {
     Ok(None)
 }
 
-/// The instantiation defining the table the most others import (a shared
-/// library's), with those importers.
-fn table_seed(level: &Level<'_>, facts: &Facts) -> Option<(u32, Vec<u32>)> {
-    let mut best: Option<(u32, Vec<u32>)> = None;
+/// Each instantiation defining a table others import (a shared library's),
+/// with those importers: the most imported first.
+fn table_seeds(level: &Level<'_>, facts: &Facts) -> Vec<(u32, Vec<u32>)> {
+    let mut seeds = Vec::new();
     for definer in facts.candidates() {
         let Some(tables) = facts.summary_of(level, definer).map(|s| &s.exported_tables) else {
             continue;
@@ -113,11 +113,12 @@ fn table_seed(level: &Level<'_>, facts: &Facts) -> Option<(u32, Vec<u32>)> {
             continue;
         }
         let importers = facts.importers(definer, Kind::Table, Some(tables));
-        if best.as_ref().is_none_or(|(_, b)| importers.len() > b.len()) {
-            best = Some((definer, importers));
+        if !importers.is_empty() {
+            seeds.push((definer, importers));
         }
     }
-    best.filter(|(_, importers)| !importers.is_empty())
+    seeds.sort_by_key(|(_, importers)| std::cmp::Reverse(importers.len()));
+    seeds
 }
 
 /// The shim `wit-component` puts before a module whose imports need its own
