@@ -61,7 +61,7 @@ impl From<wasm_encoder::reencode::Error<RelinkError>> for RelinkError {
 
 /// The version of what relinking writes: raised whenever the same input
 /// would be relinked differently (a compile cache keys its entries by it).
-pub const FORMAT: u32 = 3;
+pub const FORMAT: u32 = 4;
 
 /// What relinking did.
 #[derive(Debug)]
@@ -79,17 +79,9 @@ pub fn relink(component: &[u8]) -> Result<Option<Relinked>, RelinkError> {
     if !wasmparser::Parser::is_component(component) || validate(component).is_err() {
         return Ok(None);
     }
-    let Some(mut relinked) = component::relink(component, 0)? else {
+    let Some(relinked) = component::relink(component, 0)? else {
         return Ok(None);
     };
-    // What the first pass leaves: the shim of an interpreter whose libraries
-    // it merged, which the second merges into them.
-    if let Some(again) = component::relink(&relinked.bytes, 0)? {
-        relinked = Relinked {
-            bytes: again.bytes,
-            merged: relinked.merged + again.merged - 1,
-        };
-    }
     validate(&relinked.bytes).map_err(RelinkError::Invalid)?;
     Ok(Some(relinked))
 }
