@@ -15,6 +15,9 @@ use crate::merge::{self, Kind, Summary};
 
 /// The most rounds of choosing members.
 const MAX_ROUNDS: usize = 64;
+/// The most table definers tried (each try is up to `MAX_ROUNDS` rounds
+/// over the level), so a component defining many tables costs no more.
+const MAX_TABLE_SEEDS: usize = 4;
 
 /// What choosing needs to know of every instantiation of a level.
 struct Facts {
@@ -101,8 +104,8 @@ pub(super) fn plan(level: &Level<'_>) -> Result<Option<Plan>, RelinkError> {
     Ok(None)
 }
 
-/// Each instantiation defining a table others import (a shared library's),
-/// with those importers: the most imported first.
+/// The instantiations defining a table others import (a shared library's),
+/// with those importers: the most imported first, at most `MAX_TABLE_SEEDS`.
 fn table_seeds(level: &Level<'_>, facts: &Facts) -> Vec<(u32, Vec<u32>)> {
     let mut seeds = Vec::new();
     for definer in facts.candidates() {
@@ -118,6 +121,7 @@ fn table_seeds(level: &Level<'_>, facts: &Facts) -> Vec<(u32, Vec<u32>)> {
         }
     }
     seeds.sort_by_key(|(_, importers)| std::cmp::Reverse(importers.len()));
+    seeds.truncate(MAX_TABLE_SEEDS);
     seeds
 }
 
