@@ -69,6 +69,13 @@ fn component(wat: &str) -> Vec<u8> {
     wat::parse_str(wat).expect("test component")
 }
 
+/// `original` relinked, which must have something to merge.
+fn relinked(original: &[u8]) -> crate::Relinked {
+    relink(original)
+        .expect("relinks")
+        .expect("something to merge")
+}
+
 /// What `export` returns for each argument, called on one fresh instance.
 fn run(bytes: &[u8], export: &str, args: &[u32]) -> Vec<u32> {
     let (mut store, instance) = instantiate(bytes);
@@ -166,9 +173,7 @@ fn tables(module: &[u8]) -> (usize, usize, Vec<Option<i32>>) {
 #[test]
 fn linked_modules_become_one_that_fills_its_own_table_at_constant_offsets() {
     let original = component(LINKED);
-    let relinked = relink(&original)
-        .expect("relinks")
-        .expect("something to merge");
+    let relinked = relinked(&original);
     assert_eq!(relinked.merged, 3, "main, adapter and lib");
 
     let full = non_empty_modules(&relinked.bytes);
@@ -189,7 +194,7 @@ fn linked_modules_become_one_that_fills_its_own_table_at_constant_offsets() {
 #[test]
 fn the_relinked_component_computes_what_the_original_does() {
     let original = component(LINKED);
-    let relinked = relink(&original).expect("relinks").expect("merged").bytes;
+    let relinked = relinked(&original).bytes;
     // Entry 0 (forty) and entry 1 (through main's function), a global the
     // library and main share, and memory the adapter writes.
     let before = run(&original, "run", &[0, 1, 0]);
@@ -265,7 +270,7 @@ fn two_libraries_exporting_one_name_keep_them_apart() {
   (func (export "got") (param "i" u32)"#,
         );
     let original = component(&second);
-    let relinked = relink(&original).expect("relinks").expect("merged");
+    let relinked = relinked(&original);
     assert_eq!(relinked.merged, 4);
     assert_eq!(run(&relinked.bytes, "run2", &[1, 2]), [10, 11]);
     assert_eq!(
@@ -330,7 +335,7 @@ fn a_module_exported_between_the_members_keeps_every_module_in_its_place() {
         ),
     );
     let original = component(&variant);
-    let relinked = relink(&original).expect("reads").expect("relinks");
+    let relinked = relinked(&original);
     assert_eq!(
         run(&relinked.bytes, "run", &[0, 1]),
         run(&original, "run", &[0, 1])
@@ -357,7 +362,7 @@ fn a_nested_component_aliasing_an_outer_module_still_finds_it() {
             ),
         );
     let original = component(&variant);
-    let relinked = relink(&original).expect("reads").expect("relinks");
+    let relinked = relinked(&original);
     assert_eq!(
         run(&relinked.bytes, "run", &[0, 1]),
         run(&original, "run", &[0, 1])
@@ -404,9 +409,7 @@ const SHIM: &str = include_str!("../testdata/shim.wat");
 #[test]
 fn a_shim_becomes_part_of_the_module_calling_it_and_the_fixup_still_fills_its_table() {
     let original = component(SHIM);
-    let relinked = relink(&original)
-        .expect("relinks")
-        .expect("the shim to merge");
+    let relinked = relinked(&original);
     assert_eq!(relinked.merged, 2, "shim and main");
 
     let full = non_empty_modules(&relinked.bytes);
@@ -426,9 +429,7 @@ fn a_library_table_merges_when_a_shim_s_table_is_imported_as_often() {
     // library) have one importer each: the shim's, tried first, cannot
     // merge, and main's still does.
     let original = component(include_str!("../testdata/linked_shim.wat"));
-    let relinked = relink(&original)
-        .expect("relinks")
-        .expect("modules to merge");
+    let relinked = relinked(&original);
     assert_eq!(relinked.merged, 2, "main and the library");
 
     let full = non_empty_modules(&relinked.bytes);

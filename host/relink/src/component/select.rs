@@ -28,6 +28,8 @@ struct Facts {
     origins: HashMap<u32, Vec<(Origin, Kind)>>,
     /// How many times each module is instantiated.
     uses: HashMap<u32, u32>,
+    /// The instantiations, in order, of which a summary is known.
+    candidates: Vec<u32>,
 }
 
 impl Facts {
@@ -37,6 +39,7 @@ impl Facts {
             summaries: HashMap::new(),
             origins: HashMap::new(),
             uses: HashMap::new(),
+            candidates: Vec::new(),
         };
         for index in 0..level.instances.len() as u32 {
             let Ok((module, args)) = level.instantiation(index) else {
@@ -57,6 +60,7 @@ impl Facts {
                 list.push((level.import_origin(args, module, name)?, *kind));
             }
             facts.origins.insert(index, list);
+            facts.candidates.push(index);
         }
         Ok(facts)
     }
@@ -66,18 +70,12 @@ impl Facts {
         self.summaries.get(&module)?.as_ref()
     }
 
-    /// The instantiations, in order, of which a summary is known.
-    fn candidates(&self) -> Vec<u32> {
-        let mut candidates: Vec<u32> = self.origins.keys().copied().collect();
-        candidates.sort_unstable();
-        candidates
-    }
-
     /// The instantiations importing an item of `kind` that `definer` exports
     /// under one of `names` (any name when `names` is `None`).
     fn importers(&self, definer: u32, kind: Kind, names: Option<&[String]>) -> Vec<u32> {
-        self.candidates()
-            .into_iter()
+        self.candidates
+            .iter()
+            .copied()
             .filter(|i| {
                 self.origins[i].iter().any(|(origin, k)| {
                     *k == kind
@@ -108,7 +106,7 @@ pub(super) fn plan(level: &Level<'_>) -> Result<Option<Plan>, RelinkError> {
 /// with those importers: the most imported first, at most `MAX_TABLE_SEEDS`.
 fn table_seeds(level: &Level<'_>, facts: &Facts) -> Vec<(u32, Vec<u32>)> {
     let mut seeds = Vec::new();
-    for definer in facts.candidates() {
+    for &definer in &facts.candidates {
         let Some(tables) = facts.summary_of(level, definer).map(|s| &s.exported_tables) else {
             continue;
         };
@@ -131,7 +129,7 @@ fn table_seeds(level: &Level<'_>, facts: &Facts) -> Vec<(u32, Vec<u32>)> {
 /// functions (the main module), the shim becomes part of them, so that one
 /// instance fewer is made and its imports wired on every instantiation.
 fn shim_seed(level: &Level<'_>, facts: &Facts) -> Option<(u32, Vec<u32>)> {
-    facts.candidates().into_iter().find_map(|definer| {
+    facts.candidates.iter().find_map(|&definer| {
         let summary = facts.summary_of(level, definer)?;
         if !summary.imports.is_empty() || summary.exported_tables.is_empty() {
             return None;
