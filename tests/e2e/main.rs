@@ -34,6 +34,7 @@ mod in_flight;
 mod interpreters;
 mod kept_listing;
 mod loading;
+mod made_ahead;
 mod mcp;
 mod metrics;
 mod network;

@@ -56,6 +56,11 @@ impl Collector for HostCollector {
                     "Memory kept resident in unused slots for faster reuse",
                     pool.unused_resident_bytes,
                 ),
+                (
+                    "wasm_agent_pool_made_ahead",
+                    "Instances made ahead of calls, waiting for theirs",
+                    pool.made_ahead,
+                ),
             ];
             for (name, help, value) in gauges_of {
                 let gauge = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));

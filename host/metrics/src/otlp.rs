@@ -91,7 +91,7 @@ impl Mirror {
                 }
             })
             .build();
-        let pool_gauges: [PoolGauge; 4] = [
+        let pool_gauges: [PoolGauge; 5] = [
             (
                 "wasm_agent.pool.instances_in_use",
                 "Component instances allocated in the pooling allocator",
@@ -111,6 +111,11 @@ impl Mirror {
                 "wasm_agent.pool.unused_resident_bytes",
                 "Memory kept resident in unused slots for faster reuse",
                 |pool| pool.unused_resident_bytes,
+            ),
+            (
+                "wasm_agent.pool.made_ahead",
+                "Instances made ahead of calls, waiting for theirs",
+                |pool| pool.made_ahead,
             ),
         ];
         let pool = pool_gauges

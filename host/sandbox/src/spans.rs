@@ -72,6 +72,11 @@ pub(crate) fn instantiate() -> Span {
     info_span!(target: "wasm_agent::call", "instantiate")
 }
 
+/// Taking the instance made ahead for the call (see `call::ahead`).
+pub(crate) fn made_ahead() -> Span {
+    info_span!(target: "wasm_agent::call", "instantiate", "wasm_agent.made_ahead" = true)
+}
+
 /// The guest running, host calls included.
 pub(crate) fn guest() -> Span {
     info_span!(target: "wasm_agent::call", "guest")

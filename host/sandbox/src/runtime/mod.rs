@@ -8,7 +8,7 @@ mod engine;
 mod script;
 
 use accounting::{asks, classify, denials, usage};
-use call::{deadline, imports, kept, limits, output, returned, run, store};
+use call::{ahead, deadline, imports, kept, limits, output, returned, run, store};
 use capability::{delegate, emit, http, log, net, scratch, session_state, tool_calls, writes};
 use engine::{admission, cache, epoch, gauges, turns};
 
@@ -126,12 +126,9 @@ impl LoadError {
 
 /// A compiled component, ready to be instantiated for each call.
 pub struct LoadedComponent {
-    pre: InstancePre<CallState>,
-    /// Where its `tool` export's functions are.
-    tool: ToolkitIndices,
-    /// Where its `script` export's functions are, when it is an interpreter
-    /// (world `interpreter`: its tools are scripts run in segments).
-    script: Option<InterpreterIndices>,
+    linked: Instantiable,
+    /// Its instance made ahead of the next call (see `call::ahead`).
+    ahead: Arc<ahead::Ahead>,
     /// Whether it came from the compile cache.
     pub cache: CacheOutcome,
     /// Time spent compiling or loading from the cache.
@@ -144,11 +141,47 @@ pub struct LoadedComponent {
 }
 
 impl LoadedComponent {
-    /// Whether its tools are scripts run in segments (world `interpreter`).
-    pub fn is_interpreter(&self) -> bool {
-        self.script.is_some()
+    fn new(
+        (pre, tool, script): Linked,
+        cache: CacheOutcome,
+        load_time: Duration,
+        digest: [u8; 32],
+        uses_state: bool,
+    ) -> Self {
+        Self {
+            linked: Instantiable { pre, tool, script },
+            ahead: Arc::default(),
+            cache,
+            load_time,
+            digest,
+            uses_state,
+        }
     }
 
+    /// Whether its tools are scripts run in segments (world `interpreter`).
+    pub fn is_interpreter(&self) -> bool {
+        self.linked.script.is_some()
+    }
+
+    /// A new instance in `store`, with its typed exports.
+    async fn instantiate(&self, store: &mut Store<CallState>) -> wasmtime::Result<Guest> {
+        self.linked.instantiate(store).await
+    }
+}
+
+/// What instantiating a component takes: its instance-to-be and where its
+/// exports are.
+#[derive(Clone)]
+struct Instantiable {
+    pre: InstancePre<CallState>,
+    /// Where its `tool` export's functions are.
+    tool: ToolkitIndices,
+    /// Where its `script` export's functions are, when it is an interpreter
+    /// (world `interpreter`: its tools are scripts run in segments).
+    script: Option<InterpreterIndices>,
+}
+
+impl Instantiable {
     /// A new instance in `store`, with its typed exports.
     async fn instantiate(&self, mut store: &mut Store<CallState>) -> wasmtime::Result<Guest> {
         let instance = self.pre.instantiate_async(&mut store).await?;
@@ -233,6 +266,8 @@ pub struct Sandbox {
     ticker: epoch::EpochTicker,
     turns: turns::Turns,
     kept: Arc<KeptBudget>,
+    /// The host-wide bound on instances made ahead of calls.
+    ahead: ahead::AheadBudget,
     denials: Arc<denials::DenialTotals>,
     instance_slots: u32,
 }
@@ -265,6 +300,7 @@ impl Sandbox {
             ticker,
             turns: turns::Turns::for_this_machine(),
             kept: KeptBudget::new(kept),
+            ahead: ahead::AheadBudget::default(),
             denials: Arc::default(),
             instance_slots: engine::instance_slots(concurrency, kept),
         })
@@ -278,6 +314,7 @@ impl Sandbox {
                 .engine
                 .pooling_allocator_metrics()
                 .map(|metrics| (metrics, self.instance_slots)),
+            ahead: self.ahead.clone(),
         }
     }
 
@@ -308,16 +345,14 @@ impl Sandbox {
             && let Some(digest) = folder.known_digest(&before)
             && let Some(component) = folder.load_cached(&self.engine, &digest)
         {
-            let (pre, tool, script) = self.link(&component).map_err(LoadFileError::Load)?;
-            return Ok(LoadedComponent {
-                pre,
-                tool,
-                script,
-                cache: CacheOutcome::Hit,
-                load_time: started.elapsed(),
+            let linked = self.link(&component).map_err(LoadFileError::Load)?;
+            return Ok(LoadedComponent::new(
+                linked,
+                CacheOutcome::Hit,
+                started.elapsed(),
                 digest,
-                uses_state: self.uses_state(&component),
-            });
+                self.uses_state(&component),
+            ));
         }
         let mut bytes = Vec::new();
         std::io::Read::read_to_end(&mut file, &mut bytes).map_err(LoadFileError::Read)?;
@@ -371,16 +406,15 @@ impl Sandbox {
             cache::load_or_compile(&self.cache, folder, &self.engine, bytes, &digest)
                 .map_err(LoadError::invalid)?;
         let load_time = started.elapsed();
-        self.link(&component)
-            .map(|(pre, tool, script)| LoadedComponent {
-                pre,
-                tool,
-                script,
+        self.link(&component).map(|linked| {
+            LoadedComponent::new(
+                linked,
                 cache,
                 load_time,
                 digest,
-                uses_state: self.uses_state(&component),
-            })
+                self.uses_state(&component),
+            )
+        })
     }
 
     /// Whether `component` imports the host's session state functions (a

@@ -36,6 +36,13 @@ impl CallLimiter {
         self.peak_memory
     }
 
+    /// Counts the memory `other` holds as this limiter's: the store it
+    /// limited was taken over, its instance and memory with it.
+    pub fn carry(&mut self, other: &CallLimiter) {
+        self.used_memory = other.used_memory;
+        self.peak_memory = self.peak_memory.max(other.peak_memory);
+    }
+
     /// Forgets a refused growth (a kept instance's next call starts clean;
     /// its memory stays counted).
     pub fn forget_refusal(&mut self) {

@@ -2,8 +2,10 @@
 //! ends (`run`, `returned`, `output`), its store dropped off the call's
 //! path once it has (`retire`), its memory and table limits
 //! (`limits`), its deadline (`deadline`), the host interface it is given
-//! (`imports`), and the instances kept between a session's calls (`kept`).
+//! (`imports`), the instances kept between a session's calls (`kept`) and
+//! those made ahead of calls (`ahead`).
 
+pub(in crate::runtime) mod ahead;
 pub(in crate::runtime) mod deadline;
 pub(in crate::runtime) mod imports;
 pub(in crate::runtime) mod kept;

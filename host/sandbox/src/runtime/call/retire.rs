@@ -20,15 +20,25 @@ use wasmtime::Store;
 
 use super::store::CallState;
 
-/// Drops `store`, then gives `slot` back, after the caller goes on; at once
-/// outside an async runtime.
-pub(in crate::runtime) fn retire(store: Store<CallState>, slot: OwnedSemaphorePermit) {
-    let retired = move || {
-        drop(store);
-        drop(slot);
-    };
+/// Drops `store`, then gives `slot` back, after the caller goes on, and
+/// then runs `next` (making the next call's instance); at once outside an
+/// async runtime, and then without `next`.
+pub(in crate::runtime) fn retire(
+    store: Store<CallState>,
+    slot: OwnedSemaphorePermit,
+    next: Option<impl Future<Output = ()> + Send + 'static>,
+) {
     match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => drop(runtime.spawn(async move { retired() })),
-        Err(_) => retired(),
+        Ok(runtime) => drop(runtime.spawn(async move {
+            drop(store);
+            drop(slot);
+            if let Some(next) = next {
+                next.await;
+            }
+        })),
+        Err(_) => {
+            drop(store);
+            drop(slot);
+        }
     }
 }

@@ -8,6 +8,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{Store, UpdateDeadline};
 
 use crate::result::{CallError, ErrorKind};
+use crate::runtime::ahead::Made;
 use crate::runtime::asks::Asks;
 use crate::runtime::capability;
 use crate::runtime::kept::{KeptParts, Turn};
@@ -35,6 +36,8 @@ struct Ready {
     stdout: CappedOutput,
     stderr: CappedOutput,
     denials: denials::Denials,
+    /// The instance was made ahead of the call (see `ahead`).
+    made_ahead: bool,
 }
 
 impl Sandbox {
@@ -102,6 +105,7 @@ impl Sandbox {
             stdout,
             stderr,
             denials,
+            made_ahead,
         } = match turn.as_mut().and_then(Turn::take) {
             Some(kept) => self.renew(kept, policy, host)?,
             None => {
@@ -114,7 +118,8 @@ impl Sandbox {
                         Vec::new(),
                     )
                 });
-                self.fresh(policy, host, (asks, denials), &folders)?
+                let made = component.ahead.take(policy.memory.bytes());
+                self.fresh(policy, host, (asks, denials), &folders, made)?
             }
         };
         let _active = self.ticker.activate();
@@ -123,7 +128,12 @@ impl Sandbox {
             let held_turn = store.data().turn.held();
             let run = held_turn.releasing(async {
                 let guest = match guest {
-                    Some(guest) => guest,
+                    Some(guest) => {
+                        if made_ahead {
+                            drop(crate::spans::made_ahead().entered());
+                        }
+                        guest
+                    }
                     None => {
                         component
                             .instantiate(&mut store)
@@ -184,7 +194,9 @@ impl Sandbox {
         // A call made by a tool holds no slot of its own: its store is
         // dropped here, within its caller's call.
         if let (Some(store), Some(slot)) = (finished, slot) {
-            super::retire::retire(store, slot);
+            // The slot just freed makes the next call's instance.
+            let next = keep.is_none().then(|| self.make_ahead(component, policy));
+            super::retire::retire(store, slot, next.flatten());
         }
         result.map_err(|error| match denials.first() {
             Some(denied) if matches!(error.kind, ErrorKind::Trap) => denied_error(&denied),
@@ -219,75 +231,131 @@ impl Sandbox {
             stdout,
             stderr,
             denials,
+            made_ahead: false,
         })
     }
 
-    /// A fresh store for one call, with exactly the granted capabilities.
+    /// A fresh store for one call, with exactly the granted capabilities:
+    /// a new one, or the one an instance was `made` ahead in, its state
+    /// replaced by the call's.
     fn fresh(
         &self,
         policy: &CallPolicy,
         host: HostImports,
         (asks, denials): (Asks, denials::Denials),
         folders: &[wasm_agent_policy::DirGrant],
+        made: Option<Made>,
     ) -> Result<Ready, CallError> {
-        let output = (
-            CappedOutput::new(CAPTURE_CAP),
-            CappedOutput::new(CAPTURE_CAP),
-        );
-        let capability::Prepared {
-            scratch,
-            wasi,
-            http,
-            writes,
-        } = policy.capabilities.prepare(&capability::Preparing {
-            denials: &denials,
-            asks: &asks,
-            deadline: &host.deadline,
-            output: &output,
-            asked_folders: folders,
-            scratch: None,
-        })?;
-        let mut table = ResourceTable::new();
-        table.set_max_capacity(self.admission.resource_limit(policy) as usize);
-        let state = CallState {
-            wasi,
-            table,
-            limiter: CallLimiter::new(policy.memory.bytes()),
+        let (state, stdout, stderr) = call_state(
+            policy,
             host,
-            http,
-            writes,
-            turn: self.turns.for_call(),
-            denials: denials.clone(),
-            _scratch: scratch,
+            (&asks, &denials),
+            folders,
+            (self.admission.resource_limit(policy), self.turns.for_call()),
+        )?;
+        let (store, guest) = match made {
+            Some(Made {
+                mut store,
+                guest,
+                burned,
+                ..
+            }) => {
+                let idle = std::mem::replace(store.data_mut(), state);
+                store.data_mut().limiter.carry(&idle.limiter);
+                // The fuel instantiating burned is this call's, as it would
+                // have been had the call instantiated.
+                set_fuel(&mut store, policy)?;
+                let left = store.get_fuel().unwrap_or(0).saturating_sub(burned);
+                store
+                    .set_fuel(left)
+                    .map_err(|e| CallError::new(ErrorKind::Trap, e.to_string()))?;
+                store.set_epoch_deadline(1);
+                (store, Some(guest))
+            }
+            None => (new_store(&self.engine, state, policy)?, None),
         };
-        let (stdout, stderr) = output;
-        let mut store = Store::new(&self.engine, state);
-        store.limiter(|state| &mut state.limiter);
-        set_fuel(&mut store, policy)?;
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |mut ctx| {
-            let host = &ctx.data().host;
-            if host.cancellation.is_cancelled() {
-                return Err(wasmtime::Error::new(Interrupted::Cancelled));
-            }
-            // The deadline of the call running now (a kept store serves many).
-            if host.deadline.passed() {
-                return Err(wasmtime::Error::new(Interrupted::Deadline));
-            }
-            // A long call takes turns with the others (see `turns`).
-            Ok(match ctx.data_mut().turn.tick() {
-                None => UpdateDeadline::Yield(1),
-                Some(next_turn) => UpdateDeadline::YieldCustom(1, next_turn),
-            })
-        });
         Ok(Ready {
             store,
-            guest: None,
+            made_ahead: guest.is_some(),
+            guest,
             stdout,
             stderr,
             denials,
         })
     }
+}
+
+/// One call's store state under `policy`, with its stdout and stderr:
+/// exactly the granted capabilities, `resources` open at most.
+pub(in crate::runtime) fn call_state(
+    policy: &CallPolicy,
+    host: HostImports,
+    (asks, denials): (&Asks, &denials::Denials),
+    folders: &[wasm_agent_policy::DirGrant],
+    (resources, turn): (u32, crate::runtime::turns::CallTurn),
+) -> Result<(CallState, CappedOutput, CappedOutput), CallError> {
+    let output = (
+        CappedOutput::new(CAPTURE_CAP),
+        CappedOutput::new(CAPTURE_CAP),
+    );
+    let capability::Prepared {
+        scratch,
+        wasi,
+        http,
+        writes,
+    } = policy.capabilities.prepare(&capability::Preparing {
+        denials,
+        asks,
+        deadline: &host.deadline,
+        output: &output,
+        asked_folders: folders,
+        scratch: None,
+    })?;
+    let mut table = ResourceTable::new();
+    table.set_max_capacity(resources as usize);
+    let state = CallState {
+        wasi,
+        table,
+        limiter: CallLimiter::new(policy.memory.bytes()),
+        host,
+        http,
+        writes,
+        turn,
+        serving: crate::runtime::store::Serving::Call,
+        denials: denials.clone(),
+        _scratch: scratch,
+    };
+    let (stdout, stderr) = output;
+    Ok((state, stdout, stderr))
+}
+
+/// A new store holding `state`, its limits and fuel set for `policy`, its
+/// epoch deadline checking the call's cancellation and deadline.
+pub(in crate::runtime) fn new_store(
+    engine: &wasmtime::Engine,
+    state: CallState,
+    policy: &CallPolicy,
+) -> Result<Store<CallState>, CallError> {
+    let mut store = Store::new(engine, state);
+    store.limiter(|state| &mut state.limiter);
+    set_fuel(&mut store, policy)?;
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |mut ctx| {
+        let host = &ctx.data().host;
+        if host.cancellation.is_cancelled() {
+            return Err(wasmtime::Error::new(Interrupted::Cancelled));
+        }
+        // The deadline of the call running now (a kept store serves many).
+        if host.deadline.passed() {
+            return Err(wasmtime::Error::new(Interrupted::Deadline));
+        }
+        // A long call takes turns with the others (see `turns`).
+        Ok(match ctx.data_mut().turn.tick() {
+            None => UpdateDeadline::Yield(1),
+            Some(next_turn) => UpdateDeadline::YieldCustom(1, next_turn),
+        })
+    });
+    Ok(store)
 }
 
 /// What the run in `store` used and did so far.

@@ -26,9 +26,22 @@ pub struct CallState {
     pub(in crate::runtime) denials: Denials,
     /// Its place among long calls taking turns on the cores.
     pub(in crate::runtime) turn: CallTurn,
+    /// Whether it serves a call, or holds an instance made ahead of one.
+    pub(in crate::runtime) serving: Serving,
     /// Its scratch folder, when the policy grants one (last, so that it is
     /// removed after the files open in it are closed).
     pub(in crate::runtime) _scratch: Scratch,
+}
+
+/// What a store's state is for (see `call::ahead`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::runtime) enum Serving {
+    /// A call: its guest may use what the call grants.
+    Call,
+    /// An instance being made ahead of a call, with no capabilities;
+    /// `called_host`: its instantiation called into the host (and was
+    /// refused), so it would have behaved otherwise in a call.
+    Ahead { called_host: bool },
 }
 
 impl CallState {

@@ -33,15 +33,17 @@ fn base_config() -> Config {
     config
 }
 
-/// Component instances the pool holds for `concurrency` call slots and
-/// `kept` kept instances.
+/// Component instances the pool holds for `concurrency` call slots,
+/// `kept` kept instances and those made ahead of calls.
 pub(in crate::runtime) fn instance_slots(concurrency: u32, kept: u32) -> u32 {
     // Each call slot may hold a second instance: a tool it called
     // (`host.call-tool`, one level deep), which runs in its caller's slot.
-    // Kept instances (`keep_instance`) hold theirs between calls.
+    // Kept instances (`keep_instance`) hold theirs between calls, and
+    // instances made ahead of calls wait in theirs (`call::ahead`).
     concurrency
         .saturating_mul(1 + crate::runtime::MAX_TOOL_CALL_DEPTH)
         .saturating_add(kept)
+        .saturating_add(crate::runtime::call::ahead::AHEAD_SLOTS)
 }
 
 fn pooling(concurrency: u32, kept: u32) -> PoolingAllocationConfig {

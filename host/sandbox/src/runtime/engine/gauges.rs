@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use wasmtime::PoolingAllocatorMetrics;
 
+use crate::runtime::ahead::AheadBudget;
 use crate::runtime::denials::DenialTotals;
 
 /// How much of the pooling allocator is in use.
@@ -18,6 +19,8 @@ pub struct PoolUse {
     pub instance_slots: u64,
     /// Bytes kept resident in unused memory slots for faster reuse.
     pub unused_resident_bytes: u64,
+    /// Instances made ahead of calls, waiting for theirs.
+    pub made_ahead: u64,
 }
 
 /// A cheap handle on a sandbox's counters; it keeps nothing else alive.
@@ -25,6 +28,7 @@ pub struct PoolUse {
 pub struct HostGauges {
     pub(in crate::runtime) denials: Arc<DenialTotals>,
     pub(in crate::runtime) pool: Option<(PoolingAllocatorMetrics, u32)>,
+    pub(in crate::runtime) ahead: AheadBudget,
 }
 
 impl HostGauges {
@@ -32,6 +36,11 @@ impl HostGauges {
     /// count since the host started.
     pub fn denials(&self) -> Vec<(&'static str, u64)> {
         self.denials.counts()
+    }
+
+    /// Instances made ahead of calls, waiting for theirs.
+    pub fn made_ahead(&self) -> u64 {
+        self.ahead.waiting()
     }
 
     /// The pool's use, when instances are pooled.
@@ -42,6 +51,7 @@ impl HostGauges {
             memories: metrics.memories() as u64,
             instance_slots: u64::from(*slots),
             unused_resident_bytes: metrics.unused_memory_bytes_resident() as u64,
+            made_ahead: self.made_ahead(),
         })
     }
 }
@@ -51,6 +61,7 @@ impl std::fmt::Debug for HostGauges {
         f.debug_struct("HostGauges")
             .field("denials", &self.denials())
             .field("pool", &self.pool())
+            .field("made_ahead", &self.made_ahead())
             .finish()
     }
 }
