@@ -98,6 +98,8 @@ pub(in crate::runtime) struct Ahead {
     making: AtomicBool,
     /// Instantiating the component runs guest code: never made ahead.
     off: AtomicBool,
+    /// The deny-all policy its instances are made under, built once.
+    idle: Mutex<Option<Arc<CallPolicy>>>,
 }
 
 impl Ahead {
@@ -112,6 +114,21 @@ impl Ahead {
     fn begin(self: &Arc<Self>) -> Option<Begun> {
         let free = !self.off.load(Ordering::Relaxed) && self.lock().is_none();
         (free && !self.making.swap(true, Ordering::AcqRel)).then(|| Begun(self.clone()))
+    }
+
+    /// The deny-all policy allowing `memory`, kept for the next making.
+    fn idle_policy(&self, memory: ByteSize) -> Option<Arc<CallPolicy>> {
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(policy) = idle.as_ref().filter(|policy| policy.memory == memory) {
+            return Some(policy.clone());
+        }
+        let policy = Policy {
+            memory,
+            ..Policy::default()
+        };
+        let policy = Arc::new(CallPolicy::new(policy.validate().ok()?.resolve().ok()?));
+        *idle = Some(policy.clone());
+        Some(policy)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Made>> {
@@ -144,7 +161,8 @@ impl Drop for Begun {
 struct Making {
     engine: wasmtime::Engine,
     linked: Instantiable,
-    memory: ByteSize,
+    /// The deny-all policy it is made under (the call's memory limit).
+    idle: Arc<CallPolicy>,
     waiting: Arc<AtomicU64>,
 }
 
@@ -162,7 +180,7 @@ impl Sandbox {
         let making = Making {
             engine: self.engine.clone(),
             linked: component.linked.clone(),
-            memory: policy.memory,
+            idle: component.ahead.idle_policy(policy.memory)?,
             waiting: self.ahead.waiting.clone(),
         };
         Some(async move {
@@ -177,12 +195,12 @@ impl Making {
     /// called into the host or burned all its fuel (a start function ran
     /// that would have behaved otherwise in a call).
     async fn make(self, slot: OwnedSemaphorePermit) -> (Option<Made>, bool) {
-        let Some(mut store) = idle_store(&self.engine, self.memory) else {
+        let Some(mut store) = idle_store(&self.engine, &self.idle) else {
             return (None, false);
         };
         let instantiated = self.linked.instantiate(&mut store).await;
         let left = store.get_fuel().unwrap_or(0);
-        let called_host = store.data().serving != Serving::Ahead { called_host: false };
+        let called_host = matches!(store.data().serving, Serving::Ahead { called_host: true });
         if called_host || left == 0 {
             return (None, true);
         }
@@ -194,7 +212,7 @@ impl Making {
             store,
             guest,
             burned: PROBE_FUEL - left,
-            memory: self.memory.bytes(),
+            memory: self.idle.memory.bytes(),
             _held: Held {
                 _slot: slot,
                 waiting: self.waiting,
@@ -206,13 +224,9 @@ impl Making {
 
 /// A store for an instance made ahead: no folders, network, environment,
 /// resources or host handles, its call cancelled and past its deadline,
-/// [`PROBE_FUEL`] to burn, `memory` at most, and no call into the host.
-fn idle_store(engine: &wasmtime::Engine, memory: ByteSize) -> Option<Store<CallState>> {
-    let policy = Policy {
-        memory,
-        ..Policy::default()
-    };
-    let policy = CallPolicy::new(policy.validate().ok()?.resolve().ok()?);
+/// [`PROBE_FUEL`] to burn, `policy`'s memory at most, and no call into the
+/// host.
+fn idle_store(engine: &wasmtime::Engine, policy: &CallPolicy) -> Option<Store<CallState>> {
     let context = CallContext::default();
     context.cancellation.cancel();
     let nobody = CallId {
@@ -227,7 +241,7 @@ fn idle_store(engine: &wasmtime::Engine, memory: ByteSize) -> Option<Store<CallS
     };
     let host = HostImports::new(
         scope,
-        &policy,
+        policy,
         Arc::default(),
         Arc::new(InMemorySessionStore::default()),
         EventBus::default(),
@@ -235,9 +249,8 @@ fn idle_store(engine: &wasmtime::Engine, memory: ByteSize) -> Option<Store<CallS
     .within(Duration::ZERO);
     let denials = Denials::new(Arc::default());
     let parts = (&Asks::default(), &denials);
-    let (state, _, _) =
-        call_state(&policy, host, parts, &[], (0, Turns::new(1).for_call())).ok()?;
-    let mut store = new_store(engine, state, &policy).ok()?;
+    let (state, _, _) = call_state(policy, host, parts, &[], (0, Turns::new(1).for_call())).ok()?;
+    let mut store = new_store(engine, state, policy).ok()?;
     store.set_fuel(PROBE_FUEL).ok()?;
     // Bounded by its fuel; an epoch tick (the deadline callback is a call
     // into the host) must not count as the guest calling it.
