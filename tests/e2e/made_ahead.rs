@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use crate::common::{TIMEOUT, fixture_host, host};
+use crate::wat_tool;
 use serde_json::Value;
 use wasm_agent::{CallContext, ComponentSource, Policy, ToolHost};
 
@@ -82,12 +83,12 @@ async fn an_instance_made_ahead_runs_with_the_call_s_own_capabilities() {
 /// A tool whose core module has a start function, which asks the host
 /// whether the call is cancelled; its one tool, `seen`, answers what the
 /// start function was told. Made ahead, it would have been told `true`.
-const STARTS: &str = r#"
-(component
-  (import "wasm-agent:tool/host@0.1.3" (instance $host
-    (export "cancelled" (func (result bool)))))
-  (alias export $host "cancelled" (func $cancelled))
-  (core func $cancelled_lowered (canon lower (func $cancelled)))
+fn starts() -> String {
+    let answer = wat_tool::answer("(global.get $seen)", (500, 4), (510, 5));
+    let realloc = wat_tool::REALLOC;
+    let spec = wat_tool::spec("seen", "seen at start");
+    format!(
+        r#"
   (core module $m
     (import "host" "cancelled" (func $cancelled (result i32)))
     (memory (export "memory") 1)
@@ -95,97 +96,21 @@ const STARTS: &str = r#"
     (global $seen (mut i32) (i32.const -1))
     (func $start (global.set $seen (call $cancelled)))
     (start $start)
-    (data (i32.const 100) "seen")
-    (data (i32.const 110) "seen at start")
-    (data (i32.const 200) "{\"type\":\"object\"}")
-    ;; The tool spec: name, description, parameters, annotations.
-    (data (i32.const 300) "\64\00\00\00\04\00\00\00\6e\00\00\00\0d\00\00\00\c8\00\00\00\11\00\00\00\00")
-    ;; list-tools' answer: one spec, at 300.
-    (data (i32.const 400) "\2c\01\00\00\01\00\00\00")
+    {spec}
     (data (i32.const 500) "true")
     (data (i32.const 510) "false")
     (func (export "list-tools") (result i32) (i32.const 400))
     (func (export "call")
       (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32) (result i32)
-      (i32.store8 (i32.const 600) (i32.const 0))
-      (if (global.get $seen)
-        (then (i32.store (i32.const 604) (i32.const 500)) (i32.store (i32.const 608) (i32.const 4)))
-        (else (i32.store (i32.const 604) (i32.const 510)) (i32.store (i32.const 608) (i32.const 5))))
-      (i32.store (i32.const 612) (i32.const 0))
-      (i32.store (i32.const 616) (i32.const 0))
-      (i32.const 600))
-    (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32)
-      (local $at i32)
-      (local.set $at (global.get $bump))
-      (global.set $bump
-        (i32.and (i32.add (i32.add (local.get $at) (local.get 3)) (i32.const 7)) (i32.const -8)))
-      (local.get $at)))
-  (core instance $i (instantiate $m
-    (with "host" (instance (export "cancelled" (func $cancelled_lowered))))))
-  (alias core export $i "memory" (core memory $mem))
-  (alias core export $i "cabi_realloc" (core func $realloc))
-  (type $annotations (flags "read-only" "destructive" "idempotent" "open-world"))
-  (type $spec (record (field "name" string) (field "description" string)
-    (field "parameters" string) (field "annotations" $annotations)))
-  (type $artifact (record (field "kind" string) (field "mime-type" (option string))
-    (field "data" (list u8))))
-  (type $output (record (field "content" string) (field "artifacts" (list $artifact))))
-  (type $error (variant (case "invalid-arguments" string) (case "failed" string)
-    (case "unknown-tool" string)))
-  (type $context (record (field "run-id" string) (field "session-id" string)
-    (field "user-id" (option string)) (field "tenant-id" (option string))
-    (field "metadata" string)))
-  (func $list (result (list $spec))
-    (canon lift (core func $i "list-tools") (memory $mem) (realloc $realloc)))
-  (func $call (param "name" string) (param "arguments" string) (param "context" $context)
-    (result (result $output (error $error)))
-    (canon lift (core func $i "call") (memory $mem) (realloc $realloc)))
-  ;; The interface's shape: its types exported beside the functions using them.
-  (component $shape
-    (type $a (flags "read-only" "destructive" "idempotent" "open-world"))
-    (import "a" (type $a_i (eq $a)))
-    (type $s (record (field "name" string) (field "description" string)
-      (field "parameters" string) (field "annotations" $a_i)))
-    (import "s" (type $s_i (eq $s)))
-    (type $ar (record (field "kind" string) (field "mime-type" (option string))
-      (field "data" (list u8))))
-    (import "ar" (type $ar_i (eq $ar)))
-    (type $o (record (field "content" string) (field "artifacts" (list $ar_i))))
-    (import "o" (type $o_i (eq $o)))
-    (type $e (variant (case "invalid-arguments" string) (case "failed" string)
-      (case "unknown-tool" string)))
-    (import "e" (type $e_i (eq $e)))
-    (type $c (record (field "run-id" string) (field "session-id" string)
-      (field "user-id" (option string)) (field "tenant-id" (option string))
-      (field "metadata" string)))
-    (import "c" (type $c_i (eq $c)))
-    (import "list" (func $l (result (list $s_i))))
-    (import "call" (func $k (param "name" string) (param "arguments" string)
-      (param "context" $c_i) (result (result $o_i (error $e_i)))))
-    (export $a_e "annotations" (type $a_i))
-    (type $s2 (record (field "name" string) (field "description" string)
-      (field "parameters" string) (field "annotations" $a_e)))
-    (export $s_e "tool-spec" (type $s2))
-    (export $ar_e "artifact" (type $ar_i))
-    (type $o2 (record (field "content" string) (field "artifacts" (list $ar_e))))
-    (export $o_e "tool-output" (type $o2))
-    (export $e_e "tool-error" (type $e_i))
-    (export $c_e "call-context" (type $c_i))
-    (export "list-tools" (func $l) (func (result (list $s_e))))
-    (export "call" (func $k) (func (param "name" string) (param "arguments" string)
-      (param "context" $c_e) (result (result $o_e (error $e_e))))))
-  (instance $tool (instantiate $shape
-    (with "a" (type $annotations)) (with "s" (type $spec)) (with "ar" (type $artifact))
-    (with "o" (type $output)) (with "e" (type $error)) (with "c" (type $context))
-    (with "list" (func $list)) (with "call" (func $call))))
-  (export "wasm-agent:tool/tool@0.1.3" (instance $tool))
-)
-"#;
+      {answer}
+{realloc}"#
+    )
+}
 
 #[tokio::test]
 async fn a_component_whose_instantiation_runs_code_is_never_made_ahead() {
     let host = host();
-    let bytes = wat::parse_str(STARTS).expect("the component assembles");
+    let bytes = wat_tool::component(&starts());
     let source = ComponentSource::Bytes {
         name: "starts".into(),
         bytes,
@@ -200,7 +125,7 @@ async fn a_component_whose_instantiation_runs_code_is_never_made_ahead() {
     }
 }
 
-/// [`STARTS`] with a start function that only computes (it burns about
+/// [`starts`] with a start function that only computes (it burns about
 /// 600k fuel and calls nothing, so its instances are made ahead), and a
 /// `seen` that burns about 180k.
 fn computing() -> Vec<u8> {
@@ -209,7 +134,7 @@ fn computing() -> Vec<u8> {
         (local.set $n (i32.sub (local.get $n) (i32.const 1)))
         (br_if $l (local.get $n)))
       (i32.const 0))";
-    let wat = STARTS
+    let wat = starts()
         .replace(
             "(func $start (global.set $seen (call $cancelled)))",
             &format!("{spin} (func $start (global.set $seen (call $spin (i32.const 100000))))"),
@@ -218,7 +143,7 @@ fn computing() -> Vec<u8> {
             "(i32.store8 (i32.const 600) (i32.const 0))",
             "(drop (call $spin (i32.const 30000))) (i32.store8 (i32.const 600) (i32.const 0))",
         );
-    wat::parse_str(&wat).expect("the component assembles")
+    wat_tool::component(&wat)
 }
 
 #[tokio::test]

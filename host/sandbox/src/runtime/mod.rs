@@ -10,7 +10,7 @@ mod script;
 use accounting::{asks, classify, denials, usage};
 use call::{ahead, deadline, imports, kept, limits, output, returned, run, store};
 use capability::{delegate, emit, http, log, net, scratch, session_state, tool_calls, writes};
-use engine::{admission, cache, epoch, gauges, turns};
+use engine::{admission, cache, epoch, gauges, resident, turns};
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -268,6 +268,8 @@ pub struct Sandbox {
     kept: Arc<KeptBudget>,
     /// The host-wide bound on instances made ahead of calls.
     ahead: ahead::AheadBudget,
+    /// Passes keeping what calls write resident in their slots (pooling only).
+    residency: Option<Arc<resident::Residency>>,
     denials: Arc<denials::DenialTotals>,
     instance_slots: u32,
 }
@@ -301,6 +303,7 @@ impl Sandbox {
             turns: turns::Turns::for_this_machine(),
             kept: KeptBudget::new(kept),
             ahead: ahead::AheadBudget::default(),
+            residency: (allocator == Allocator::Pooling).then(Arc::default),
             denials: Arc::default(),
             instance_slots: engine::instance_slots(concurrency, kept),
         })

@@ -14,22 +14,33 @@
 //! written): the drop's work stays on that thread, rather than being handed
 //! to another, whose wake-up and cross-core page-table flushes cost more
 //! than the drop.
+//!
+//! When a residency pass is due (`engine::resident`), it runs first, while
+//! the store still holds the pages its call wrote.
+
+use std::sync::Arc;
 
 use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::Store;
 
 use super::store::CallState;
+use crate::runtime::resident::Residency;
 
 /// Drops `store`, then gives `slot` back, after the caller goes on, and
 /// then runs `next` (making the next call's instance); at once outside an
-/// async runtime, and then without `next`.
+/// async runtime, and then without `next`. A `residency` pass due runs
+/// before the store is dropped.
 pub(in crate::runtime) fn retire(
     store: Store<CallState>,
     slot: OwnedSemaphorePermit,
     next: Option<impl Future<Output = ()> + Send + 'static>,
+    residency: Option<Arc<Residency>>,
 ) {
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => drop(runtime.spawn(async move {
+            if let Some(residency) = residency {
+                residency.pass();
+            }
             drop(store);
             drop(slot);
             if let Some(next) = next {
@@ -37,6 +48,9 @@ pub(in crate::runtime) fn retire(
             }
         })),
         Err(_) => {
+            if let Some(residency) = residency {
+                residency.pass();
+            }
             drop(store);
             drop(slot);
         }

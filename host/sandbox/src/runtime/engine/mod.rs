@@ -9,6 +9,7 @@ mod compile;
 mod config;
 pub(in crate::runtime) mod epoch;
 pub(in crate::runtime) mod gauges;
+pub(in crate::runtime) mod resident;
 pub(in crate::runtime) mod turns;
 
 pub use config::*;
