@@ -244,7 +244,8 @@ fn idle_store(engine: &wasmtime::Engine, policy: &CallPolicy) -> Option<Store<Ca
         policy,
         Arc::default(),
         Arc::new(InMemorySessionStore::default()),
-        EventBus::default(),
+        // Nobody listens, and the call taking the store brings its own.
+        EventBus::new(1),
     )
     .within(Duration::ZERO);
     let denials = Denials::new(Arc::default());
