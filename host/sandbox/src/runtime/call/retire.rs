@@ -16,7 +16,8 @@
 //! than the drop.
 //!
 //! When a residency pass is due (`engine::resident`), it runs first, while
-//! the store still holds the pages its call wrote.
+//! the store still holds the pages its call wrote, on a blocking thread
+//! (once in dozens of calls), the store dropped there after it.
 
 use std::sync::Arc;
 
@@ -38,10 +39,19 @@ pub(in crate::runtime) fn retire(
 ) {
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => drop(runtime.spawn(async move {
-            if let Some(residency) = residency {
-                residency.pass();
+            match residency {
+                // A pass reads every slot's page map, which with many slots
+                // takes milliseconds: on a blocking thread, so that the
+                // runtime's thread goes on serving calls meanwhile.
+                Some(residency) => {
+                    let pass = tokio::task::spawn_blocking(move || {
+                        residency.pass();
+                        drop(store);
+                    });
+                    let _ = pass.await;
+                }
+                None => drop(store),
             }
-            drop(store);
             drop(slot);
             if let Some(next) = next {
                 next.await;
