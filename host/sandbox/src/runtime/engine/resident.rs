@@ -14,7 +14,7 @@
 //! the same bytes, never a change to what the guest sees), so that they form
 //! at most [`RUNS`]. The reset then keeps every written page, and the next
 //! call in the slot faults none. A slot's written pages, filled gaps with
-//! them, stay within [`RESIDENT_PAGES`]: every page kept is copied back at
+//! them, stay within [`RESIDENT_BYTES`]: every page kept is copied back at
 //! each reset.
 //!
 //! A pass sees a slot's whole pattern only while the call that wrote it is
@@ -33,9 +33,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Runs of written pages a slot is brought down to (wasmtime keeps 32).
 const RUNS: usize = 28;
-/// Pages a slot's written pages and filled gaps may come to (the reset
-/// keeps up to 2 MiB resident, 512 pages; past that it decommits).
-const RESIDENT_PAGES: u64 = 384;
+/// Bytes a slot's written pages and filled gaps may come to (the reset
+/// keeps up to 2 MiB resident; past that it decommits).
+const RESIDENT_BYTES: u64 = 1536 * 1024;
 /// Calls between passes while passes find work.
 const EVERY: u64 = 64;
 /// Calls between passes at most, while they find none.
@@ -101,19 +101,19 @@ fn spread(freed: u64, every: u64) -> u64 {
 
 /// The gaps to fill between `runs` (sorted `[start, end)` byte ranges) for
 /// them to form at most [`RUNS`], smallest first, while all come to no more
-/// than [`RESIDENT_PAGES`].
-fn gaps_to_fill(runs: &[(u64, u64)], page: u64) -> Vec<(u64, u64)> {
+/// than [`RESIDENT_BYTES`].
+fn gaps_to_fill(runs: &[(u64, u64)]) -> Vec<(u64, u64)> {
     if runs.len() <= RUNS {
         return Vec::new();
     }
     let mut gaps: Vec<(u64, u64)> = runs.windows(2).map(|w| (w[0].1, w[1].0)).collect();
     gaps.sort_by_key(|(from, to)| to - from);
     gaps.truncate(runs.len() - RUNS);
-    let mut pages: u64 = runs.iter().map(|(from, to)| (to - from) / page).sum();
+    let mut bytes: u64 = runs.iter().map(|(from, to)| to - from).sum();
     gaps.into_iter()
         .take_while(|(from, to)| {
-            pages += (to - from) / page;
-            pages <= RESIDENT_PAGES
+            bytes += to - from;
+            bytes <= RESIDENT_BYTES
         })
         .collect()
 }
@@ -162,7 +162,6 @@ mod sys {
     const PAGEMAP_SCAN: libc::c_ulong = 0xC060_6610;
     /// Runs one scan reports at most.
     const MAX_RUNS: usize = 512;
-    const PAGE: u64 = 4096;
 
     /// Coalesces the written pages of every memory slot; the slots filled.
     pub(super) fn coalesce_slots() -> usize {
@@ -178,7 +177,7 @@ mod sys {
             let Some(written) = written_runs(&pagemap, slot, &mut runs) else {
                 continue;
             };
-            let gaps = super::gaps_to_fill(&written, PAGE);
+            let gaps = super::gaps_to_fill(&written);
             for &(from, to) in &gaps {
                 // SAFETY: populating for writing changes no byte of the
                 // range (it makes private copies of the pages mapped there);
@@ -278,6 +277,8 @@ mod sys {
         use std::io::Write as _;
 
         use super::*;
+
+        const PAGE: u64 = 4096;
 
         /// A memory image's shape, mapped as wasmtime maps one: a private,
         /// writable mapping of a `.cwasm` file, each page holding its own
@@ -429,14 +430,14 @@ mod tests {
 
     #[test]
     fn few_runs_are_left_as_they_are() {
-        assert!(gaps_to_fill(&runs(RUNS as u64, |_| 3), PAGE).is_empty());
+        assert!(gaps_to_fill(&runs(RUNS as u64, |_| 3)).is_empty());
     }
 
     #[test]
     fn the_smallest_gaps_are_filled_until_the_runs_are_few() {
         // Every other gap is one page; the rest are ten.
         let written = runs(40, |i| if i % 2 == 0 { 1 } else { 10 });
-        let gaps = gaps_to_fill(&written, PAGE);
+        let gaps = gaps_to_fill(&written);
         assert_eq!(gaps.len(), 40 - RUNS);
         assert!(gaps.iter().all(|(from, to)| to - from == PAGE));
     }
@@ -445,11 +446,11 @@ mod tests {
     fn a_slot_s_pages_stay_within_what_a_reset_keeps() {
         // 100 written pages, 50 apart.
         let written = runs(100, |_| 50);
-        let gaps = gaps_to_fill(&written, PAGE);
-        let filled: u64 = gaps.iter().map(|(from, to)| (to - from) / PAGE).sum();
-        assert!(100 + filled <= RESIDENT_PAGES, "{filled}");
-        assert_eq!(gaps.len(), ((RESIDENT_PAGES - 100) / 50) as usize);
+        let gaps = gaps_to_fill(&written);
+        let filled: u64 = gaps.iter().map(|(from, to)| to - from).sum();
+        assert!(100 * PAGE + filled <= RESIDENT_BYTES, "{filled}");
+        assert_eq!(gaps.len(), ((RESIDENT_BYTES / PAGE - 100) / 50) as usize);
         // Already at the bound: nothing is filled.
-        assert!(gaps_to_fill(&runs(400, |_| 1), PAGE).is_empty());
+        assert!(gaps_to_fill(&runs(400, |_| 1)).is_empty());
     }
 }
