@@ -37,20 +37,22 @@ pub(in crate::runtime) fn retire(
     next: Option<impl Future<Output = ()> + Send + 'static>,
     residency: Option<Arc<Residency>>,
 ) {
+    let passing = residency.is_some();
+    let free = move || {
+        if let Some(residency) = residency {
+            residency.pass();
+        }
+        drop(store);
+    };
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => drop(runtime.spawn(async move {
-            match residency {
-                // A pass reads every slot's page map, which with many slots
-                // takes milliseconds: on a blocking thread, so that the
-                // runtime's thread goes on serving calls meanwhile.
-                Some(residency) => {
-                    let pass = tokio::task::spawn_blocking(move || {
-                        residency.pass();
-                        drop(store);
-                    });
-                    let _ = pass.await;
-                }
-                None => drop(store),
+            // A pass reads every slot's page map, which with many slots
+            // takes milliseconds: on a blocking thread, so that the
+            // runtime's thread goes on serving calls meanwhile.
+            if passing {
+                let _ = tokio::task::spawn_blocking(free).await;
+            } else {
+                free();
             }
             drop(slot);
             if let Some(next) = next {
@@ -58,10 +60,7 @@ pub(in crate::runtime) fn retire(
             }
         })),
         Err(_) => {
-            if let Some(residency) = residency {
-                residency.pass();
-            }
-            drop(store);
+            free();
             drop(slot);
         }
     }
