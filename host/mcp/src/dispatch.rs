@@ -338,13 +338,16 @@ impl Dispatcher {
         });
         let dispatcher = self.clone();
         Answer::Later(Box::pin(async move {
-            let call = dispatcher.server.call_tool_request(
+            // Boxed on its own: the call's future is about 10 KB, and inline
+            // this future would be as large, copied whole on the way to its
+            // box, where now only its arguments are.
+            let call = Box::pin(dispatcher.server.call_tool_request(
                 request,
                 id.to_string(),
                 cancellation,
                 progress,
                 asking,
-            );
+            ));
             let result = match dispatcher.client.relay() {
                 None => call.await,
                 Some(relay) => {
