@@ -19,28 +19,26 @@
 //! the store still holds the pages its call wrote, on a blocking thread
 //! (once in dozens of calls), the store dropped there after it.
 
-use std::sync::Arc;
-
 use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::Store;
 
 use super::store::CallState;
-use crate::runtime::resident::Residency;
+use crate::runtime::resident::Pass;
 
 /// Drops `store`, then gives `slot` back, after the caller goes on, and
 /// then runs `next` (making the next call's instance); at once outside an
-/// async runtime, and then without `next`. A `residency` pass due runs
+/// async runtime, and then without `next`. A residency `pass` due runs
 /// before the store is dropped.
 pub(in crate::runtime) fn retire(
     store: Store<CallState>,
     slot: OwnedSemaphorePermit,
     next: Option<impl Future<Output = ()> + Send + 'static>,
-    residency: Option<Arc<Residency>>,
+    pass: Option<Pass>,
 ) {
-    let passing = residency.is_some();
+    let passing = pass.is_some();
     let free = move || {
-        if let Some(residency) = residency {
-            residency.pass();
+        if let Some(pass) = pass {
+            pass.run();
         }
         drop(store);
     };

@@ -196,8 +196,8 @@ impl Sandbox {
         if let (Some(store), Some(slot)) = (finished, slot) {
             // The slot just freed makes the next call's instance.
             let next = keep.is_none().then(|| self.make_ahead(component, policy));
-            let residency = self.residency.as_ref().filter(|r| r.due()).cloned();
-            super::retire::retire(store, slot, next.flatten(), residency);
+            let pass = self.residency.as_ref().and_then(|r| r.due());
+            super::retire::retire(store, slot, next.flatten(), pass);
         }
         result.map_err(|error| match denials.first() {
             Some(denied) if matches!(error.kind, ErrorKind::Trap) => denied_error(&denied),

@@ -29,6 +29,7 @@
 //! wasmtime's `wasm-memory-image`). Where the kernel lacks either call, the
 //! pass does nothing.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Runs of written pages a slot is brought down to (wasmtime keeps 32).
@@ -61,17 +62,18 @@ impl Default for Residency {
 }
 
 impl Residency {
-    /// Counts a call freed; true when a pass is due (and none runs), which
-    /// the caller then runs with [`pass`](Self::pass) before the call's
-    /// store is dropped.
-    pub fn due(&self) -> bool {
+    /// Counts a call freed; the pass due (when none runs), which the caller
+    /// then runs before the call's store is dropped.
+    pub fn due(self: &Arc<Self>) -> Option<Pass> {
         let freed = self.freed.fetch_add(1, Ordering::Relaxed) + 1;
-        freed >= self.next.load(Ordering::Relaxed) && !self.running.swap(true, Ordering::Acquire)
+        let due = freed >= self.next.load(Ordering::Relaxed)
+            && !self.running.swap(true, Ordering::Acquire);
+        due.then(|| Pass(self.clone()))
     }
 
     /// Coalesces every slot's written pages, and sets when the next pass is
     /// due.
-    pub fn pass(&self) {
+    fn pass(&self) {
         let began = std::time::Instant::now();
         let filled = sys::coalesce_slots();
         tracing::debug!(
@@ -87,7 +89,23 @@ impl Residency {
         let freed = self.freed.load(Ordering::Relaxed);
         self.next
             .store(freed + spread(freed, every), Ordering::Relaxed);
-        self.running.store(false, Ordering::Release);
+    }
+}
+
+/// A pass due, to [`run`](Pass::run); one dropped unrun (its runtime shut
+/// down first, say) lets the next call freed run it instead.
+pub(in crate::runtime) struct Pass(Arc<Residency>);
+
+impl Pass {
+    /// Runs the pass.
+    pub fn run(self) {
+        self.0.pass();
+    }
+}
+
+impl Drop for Pass {
+    fn drop(&mut self) {
+        self.0.running.store(false, Ordering::Release);
     }
 }
 
@@ -278,7 +296,11 @@ mod sys {
 
         use super::*;
 
-        const PAGE: u64 = 4096;
+        /// The machine's page size.
+        fn page_size() -> usize {
+            // SAFETY: `sysconf` only reads a system setting.
+            unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+        }
 
         /// A memory image's shape, mapped as wasmtime maps one: a private,
         /// writable mapping of a `.cwasm` file, each page holding its own
@@ -296,14 +318,14 @@ mod sys {
                     .tempfile()
                     .unwrap();
                 for page in 0..pages {
-                    file.write_all(&[page as u8; PAGE as usize]).unwrap();
+                    file.write_all(&vec![page as u8; page_size()]).unwrap();
                 }
                 file.flush().unwrap();
                 // SAFETY: a new private mapping of a file this test owns.
                 let at = unsafe {
                     libc::mmap(
                         std::ptr::null_mut(),
-                        pages * PAGE as usize,
+                        pages * page_size(),
                         libc::PROT_READ | libc::PROT_WRITE,
                         libc::MAP_PRIVATE,
                         file.as_file().as_raw_fd(),
@@ -320,7 +342,7 @@ mod sys {
 
             fn runs(&self, pagemap: &File) -> Vec<(u64, u64)> {
                 let start = self.at as u64;
-                let end = start + self.pages as u64 * PAGE;
+                let end = start + (self.pages * page_size()) as u64;
                 let mut runs = vec![PageRegion::default(); MAX_RUNS];
                 written_runs(pagemap, (start, end), &mut runs).expect("PAGEMAP_SCAN")
             }
@@ -329,7 +351,7 @@ mod sys {
         impl Drop for Image {
             fn drop(&mut self) {
                 // SAFETY: unmaps what `map` mapped.
-                unsafe { libc::munmap(self.at.cast(), self.pages * PAGE as usize) };
+                unsafe { libc::munmap(self.at.cast(), self.pages * page_size()) };
             }
         }
 
@@ -338,13 +360,14 @@ mod sys {
             let image = Image::map(240);
             // SAFETY: the mapping lives until `image` is dropped, after its
             // last use here, and only this test touches it.
-            let bytes = unsafe { std::slice::from_raw_parts_mut(image.at, 240 * PAGE as usize) };
+            let size = page_size();
+            let bytes = unsafe { std::slice::from_raw_parts_mut(image.at, 240 * size) };
             // Read every page, then write 60 of them, three apart, as an
             // interpreter's call does.
-            let read: usize = (0..240).map(|page| usize::from(bytes[page * 4096])).sum();
+            let read: usize = (0..240).map(|page| usize::from(bytes[page * size])).sum();
             assert_eq!(read, (0..240usize).sum::<usize>());
             for page in (0..240).step_by(4) {
-                bytes[page * 4096 + 7] = 0xee;
+                bytes[page * size + 7] = 0xee;
             }
             let pagemap = File::open("/proc/self/pagemap").unwrap();
             assert_eq!(image.runs(&pagemap).len(), 60);
@@ -355,7 +378,7 @@ mod sys {
             assert!(runs.len() <= super::super::RUNS, "{} runs", runs.len());
             for page in 0..240 {
                 let want = page as u8;
-                let bytes = &bytes[page * 4096..][..4096];
+                let bytes = &bytes[page * size..][..size];
                 let written = page % 4 == 0;
                 for (at, &byte) in bytes.iter().enumerate() {
                     let want = if written && at == 7 { 0xee } else { want };
@@ -415,6 +438,19 @@ mod tests {
                 run
             })
             .collect()
+    }
+
+    #[test]
+    fn one_pass_runs_at_a_time_and_one_dropped_unrun_is_due_again() {
+        let residency = Arc::new(Residency::default());
+        let first = residency.due().expect("a pass after the first call");
+        assert!(residency.due().is_none(), "a second pass while one is due");
+        drop(first);
+        let again = residency
+            .due()
+            .expect("due again once the first was dropped");
+        again.run();
+        assert!(residency.due().is_none(), "the next pass is calls away");
     }
 
     #[test]
