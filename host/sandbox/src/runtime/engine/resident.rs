@@ -442,15 +442,16 @@ mod tests {
 
     #[test]
     fn one_pass_runs_at_a_time_and_one_dropped_unrun_is_due_again() {
+        // Not run here: a pass scans this process's slots, which another
+        // test maps and checks.
         let residency = Arc::new(Residency::default());
         let first = residency.due().expect("a pass after the first call");
         assert!(residency.due().is_none(), "a second pass while one is due");
         drop(first);
-        let again = residency
-            .due()
-            .expect("due again once the first was dropped");
-        again.run();
-        assert!(residency.due().is_none(), "the next pass is calls away");
+        assert!(
+            residency.due().is_some(),
+            "due again once the first was dropped unrun"
+        );
     }
 
     #[test]
