@@ -341,7 +341,7 @@ impl Dispatcher {
             // Boxed on its own: the call's future is about 10 KB, and inline
             // this future would be as large, copied whole on the way to its
             // box, where now only its arguments are.
-            let call = Box::pin(dispatcher.server.call_tool_request(
+            let mut call = Box::pin(dispatcher.server.call_tool_request(
                 request,
                 id.to_string(),
                 cancellation,
@@ -351,7 +351,6 @@ impl Dispatcher {
             let result = match dispatcher.client.relay() {
                 None => call.await,
                 Some(relay) => {
-                    tokio::pin!(call);
                     tokio::select! {
                         biased;
                         result = &mut call => result,

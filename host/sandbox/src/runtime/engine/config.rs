@@ -17,13 +17,9 @@ pub enum Allocator {
 const MAX_WASM_STACK: usize = 1024 * 1024;
 /// Bytes of each memory slot kept resident between calls.
 const KEEP_RESIDENT: usize = 2 * 1024 * 1024;
-/// A freed slot's pages past what it keeps resident are decommitted at once,
-/// and the slot is free again at once. Batched, wasmtime 48 queues every
-/// reset's remainder, empty ones included (each reset in place leaves one),
-/// and returns the slots only when it flushes the queue (a `process_madvise`
-/// of empty ranges, every few calls): the next call then takes another
-/// slot, whose pages are cold, and a Python call costs about 10-20% more
-/// CPU. Alone, an empty remainder costs no system call.
+/// A freed slot is decommitted and free again at once (wasmtime's default):
+/// batched, every reset's remainder, empty ones too, held its slot until a
+/// flush, and the next call took a cold slot (`docs/performance.md`).
 const DECOMMIT_BATCH: usize = 1;
 /// Native stack of each call's fiber; must exceed `MAX_WASM_STACK`.
 const ASYNC_STACK: usize = 2 * 1024 * 1024;

@@ -66,9 +66,13 @@ impl Residency {
     /// then runs before the call's store is dropped.
     pub fn due(self: &Arc<Self>) -> Option<Pass> {
         let freed = self.freed.fetch_add(1, Ordering::Relaxed) + 1;
-        let due = freed >= self.next.load(Ordering::Relaxed)
-            && !self.running.swap(true, Ordering::Acquire);
-        due.then(|| Pass(self.clone()))
+        if freed < self.next.load(Ordering::Relaxed) || self.running.swap(true, Ordering::Acquire) {
+            return None;
+        }
+        // The turn is ours; a pass that ended meanwhile may have moved the
+        // next one further (then this turn is given back as it drops).
+        let turn = Pass(self.clone());
+        (freed >= self.next.load(Ordering::Relaxed)).then_some(turn)
     }
 
     /// Coalesces every slot's written pages, and sets when the next pass is
