@@ -5,7 +5,13 @@ The official Python SDK drives each server as a desktop client would, over
 stdio and over streamable HTTP. The floor is a bare responder (Node.js) that
 answers the same messages with no work at all: what this client costs by
 itself. Figures are medians of interleaved rounds; the ratios are what to
-compare across machines.
+compare across machines. A server and its floor are measured side by side in
+each round, in turn first, and compared round by round, since this machine's
+speed drifts by more than the differences between them.
+
+With calls in flight the SDK client keeps one core busy by itself, so calls/s
+is its own pace: the rows beside it give the client's CPU per call and how
+busy it was, which show whether a server ever made the client wait.
 """
 
 from __future__ import annotations
@@ -78,6 +84,12 @@ SEQUENTIAL = 2000
 CONCURRENT = 4000
 IN_FLIGHT = 16
 ROUNDS = 3
+# Rounds of the SDK client's figures: calls/s with calls in flight is this
+# client's own pace (it keeps a core busy), so it moves with the machine.
+SDK_ROUNDS = 5
+# Rounds of the plain client's figures; a server and its floor are compared
+# round by round (the median of the differences).
+PLAIN_ROUNDS = 5
 SLEEPERS = 1000
 
 
@@ -169,9 +181,11 @@ async def sequential(server: Server) -> tuple[float, float]:
     return statistics.median(latencies), (cpu_seconds(server.pid) - cpu) / SEQUENTIAL
 
 
-async def concurrent(server: Server) -> tuple[float, float]:
-    """Calls/s and server CPU per call with IN_FLIGHT calls in flight."""
+async def concurrent(server: Server) -> tuple[float, float, float, float]:
+    """Calls/s, server CPU per call, this client's CPU per call and the share
+    of one core this client kept busy, with IN_FLIGHT calls in flight."""
     cpu = cpu_seconds(server.pid)
+    client = time.process_time()
     started = time.perf_counter()
     async with anyio.create_task_group() as group:
         limiter = anyio.Semaphore(IN_FLIGHT)
@@ -183,7 +197,8 @@ async def concurrent(server: Server) -> tuple[float, float]:
         for i in range(CONCURRENT):
             group.start_soon(one, i)
     elapsed = time.perf_counter() - started
-    return CONCURRENT / elapsed, (cpu_seconds(server.pid) - cpu) / CONCURRENT
+    client = time.process_time() - client
+    return CONCURRENT / elapsed, (cpu_seconds(server.pid) - cpu) / CONCURRENT, client / CONCURRENT, client / elapsed
 
 
 async def while_looping(server: Server, loops: int) -> float:
@@ -258,8 +273,8 @@ async def round_of(name: str, server: Server, figures: Rounds) -> None:
     for _ in range(200):
         await echo(server.session)
     p50, cpu = await sequential(server)
-    rate, cpu_concurrent = await concurrent(server)
-    for key, value in [("p50", p50), ("cpu", cpu), ("rate", rate), ("cpu16", cpu_concurrent)]:
+    rate, cpu_concurrent, client, busy = await concurrent(server)
+    for key, value in [("p50", p50), ("cpu", cpu), ("rate", rate), ("cpu16", cpu_concurrent), ("client16", client), ("busy16", busy)]:
         figures.setdefault(f"{name} {key}", []).append(value)
 
 
@@ -291,30 +306,42 @@ async def main() -> None:
     floor_start = await median_start(node, ["-e", BARE_STDIO], env)
 
     figures: Rounds = {}
-    for _ in range(ROUNDS):
-        async with over_stdio(str(BIN), stdio_args, env) as server:
-            await round_of("stdio", server, figures)
-        async with over_stdio(node, ["-e", BARE_STDIO], env) as server:
-            await round_of("stdio floor", server, figures)
-        async with over_http(http_argv, env) as server:
-            await round_of("http", server, figures)
-        async with over_http([node, "-e", BARE_HTTP], env) as server:
-            await round_of("http floor", server, figures)
+    servers = [
+        ("stdio", lambda: over_stdio(str(BIN), stdio_args, env)),
+        ("stdio floor", lambda: over_stdio(node, ["-e", BARE_STDIO], env)),
+        ("http", lambda: over_http(http_argv, env)),
+        ("http floor", lambda: over_http([node, "-e", BARE_HTTP], env)),
+    ]
+    for round_number in range(SDK_ROUNDS):
+        # Each server beside its floor, which goes first every other round,
+        # so that a machine slowing down or speeding up favours neither.
+        for transport in (servers[:2], servers[2:]):
+            for name, opened in transport if round_number % 2 == 0 else transport[::-1]:
+                async with opened() as server:
+                    await round_of(name, server, figures)
+        for t in ("stdio", "http"):
+            figures.setdefault(f"{t} rate share", []).append(figures[f"{t} rate"][-1] / figures[f"{t} floor rate"][-1])
     median = {key: statistics.median(values) for key, values in figures.items()}
     plain: Rounds = {}
-    for _ in range(ROUNDS):
-        for name, measure, argv in [
-            ("stdio", bench_plain.over_stdio, [str(BIN), *stdio_args]),
-            ("stdio floor", bench_plain.over_stdio, [node, "-e", BARE_STDIO]),
-            ("http", bench_plain.over_http, http_argv),
-            ("http floor", bench_plain.over_http, [node, "-e", BARE_HTTP]),
-            ("stdio audited", bench_plain.over_stdio, [str(BIN), *stdio_args, "--audit", f"{cache}/audit.jsonl"]),
-            ("stdio fixture", bench_plain.over_stdio, [str(BIN), *fixture_args]),
-        ]:
+    pairs = [
+        [("stdio", bench_plain.over_stdio, [str(BIN), *stdio_args]), ("stdio floor", bench_plain.over_stdio, [node, "-e", BARE_STDIO])],
+        [("http", bench_plain.over_http, http_argv), ("http floor", bench_plain.over_http, [node, "-e", BARE_HTTP])],
+    ]
+    others = [
+        ("stdio audited", bench_plain.over_stdio, [str(BIN), *stdio_args, "--audit", f"{cache}/audit.jsonl"]),
+        ("stdio fixture", bench_plain.over_stdio, [str(BIN), *fixture_args]),
+    ]
+    for round_number in range(PLAIN_ROUNDS):
+        in_order = [server for pair in pairs for server in (pair if round_number % 2 == 0 else pair[::-1])]
+        for name, measure, argv in in_order + others:
             measured = measure(argv, env)
             plain.setdefault(f"{name} p50", []).append(measured.p50)
             plain.setdefault(f"{name} cpu", []).append(measured.cpu)
             plain.setdefault(f"{name} faults", []).append(measured.faults)
+        # Each server's figures less its floor's, measured beside it.
+        for t in ("stdio", "http"):
+            for key in ("p50", "cpu"):
+                plain.setdefault(f"{t} added {key}", []).append(plain[f"{t} {key}"][-1] - plain[f"{t} floor {key}"][-1])
     plain_median = {key: statistics.median(values) for key, values in plain.items()}
 
     async with over_stdio(str(BIN), fixture_args, env) as server:
@@ -353,7 +380,7 @@ async def main() -> None:
     floor_listing = spawn_to_listing([node, "-e", BARE_STDIO], env)
 
     us = lambda s: f"{s * 1e6:.0f} µs"  # noqa: E731
-    print(f"MCP, official Python SDK {version()} as the client, tool `echo` of `tests/echo-tool`, medians of {ROUNDS} rounds")
+    print(f"MCP, official Python SDK {version()} as the client, tool `echo` of `tests/echo-tool`, medians of {SDK_ROUNDS} rounds")
     print(f"(floor: a bare Node.js responder doing no work; {os.cpu_count()} cores)")
     print()
     print("| measurement | stdio | stdio floor | HTTP | HTTP floor |")
@@ -363,25 +390,26 @@ async def main() -> None:
     row(f"calls/s, {IN_FLIGHT} in flight", lambda k: f"{median[f'{k} rate']:.0f}")
     row("server CPU per call, sequential", lambda k: us(median[f"{k} cpu"]))
     row(f"server CPU per call, {IN_FLIGHT} in flight", lambda k: us(median[f"{k} cpu16"]))
+    row(f"the client's CPU per call, {IN_FLIGHT} in flight", lambda k: us(median[f"{k} client16"]))
+    row(f"the client's share of one core, {IN_FLIGHT} in flight", lambda k: f"{median[f'{k} busy16']:.0%}")
     print()
     print("| ratio | stdio | HTTP |")
     print("|---|---|---|")
     for name, f in [
         ("added latency over the floor (p50 minus the floor's p50)", lambda t: f"{(median[f'{t} p50'] - median[f'{t} floor p50']) * 1e6:+.0f} µs"),
-        (f"calls/s with {IN_FLIGHT} in flight, share of the floor's", lambda t: f"{median[f'{t} rate'] / median[f'{t} floor rate']:.0%}"),
+        (f"calls/s with {IN_FLIGHT} in flight, share of the floor's (median of the rounds' shares)", lambda t: f"{median[f'{t} rate share']:.0%}"),
     ]:
         print(f"| {name} | {f('stdio')} | {f('http')} |")
     print()
-    print(f"The same servers with a plain synchronous client (JSON lines; HTTP/1.1 keep-alive), {bench_plain.CALLS} calls, medians of {ROUNDS} rounds:")
+    print(f"The same servers with a plain synchronous client (JSON lines; HTTP/1.1 keep-alive), {bench_plain.CALLS} calls, medians of {PLAIN_ROUNDS} rounds:")
     print()
     print("| plain client | stdio | stdio floor | HTTP | HTTP floor |")
     print("|---|---|---|---|---|")
     prow = lambda name, f: print(f"| {name} | " + " | ".join(f(k) for k in ("stdio", "stdio floor", "http", "http floor")) + " |")  # noqa: E731
     prow("sequential call p50", lambda k: us(plain_median[f"{k} p50"]))
     prow("server CPU per call", lambda k: us(plain_median[f"{k} cpu"]))
-    added = lambda t: f"{(plain_median[f'{t} p50'] - plain_median[f'{t} floor p50']) * 1e6:+.0f} µs"  # noqa: E731
-    cpu_added = lambda t: f"{(plain_median[f'{t} cpu'] - plain_median[f'{t} floor cpu']) * 1e6:+.0f} µs"  # noqa: E731
-    print(f"| added latency / added CPU over the floor | {added('stdio')} / {cpu_added('stdio')} | | {added('http')} / {cpu_added('http')} | |")
+    added = lambda t, key: f"{plain_median[f'{t} added {key}'] * 1e6:+.0f} µs"  # noqa: E731
+    print(f"| added latency / added CPU over the floor (medians of the rounds' differences) | {added('stdio', 'p50')} / {added('stdio', 'cpu')} | | {added('http', 'p50')} / {added('http', 'cpu')} | |")
     print()
     print("| plain client over stdio | without an audit log | with `--audit` | change |")
     print("|---|---|---|---|")
@@ -423,13 +451,14 @@ async def main() -> None:
         p50 = interpreted_median[f"{name} p50"]
         print(f"| {name} `echo` through MCP: ≤ 400 µs p50 | {us(p50)} | Rust `echo` {us(plain_median['stdio p50'])} | {met(p50 <= 400e-6)} |")
     for t, label in [("stdio", "stdio"), ("http", "HTTP")]:
-        extra = plain_median[f"{t} p50"] - plain_median[f"{t} floor p50"]
+        extra = plain_median[f"{t} added p50"]
         print(f"| added latency over the floor, plain client, {label}: ≤ +15 µs | {extra * 1e6:+.0f} µs | floor {us(plain_median[f'{t} floor p50'])} | {met(extra <= 15e-6)} |")
-        cpu, floor_cpu = plain_median[f"{t} cpu"], plain_median[f"{t} floor cpu"]
+        cpu, cpu_added = plain_median[f"{t} cpu"], plain_median[f"{t} added cpu"]
         beside = f"; `tests/fixture-tool` {us(plain_median['stdio fixture cpu'])}" if t == "stdio" else ""
-        print(f"| server CPU per call, plain client, {label}: ≤ the floor's | {us(cpu)} | floor {us(floor_cpu)}{beside} | {met(cpu <= floor_cpu)} |")
-        share = median[f"{t} rate"] / median[f"{t} floor rate"]
-        print(f"| calls/s at {IN_FLIGHT} in flight, SDK client, {label}: ≥ 1.05× the floor's | {share:.2f}× | floor {median[f'{t} floor rate']:.0f}/s | {met(share >= 1.05)} |")
+        print(f"| server CPU per call, plain client, {label}: ≤ the floor's | {us(cpu)} ({cpu_added * 1e6:+.0f} µs beside the floor) | floor {us(plain_median[f'{t} floor cpu'])}{beside} | {met(cpu_added <= 0)} |")
+        share = median[f"{t} rate share"]
+        client = f"the client {median[f'{t} busy16']:.0%} busy at {us(median[f'{t} client16'])} a call, against {us(median[f'{t} floor client16'])}"
+        print(f"| calls/s at {IN_FLIGHT} in flight, SDK client, {label}: ≥ 1.05× the floor's | {share:.2f}× | floor {median[f'{t} floor rate']:.0f}/s; {client} | {met(share >= 1.05)} |")
     rss = examples_rss["rust"]
     from hot_code import listed_in  # it imports this module, so not at the top
 
