@@ -33,6 +33,7 @@ mod pages;
 mod paused_scripts;
 mod records;
 mod relay;
+mod run_here;
 mod server;
 mod state_keys;
 mod stdio;

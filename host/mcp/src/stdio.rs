@@ -6,7 +6,7 @@
 //! stdin and answers `initialize` and `ping` itself; a `tools/call` (or a
 //! `tools/list`, which may wait for tools still loading) runs right there
 //! until it is done, which is all most calls need, and gets a task of its
-//! own only if it waits (or keeps running past [`RUN_HERE`]). Whoever has a
+//! own only if it waits (or keeps running, see `run_here`). Whoever has a
 //! response writes it. The messages are rmcp's types, so the wire format is
 //! rmcp's.
 //!
@@ -20,9 +20,6 @@
 //! connection is then handed to rmcp's service, which serves that revision.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{Context, Wake, Waker};
-use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use rmcp::model::{ErrorCode, ErrorData, RequestId, ServerJsonRpcMessage, ServerResult};
@@ -35,6 +32,7 @@ use tokio_util::task::TaskTracker;
 use super::dispatch::{self, Answer, Dispatcher, Message, Notify};
 use super::drain::SHUTDOWN_GRACE;
 use super::elicit::SendMessage;
+use super::run_here::run_here;
 use super::server::{McpServer, ServeError};
 use super::traced::Origin;
 
@@ -204,54 +202,11 @@ impl Connection {
                 });
                 // Most calls finish here, without a wake-up of another
                 // thread; a call gets its own task only when it waits.
-                if !run_here(call.as_mut()) {
+                if run_here(call.as_mut()).is_pending() {
                     self.tasks.spawn_on(call, &self.calls);
                 }
             }
         }
-    }
-}
-
-/// How long a call that keeps yielding (as a running guest does at each
-/// epoch tick) is polled on the connection's thread before it gets a task of
-/// its own.
-const RUN_HERE: Duration = Duration::from_millis(1);
-/// Polls of a call on the connection's thread at most.
-const POLLS_HERE: usize = 3;
-
-/// Polls `call` on this thread until it is done, waits for something (it
-/// returned pending without waking itself), or has yielded for
-/// [`RUN_HERE`]; whether it is done. A call crossing an epoch tick yields
-/// once and is polled again here, on the core whose caches hold its
-/// instance, rather than handed to another thread.
-fn run_here(mut call: std::pin::Pin<&mut (impl Future<Output = ()> + ?Sized)>) -> bool {
-    let woken = Arc::new(Woken::default());
-    let waker = Waker::from(woken.clone());
-    let mut context = Context::from_waker(&waker);
-    let started = Instant::now();
-    for _ in 0..POLLS_HERE {
-        woken.0.store(false, Ordering::Relaxed);
-        if call.as_mut().poll(&mut context).is_ready() {
-            return true;
-        }
-        if !woken.0.load(Ordering::Relaxed) || started.elapsed() >= RUN_HERE {
-            break;
-        }
-    }
-    false
-}
-
-/// Whether a future woke itself while [`run_here`] polled it.
-#[derive(Default)]
-struct Woken(AtomicBool);
-
-impl Wake for Woken {
-    fn wake(self: Arc<Self>) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.store(true, Ordering::Relaxed);
     }
 }
 
@@ -414,51 +369,5 @@ impl McpServer {
             // The runtime is shutting down.
             Err(_) => Ok(()),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::pin::pin;
-    use std::task::Poll;
-
-    use super::*;
-
-    /// A future that is pending `yields` times, waking itself each time
-    /// (as a guest does at an epoch tick) unless `waits`, then done.
-    fn yielding(yields: usize, waits: bool) -> impl Future<Output = ()> {
-        let mut left = yields;
-        std::future::poll_fn(move |context| {
-            if left == 0 {
-                return Poll::Ready(());
-            }
-            left -= 1;
-            if !waits {
-                context.waker().wake_by_ref();
-            }
-            Poll::Pending
-        })
-    }
-
-    #[test]
-    fn a_call_that_yields_at_a_tick_finishes_on_the_connections_thread() {
-        assert!(run_here(pin!(yielding(0, false))));
-        assert!(run_here(pin!(yielding(POLLS_HERE - 1, false))));
-    }
-
-    #[test]
-    fn a_call_that_waits_or_keeps_yielding_gets_a_task_of_its_own() {
-        assert!(!run_here(pin!(yielding(1, true))));
-        assert!(!run_here(pin!(yielding(POLLS_HERE, false))));
-        // Running for `RUN_HERE` ends the polls here after one yield.
-        let mut polls = 0;
-        let running = std::future::poll_fn(|context| {
-            polls += 1;
-            std::thread::sleep(RUN_HERE);
-            context.waker().wake_by_ref();
-            Poll::<()>::Pending
-        });
-        assert!(!run_here(pin!(running)));
-        assert_eq!(polls, 1);
     }
 }
