@@ -147,10 +147,19 @@ async fn hand_over(
     drop(connection);
     // rmcp runs each request in a task of its own: on the runtime for calls,
     // which long calls may keep busy without holding up this connection.
-    match calls
-        .spawn(server.serve_transport((reader, writer), stop))
-        .await
-    {
+    joined(
+        calls
+            .spawn(server.serve_transport((reader, writer), stop))
+            .await,
+    )
+}
+
+/// What a task serving a connection ended with: its panic goes on here, and
+/// a task cancelled by its runtime shutting down served to the end.
+fn joined(
+    result: Result<Result<(), ServeError>, tokio::task::JoinError>,
+) -> Result<(), ServeError> {
+    match result {
         Ok(served) => served,
         Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
         Err(_) => Ok(()),
@@ -310,10 +319,10 @@ impl McpServer {
     /// [`SHUTDOWN_GRACE`] to finish and send their results.
     ///
     /// The connection runs on a thread of its own, which reads stdin, runs
-    /// each call's first poll (all most calls need), writes the answer and
-    /// then frees the call's instance: one core, whose caches still hold
-    /// the instance's pages. A call that waits, or runs long enough to take
-    /// turns, goes on in a task of the current runtime.
+    /// each call (all most calls need), writes the answer and then frees the
+    /// call's instance: one core, whose caches still hold the instance's
+    /// pages. A call that waits, or runs on past a tick or two, goes on in a
+    /// task of the current runtime.
     pub async fn serve_stdio_until(self, stop: CancellationToken) -> Result<(), ServeError> {
         let calls = Handle::current();
         let (sender, served) = tokio::sync::oneshot::channel();
@@ -363,11 +372,6 @@ impl McpServer {
             stop,
             Handle::current(),
         );
-        match tokio::spawn(serving).await {
-            Ok(served) => served,
-            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
-            // The runtime is shutting down.
-            Err(_) => Ok(()),
-        }
+        joined(tokio::spawn(serving).await)
     }
 }
