@@ -282,6 +282,12 @@ def spawn_to_listing(argv: list[str], env: dict[str, str], starts: int = 9) -> t
 Rounds = dict[str, list[float]]
 
 
+def in_turn(pair: list, round_number: int) -> list:
+    """A server and its floor, the floor first every other round, so that a
+    machine slowing down or speeding up favours neither."""
+    return pair if round_number % 2 == 0 else pair[::-1]
+
+
 async def round_of(name: str, server: Server, figures: Rounds) -> None:
     for _ in range(200):
         await echo(server.session)
@@ -326,14 +332,13 @@ async def main() -> None:
         ("http floor", lambda: over_http([node, "-e", BARE_HTTP], env)),
     ]
     for round_number in range(SDK_ROUNDS):
-        # Each server beside its floor, which goes first every other round,
-        # so that a machine slowing down or speeding up favours neither.
         for transport in (servers[:2], servers[2:]):
-            for name, opened in transport if round_number % 2 == 0 else transport[::-1]:
+            for name, opened in in_turn(transport, round_number):
                 async with opened() as server:
                     await round_of(name, server, figures)
         for t in ("stdio", "http"):
             figures.setdefault(f"{t} rate share", []).append(figures[f"{t} rate"][-1] / figures[f"{t} floor rate"][-1])
+            figures.setdefault(f"{t} added p50", []).append(figures[f"{t} p50"][-1] - figures[f"{t} floor p50"][-1])
     median = {key: statistics.median(values) for key, values in figures.items()}
     plain: Rounds = {}
     pairs = [
@@ -345,7 +350,7 @@ async def main() -> None:
         ("stdio fixture", bench_plain.over_stdio, [str(BIN), *fixture_args]),
     ]
     for round_number in range(PLAIN_ROUNDS):
-        in_order = [server for pair in pairs for server in (pair if round_number % 2 == 0 else pair[::-1])]
+        in_order = [server for pair in pairs for server in in_turn(pair, round_number)]
         for name, measure, argv in in_order + others:
             measured = measure(argv, env)
             plain.setdefault(f"{name} p50", []).append(measured.p50)
@@ -410,7 +415,7 @@ async def main() -> None:
     print("| ratio | stdio | HTTP |")
     print("|---|---|---|")
     for name, f in [
-        ("added latency over the floor (p50 minus the floor's p50)", lambda t: f"{(median[f'{t} p50'] - median[f'{t} floor p50']) * 1e6:+.0f} µs"),
+        ("added latency over the floor (median of the rounds' p50 minus the floor's)", lambda t: f"{median[f'{t} added p50'] * 1e6:+.0f} µs"),
         (f"calls/s with {IN_FLIGHT} in flight, share of the floor's (median of the rounds' shares)", lambda t: f"{median[f'{t} rate share']:.0%}"),
     ]:
         print(f"| {name} | {f('stdio')} | {f('http')} |")
