@@ -29,6 +29,7 @@ mod hardening;
 mod hardening_cli;
 mod health;
 mod hot_code;
+mod http_threads;
 mod identity;
 mod in_flight;
 mod interpreters;

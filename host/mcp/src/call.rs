@@ -216,10 +216,14 @@ impl McpServer {
         round.pause_with(pauses);
         let shared = self.shared_arc();
         let tool_name = name.clone();
-        let task = tokio::spawn(async move {
+        let running = async move {
             let called = shared.pipeline.call(call).await;
             answer_of(called, &tool_name)
-        });
+        };
+        let task = match &self.shared().calls {
+            Some(runtime) => runtime.spawn(running),
+            None => tokio::spawn(running),
+        };
         let mut running = Running {
             task,
             questions,

@@ -16,6 +16,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::connection_threads::ConnectionThreads;
 use super::drain::SHUTDOWN_GRACE;
 use super::gate::{Gate, LocalAddr};
 use super::health;
@@ -32,8 +33,10 @@ const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 /// Serves MCP on `listener` until `shutdown` is cancelled; then it accepts
 /// no more connections or calls, and the calls in flight get
-/// [`SHUTDOWN_GRACE`](super::SHUTDOWN_GRACE) to finish and send their results. Every connection and every session runs
-/// on its own tasks, so calls run in parallel.
+/// [`SHUTDOWN_GRACE`](super::SHUTDOWN_GRACE) to finish and send their
+/// results. Connections are spread over threads of their own (one per core),
+/// each of which runs the calls that finish in their first polls; calls that
+/// wait or run on go to the current runtime, so calls run in parallel.
 pub async fn serve_http(
     server: McpServer,
     listener: TcpListener,
@@ -68,6 +71,7 @@ pub async fn serve_http(
     let expiry = tokio::spawn(sessions.clone().expire_idle());
     let connections = Arc::new(Semaphore::new(options.max_connections.max(1)));
     let tracker = TaskTracker::new();
+    let threads = ConnectionThreads::for_this_machine();
     loop {
         let accepted = tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -94,6 +98,14 @@ pub async fn serve_http(
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%peer, %error, "cannot disable Nagle's algorithm");
         }
+        // Registered again on the runtime of the thread that serves it.
+        let stream = match stream.into_std() {
+            Ok(stream) => stream,
+            Err(error) => {
+                tracing::debug!(%peer, %error, "cannot hand a connection over");
+                continue;
+            }
+        };
         let (sessions, gate, probe) = (sessions.clone(), gate.clone(), probe.clone());
         let (metrics, pages) = (options.metrics.clone(), options.pages.clone());
         let local = stream.local_addr().ok().map(LocalAddr);
@@ -131,25 +143,20 @@ pub async fn serve_http(
             }
         });
         let close = sessions_stop.clone();
-        tracker.spawn(async move {
-            let _permit = permit;
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(connection);
-            tokio::select! {
-                result = connection.as_mut() => {
-                    if let Err(error) = result {
-                        tracing::debug!(%peer, %error, "connection ended");
+        tracker.spawn_on(
+            async move {
+                let _permit = permit;
+                let stream = match tokio::net::TcpStream::from_std(stream) {
+                    Ok(stream) => stream,
+                    Err(error) => {
+                        tracing::debug!(%peer, %error, "cannot serve a connection");
+                        return;
                     }
-                }
-                _ = close.cancelled() => {
-                    connection.as_mut().graceful_shutdown();
-                    let _ = connection.await;
-                }
-            }
-        });
+                };
+                serve_connection(stream, service, close, peer).await;
+            },
+            &threads.next(),
+        );
     }
     // Readiness is false from here on; the calls in flight get their grace.
     drain.begin_stop();
@@ -164,6 +171,37 @@ pub async fn serve_http(
         .is_err()
     {
         tracing::warn!("connections still open after {CLOSE_GRACE:?}; closing them");
+    }
+    // Their threads end, and with them any connection still open.
+    drop(threads);
+}
+
+/// Serves one connection until it ends, or until `close` is cancelled and
+/// its last response is sent.
+async fn serve_connection<S>(
+    stream: tokio::net::TcpStream,
+    service: S,
+    close: CancellationToken,
+    peer: std::net::SocketAddr,
+) where
+    S: hyper::service::Service<Request<Incoming>, Response = http::Response<super::body::Body>>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(connection);
+    tokio::select! {
+        result = connection.as_mut() => {
+            if let Err(error) = result {
+                tracing::debug!(%peer, %error, "connection ended");
+            }
+        }
+        _ = close.cancelled() => {
+            connection.as_mut().graceful_shutdown();
+            let _ = connection.await;
+        }
     }
 }
 

@@ -20,6 +20,7 @@ use super::identity::Identity;
 use super::input_required::Rounds;
 use super::paused_scripts::PausedScripts;
 use super::state_keys::StateKeys;
+use super::tools_changed::{ToolsChanged, ToolsLoading};
 use wasm_agent_cache::ResultCache;
 use wasm_agent_code_mode::Interpreter;
 use wasm_agent_pipeline::{CallSettings, HostTools, Pipeline, PipelineBuilder, ToolSet};
@@ -114,46 +115,9 @@ pub(crate) struct Shared {
     pub(crate) paused: PausedScripts,
     /// Tool sessions of sessionless callers, by the handles they pass.
     pub(crate) handles: SessionHandles,
-}
-
-/// Tells the clients of an [`McpServer`] that its tool list changed; cheap to
-/// clone and hand to whatever adds or removes tools.
-#[derive(Clone, Debug)]
-pub struct ToolsChanged(broadcast::Sender<()>);
-
-impl ToolsChanged {
-    /// Sends `notifications/tools/list_changed` to every connected client.
-    pub fn notify(&self) {
-        // No receivers just means no client is connected.
-        let _ = self.0.send(());
-    }
-
-    fn subscribe(&self) -> broadcast::Receiver<()> {
-        self.0.subscribe()
-    }
-}
-
-/// Tells an [`McpServer`] that its host's tools are loaded; see
-/// [`McpServerBuilder::loading`].
-pub struct ToolsLoading {
-    done: watch::Sender<bool>,
-    changed: ToolsChanged,
-    listed_early: Arc<AtomicBool>,
-}
-
-impl ToolsLoading {
-    /// The tools are loaded: waiting requests go on, and clients that were
-    /// given a listing before are told the list changed.
-    pub fn done(self) {}
-}
-
-impl Drop for ToolsLoading {
-    fn drop(&mut self) {
-        self.done.send_replace(true);
-        if self.listed_early.load(Ordering::Acquire) {
-            self.changed.notify();
-        }
-    }
+    /// The runtime the server was built on, which runs calls that outlive
+    /// their request (never a connection's thread).
+    pub(crate) calls: Option<tokio::runtime::Handle>,
 }
 
 /// Settings of an [`McpServer`].
@@ -355,6 +319,7 @@ impl McpServerBuilder {
             holds,
             paused,
             handles,
+            calls: tokio::runtime::Handle::try_current().ok(),
         }))
     }
 }

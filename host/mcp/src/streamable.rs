@@ -8,7 +8,9 @@
 //!
 //! rmcp's own sessions pass every request through a session worker, the
 //! service loop and a handler task; here the connection's task runs the call
-//! and writes the response, as stdio does.
+//! and writes the response, as stdio does: on its connection's thread while
+//! it only yields ([`run_here`]), on the runtime that runs calls once it
+//! waits.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -23,6 +25,7 @@ use hyper::body::Incoming;
 use rmcp::model::{RequestId, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use tokio::runtime::Handle;
 use tokio::sync::mpsc;
 use tokio_util::task::TaskTracker;
 
@@ -32,6 +35,7 @@ use super::elicit::SendMessage;
 use super::identity::Identity;
 use super::records::Records;
 use super::relay::Relay;
+use super::run_here::run_here;
 use super::server::McpServer;
 use super::traced::Origin;
 use super::wire::{
@@ -64,8 +68,10 @@ pub(crate) struct Sessions {
     rmcp: StreamableHttpService<McpServer, LocalSessionManager>,
     /// Sessions' records in the session store, shared by replicas.
     records: Records,
-    /// Calls that outlive their first poll, and event streams being fed.
+    /// Calls that outlive their first polls, and event streams being fed.
     tasks: TaskTracker,
+    /// The runtime those tasks, and rmcp's, run on (not a connection's).
+    calls: Handle,
     started: Instant,
     /// Set once the server stops: no session opens or listens any more.
     closing: std::sync::atomic::AtomicBool,
@@ -104,6 +110,7 @@ impl Sessions {
             idle,
             rmcp,
             tasks: TaskTracker::new(),
+            calls: Handle::current(),
             started: Instant::now(),
             closing: Default::default(),
         }
@@ -138,7 +145,7 @@ impl Sessions {
             (Method::DELETE, Some(Some(busy))) => self.close(busy).await,
             (Method::GET | Method::DELETE, None) => {
                 request.extensions_mut().insert(identity);
-                self.rmcp.handle(request).await
+                self.to_rmcp(request).await
             }
             _ => {
                 let mut response =
@@ -306,7 +313,9 @@ impl Sessions {
             return refusal;
         }
         match session {
-            Some(busy) => Session::post(busy, &message, &self.tasks, &parts.headers).await,
+            Some(busy) => {
+                Session::post(busy, &message, (&self.tasks, &self.calls), &parts.headers).await
+            }
             None if message.method.as_deref() == Some("initialize") && message.id.is_some() => {
                 self.open(&message, identity, &parts.headers).await
             }
@@ -314,9 +323,27 @@ impl Sessions {
                 drop(message);
                 let mut request = Request::from_parts(parts, Full::new(body));
                 request.extensions_mut().insert(identity);
-                self.rmcp.handle(request).await
+                self.to_rmcp(request).await
             }
         }
+    }
+
+    /// Hands `request` to rmcp's service on the runtime that runs calls, so
+    /// the tasks it starts (a call among them) never hold up the thread of
+    /// a connection.
+    async fn to_rmcp<B>(&self, request: Request<B>) -> Response<Body>
+    where
+        B: hyper::body::Body + Send + 'static,
+        B::Data: Send,
+        B::Error: std::fmt::Display,
+    {
+        let rmcp = self.rmcp.clone();
+        let answered = self
+            .tasks
+            .spawn_on(async move { rmcp.handle(request).await }, &self.calls);
+        answered
+            .await
+            .unwrap_or_else(|_| plain(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping"))
     }
 
     /// Answers `initialize`, opening a session for the client.
@@ -448,7 +475,7 @@ impl Session {
     async fn post(
         busy: Busy,
         message: &Message<'_>,
-        tasks: &TaskTracker,
+        (tasks, calls): (&TaskTracker, &Handle),
         headers: &HeaderMap,
     ) -> Response<Body> {
         let this = &busy.0;
@@ -484,13 +511,13 @@ impl Session {
             (Answer::Now(answer), _) => json(&dispatch::response(id, *answer)),
             (Answer::Later(answer), None) => {
                 let mut answer = answer;
-                // Most calls finish in their first poll: answer on this
-                // task. One that waits runs on a task of its own, so a
-                // client that disconnects does not cancel it (the spec
-                // says it must not); it cancels with a notification.
-                let answer = match futures::poll!(answer.as_mut()) {
+                // Most calls finish in their first polls: answer on this
+                // connection's thread. One that waits runs on a task of its
+                // own, so a client that disconnects does not cancel it (the
+                // spec says it must not); it cancels with a notification.
+                let answer = match run_here(answer.as_mut()) {
                     Poll::Ready(answer) => answer,
-                    Poll::Pending => tasks.spawn(answer).await.ok().flatten(),
+                    Poll::Pending => tasks.spawn_on(answer, calls).await.ok().flatten(),
                 };
                 match answer {
                     Some(answer) => json(&dispatch::response(id, answer)),
@@ -499,12 +526,15 @@ impl Session {
                 }
             }
             (Answer::Later(answer), Some((sender, receiver))) => {
-                tasks.spawn(async move {
-                    let _busy = busy;
-                    if let Some(answer) = answer.await {
-                        let _ = sender.send(event(&dispatch::response(id, answer))).await;
-                    }
-                });
+                tasks.spawn_on(
+                    async move {
+                        let _busy = busy;
+                        if let Some(answer) = answer.await {
+                            let _ = sender.send(event(&dispatch::response(id, answer))).await;
+                        }
+                    },
+                    calls,
+                );
                 event_stream(receiver, None)
             }
         }
