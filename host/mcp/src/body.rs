@@ -1,5 +1,5 @@
-//! HTTP bodies of the server's own answers: the boxed body type every
-//! response uses, plain-text and JSON responses.
+//! HTTP bodies: the boxed body type every response uses, plain-text and
+//! JSON responses, and a request's body read within its limits.
 
 use std::convert::Infallible;
 
@@ -31,4 +31,36 @@ pub(crate) fn json(message: &impl serde::Serialize) -> Response<Body> {
         HeaderValue::from_static("application/json"),
     );
     response
+}
+
+/// A request's whole body, at most `max` bytes and within `timeout`; else
+/// the refusal that says which limit it passed.
+pub(crate) async fn read_body(
+    body: hyper::body::Incoming,
+    max: usize,
+    timeout: std::time::Duration,
+) -> Result<Bytes, Box<Response<Body>>> {
+    let collected = http_body_util::Limited::new(body, max).collect();
+    let refusal = |status, message: String| Err(Box::new(plain(status, &message)));
+    match tokio::time::timeout(timeout, collected).await {
+        Err(_) => refusal(
+            StatusCode::REQUEST_TIMEOUT,
+            format!("request timeout: the body took longer than {timeout:?}"),
+        ),
+        Ok(Ok(body)) => Ok(body.to_bytes()),
+        Ok(Err(error))
+            if error
+                .downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            refusal(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("payload too large: bodies are limited to {max} bytes"),
+            )
+        }
+        Ok(Err(error)) => refusal(
+            StatusCode::BAD_REQUEST,
+            format!("cannot read the body: {error}"),
+        ),
+    }
 }

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use rmcp::model::{RequestId, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::StreamableHttpService;
@@ -29,7 +29,7 @@ use tokio::runtime::Handle;
 use tokio::sync::mpsc;
 use tokio_util::task::TaskTracker;
 
-use super::body::{Body, json, plain};
+use super::body::{Body, json, plain, read_body};
 use super::dispatch::{self, Answer, Dispatcher, Message, Notify};
 use super::elicit::SendMessage;
 use super::identity::Identity;
@@ -276,30 +276,9 @@ impl Sessions {
             return refusal;
         }
         let (parts, body) = request.into_parts();
-        let body = Limited::new(body, self.max_body).collect();
-        let body = match tokio::time::timeout(BODY_TIMEOUT, body).await {
-            Err(_) => {
-                return plain(
-                    StatusCode::REQUEST_TIMEOUT,
-                    &format!("request timeout: the body took longer than {BODY_TIMEOUT:?}"),
-                );
-            }
-            Ok(Ok(body)) => body.to_bytes(),
-            Ok(Err(error)) if error.downcast_ref::<LengthLimitError>().is_some() => {
-                return plain(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    &format!(
-                        "payload too large: bodies are limited to {} bytes",
-                        self.max_body
-                    ),
-                );
-            }
-            Ok(Err(error)) => {
-                return plain(
-                    StatusCode::BAD_REQUEST,
-                    &format!("cannot read the body: {error}"),
-                );
-            }
+        let body = match read_body(body, self.max_body, BODY_TIMEOUT).await {
+            Ok(body) => body,
+            Err(refusal) => return *refusal,
         };
         let message = match Message::parse_bytes(&body) {
             Ok(message) => message,
@@ -341,9 +320,14 @@ impl Sessions {
         let answered = self
             .tasks
             .spawn_on(async move { rmcp.handle(request).await }, &self.calls);
-        answered
-            .await
-            .unwrap_or_else(|_| plain(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping"))
+        match answered.await {
+            Ok(response) => response,
+            Err(ended) if ended.is_panic() => plain(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal error: the request's handler failed",
+            ),
+            Err(_) => plain(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping"),
+        }
     }
 
     /// Answers `initialize`, opening a session for the client.
