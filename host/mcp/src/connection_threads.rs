@@ -6,7 +6,7 @@
 //! every page-table change of the instance's reset interrupt it (a Python
 //! call cost 650 µs of CPU there against 460 µs on one thread). Here each
 //! connection stays on one thread, which reads its requests, runs the calls
-//! that finish in their first polls ([`run_here`](super::run_here)), writes
+//! that finish in their first polls ([`run_here`](crate::run_here::run_here)), writes
 //! the responses and frees the instances, as the stdio connection's thread
 //! does. A call that waits or runs on goes to the shared runtime.
 

@@ -33,7 +33,7 @@ const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 /// Serves MCP on `listener` until `shutdown` is cancelled; then it accepts
 /// no more connections or calls, and the calls in flight get
-/// [`SHUTDOWN_GRACE`](super::SHUTDOWN_GRACE) to finish and send their
+/// [`SHUTDOWN_GRACE`] to finish and send their
 /// results. Connections are spread over threads of their own (one per core),
 /// each of which runs the calls that finish in their first polls; calls that
 /// wait or run on go to the current runtime, so calls run in parallel.
