@@ -457,8 +457,8 @@ async def main() -> None:
     for key, label in [("stdio", "Rust (`tests/echo-tool`, 20 host imports)"), ("stdio fixture", "Rust (`tests/fixture-tool`, 138 host imports)")]:
         print(f"| {label} | {us(plain_median[f'{key} p50'])} | {us(plain_median[f'{key} cpu'])} | {plain_median[f'{key} faults']:.1f} |")
     for name, label in [("python", "Python (`tests/fixture-py`)"), ("javascript", "JavaScript (`tests/fixture-js`)")]:
-        figures = [interpreted_median[f"{name} {k}"] for k in ("p50", "cpu", "faults")]
-        print(f"| {label} | {us(figures[0])} | {us(figures[1])} | {figures[2]:.1f} |")
+        p50, cpu, faults = (interpreted_median[f"{name} {k}"] for k in ("p50", "cpu", "faults"))
+        print(f"| {label} | {us(p50)} | {us(cpu)} | {faults:.1f} |")
     print()
     print("Issue 41's targets, each beside its floor or baseline from this run:")
     print()
@@ -470,15 +470,21 @@ async def main() -> None:
     for name in ("python", "javascript"):
         p50 = interpreted_median[f"{name} p50"]
         print(f"| {name} `echo` through MCP: ≤ 400 µs p50 | {us(p50)} | Rust `echo` {us(plain_median['stdio p50'])} | {met(p50 <= 400e-6)} |")
+    # The rounds' spread beside a median: how far this machine's noise
+    # moved the same comparison within the run.
+    spread = lambda values, f: f"rounds {f(min(values))} to {f(max(values))}"  # noqa: E731
+    signed = lambda s: f"{s * 1e6:+.0f} µs"  # noqa: E731
     for t, label in [("stdio", "stdio"), ("http", "HTTP")]:
-        extra = plain_median[f"{t} added p50"]
-        print(f"| added latency over the floor, plain client, {label}: ≤ +15 µs | {extra * 1e6:+.0f} µs | floor {us(plain_median[f'{t} floor p50'])} | {met(extra <= 15e-6)} |")
+        for client, rounds, medians in [("plain client", plain, plain_median), ("SDK client", figures, median)]:
+            extra = medians[f"{t} added p50"]
+            print(f"| added latency over the floor, {client}, {label}: ≤ +15 µs | {signed(extra)} ({spread(rounds[f'{t} added p50'], signed)}) | floor {us(medians[f'{t} floor p50'])} | {met(extra <= 15e-6)} |")
         cpu, cpu_added = plain_median[f"{t} cpu"], plain_median[f"{t} added cpu"]
         beside = f"; `tests/fixture-tool` {us(plain_median['stdio fixture cpu'])}" if t == "stdio" else ""
-        print(f"| server CPU per call, plain client, {label}: ≤ the floor's | {us(cpu)} ({cpu_added * 1e6:+.0f} µs beside the floor) | floor {us(plain_median[f'{t} floor cpu'])}{beside} | {met(cpu_added <= 0)} |")
+        print(f"| server CPU per call, plain client, {label}: ≤ the floor's | {us(cpu)} ({signed(cpu_added)} beside the floor; {spread(plain[f'{t} added cpu'], signed)}) | floor {us(plain_median[f'{t} floor cpu'])}{beside} | {met(cpu_added <= 0)} |")
         share = median[f"{t} rate share"]
         client = f"the client {median[f'{t} busy16']:.0%} busy at {us(median[f'{t} client16'])} a call, against {us(median[f'{t} floor client16'])}"
-        print(f"| calls/s at {IN_FLIGHT} in flight, SDK client, {label}: ≥ 1.05× the floor's | {share:.2f}× | floor {median[f'{t} floor rate']:.0f}/s; {client} | {met(share >= 1.05)} |")
+        ratio = lambda r: f"{r:.2f}×"  # noqa: E731
+        print(f"| calls/s at {IN_FLIGHT} in flight, SDK client, {label}: ≥ 1.05× the floor's | {share:.2f}× ({spread(figures[f'{t} rate share'], ratio)}) | floor {median[f'{t} floor rate']:.0f}/s; {client} | {met(share >= 1.05)} |")
     rss = examples_rss["rust"]
     from hot_code import listed_in  # it imports this module, so not at the top
 
