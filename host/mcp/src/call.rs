@@ -220,10 +220,7 @@ impl McpServer {
             let called = shared.pipeline.call(call).await;
             answer_of(called, &tool_name)
         };
-        let task = match &self.shared().calls {
-            Some(runtime) => runtime.spawn(running),
-            None => tokio::spawn(running),
-        };
+        let task = self.shared().calls.spawn(running);
         let mut running = Running {
             task,
             questions,

@@ -14,6 +14,7 @@ mod answers;
 mod body;
 mod cached;
 mod call;
+mod calls_runtime;
 mod code_mode;
 mod connection_threads;
 mod content;

@@ -12,6 +12,7 @@ use tokio::sync::{broadcast, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::answers::StoredAnswers;
+use super::calls_runtime::CallsRuntime;
 use super::content;
 use super::drain::{Drain, SHUTDOWN_GRACE};
 use super::handles::SessionHandles;
@@ -115,9 +116,9 @@ pub(crate) struct Shared {
     pub(crate) paused: PausedScripts,
     /// Tool sessions of sessionless callers, by the handles they pass.
     pub(crate) handles: SessionHandles,
-    /// The runtime the server was built on, which runs calls that outlive
-    /// their request (never a connection's thread).
-    pub(crate) calls: Option<tokio::runtime::Handle>,
+    /// The runtime that runs calls which outlive their request (never a
+    /// connection's thread).
+    pub(crate) calls: CallsRuntime,
 }
 
 /// Settings of an [`McpServer`].
@@ -319,7 +320,7 @@ impl McpServerBuilder {
             holds,
             paused,
             handles,
-            calls: tokio::runtime::Handle::try_current().ok(),
+            calls: CallsRuntime::new(),
         }))
     }
 }
@@ -451,6 +452,7 @@ impl McpServer {
         T: rmcp::transport::IntoTransport<RoleServer, E, A>,
         E: std::error::Error + Send + Sync + 'static,
     {
+        self.shared().calls.serve_here();
         let drain = self.drain();
         let running = self
             .serve(transport)

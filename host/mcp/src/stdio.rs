@@ -324,7 +324,7 @@ impl McpServer {
     /// pages. A call that waits, or runs on past a tick or two, goes on in a
     /// task of the current runtime.
     pub async fn serve_stdio_until(self, stop: CancellationToken) -> Result<(), ServeError> {
-        let calls = Handle::current();
+        let calls = self.shared().calls.serve_here();
         let (sender, served) = tokio::sync::oneshot::channel();
         std::thread::Builder::new()
             .name("wasm-agent-stdio".into())
@@ -365,13 +365,8 @@ impl McpServer {
         writer: impl tokio::io::AsyncWrite + Send + Unpin + 'static,
         stop: CancellationToken,
     ) -> Result<(), ServeError> {
-        let serving = serve(
-            self,
-            Box::new(reader),
-            Box::new(writer),
-            stop,
-            Handle::current(),
-        );
+        let calls = self.shared().calls.serve_here();
+        let serving = serve(self, Box::new(reader), Box::new(writer), stop, calls);
         joined(tokio::spawn(serving).await)
     }
 }

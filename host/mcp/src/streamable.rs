@@ -83,6 +83,7 @@ impl Sessions {
         max_body: usize,
         idle: Duration,
     ) -> Self {
+        let calls = server.shared().calls.serve_here();
         Self {
             records: Records::new(server.host()),
             server,
@@ -93,7 +94,7 @@ impl Sessions {
             idle,
             rmcp,
             tasks: TaskTracker::new(),
-            calls: Handle::current(),
+            calls,
             started: Instant::now(),
             closing: Default::default(),
         }
