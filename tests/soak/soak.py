@@ -117,11 +117,23 @@ async def quiet_sample(pid: int, send) -> tuple[float, int]:
 
 async def drive(stats: Stats, calls: int, pid: int, send) -> None:
     """Runs `calls` mixed calls through `send(session, tool, args, cancel)`:
-    a fifth to warm up (every pool slot used), a quiet sample (the baseline), the rest with samples
-    on the way, and a quiet sample at the end."""
+    a fifth to warm up, a quiet sample (the baseline), the rest with samples
+    on the way, and a quiet sample at the end.
+
+    Each memory slot of the pool keeps up to 2 MiB of the pages its calls
+    wrote resident, so RSS rises, to a bound, as more slots come into use.
+    Over stdio a call runs on the connection's own thread and slots come
+    into use slowly, so the warm-up goes on, a tenth at a time (at most
+    three), until the quiet RSS rises by less than 2 MiB: the baseline is
+    then the plateau, and what grows past it is the server's."""
     warm = max(calls // 5, 1)
     await run_calls(stats, warm, pid, send, every=0)
     stats.baseline = await quiet_sample(pid, send)
+    for _ in range(3):
+        await run_calls(stats, warm // 2, pid, send, every=0)
+        settled, stats.baseline = stats.baseline, await quiet_sample(pid, send)
+        if stats.baseline[0] - settled[0] < 2:
+            break
     await run_calls(stats, calls - warm, pid, send, every=max(calls // 10, 1))
     stats.end = await quiet_sample(pid, send)
 
