@@ -192,10 +192,12 @@ mod tests {
         let engine = Engine::default();
         let ticker = EpochTicker::start(&engine).expect("ticker");
         // Short calls: no tick, and the ticker wakes every few ticks at
-        // most (a busy machine only makes its sleeps longer).
+        // most (a busy machine only makes its sleeps longer). A short call
+        // ticks only if this thread is preempted for a tick inside it: a few
+        // at most, where a ticker ticking while calls come gives about 60.
         short_calls(&ticker, TICK * 60);
         assert!(
-            ticks(&ticker) <= 2,
+            ticks(&ticker) <= 10,
             "{} ticks of short calls",
             ticks(&ticker)
         );
